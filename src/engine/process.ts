@@ -1,0 +1,74 @@
+/** Spawning ffmpeg/ffprobe: bounded in time, never through a shell, missing binaries named. */
+import { spawn } from 'node:child_process';
+import { ffmpegInstallHint, runtimeErrors } from '../core/errors.js';
+
+export interface RunResult {
+  code: number | null;
+  stdout: Buffer;
+  stderr: string;
+}
+
+export interface RunOptions {
+  /** Kill the child after this long (a hostile file must not hang a job). */
+  timeoutMs?: number;
+  /** Receives stdout chunks as they arrive instead of buffering them. */
+  onStdout?: (chunk: Buffer) => void;
+  stdin?: Buffer;
+}
+
+/** Children still running, killed if the process is interrupted. */
+const live = new Set<import('node:child_process').ChildProcess>();
+
+export function killAllChildren(): void {
+  for (const child of live) child.kill('SIGKILL');
+}
+
+export function run(tool: 'ffmpeg' | 'ffprobe', args: string[], options: RunOptions = {}): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(tool, args, { stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+    live.add(child);
+    const out: Buffer[] = [];
+    let err = '';
+    let timedOut = false;
+    const timer = options.timeoutMs
+      ? setTimeout(() => {
+          timedOut = true;
+          child.kill('SIGKILL');
+        }, options.timeoutMs)
+      : undefined;
+    child.stdout?.on('data', (chunk: Buffer) => (options.onStdout ? options.onStdout(chunk) : out.push(chunk)));
+    child.stderr?.on('data', (chunk: Buffer) => {
+      // Keep only the tail: ffmpeg can be chatty on a damaged file.
+      err = (err + chunk.toString()).slice(-8192);
+    });
+    if (options.stdin && child.stdin) {
+      child.stdin.on('error', () => {});
+      child.stdin.end(options.stdin);
+    }
+    child.on('error', (error: NodeJS.ErrnoException) => {
+      live.delete(child);
+      if (timer) clearTimeout(timer);
+      if (error.code === 'ENOENT') reject(runtimeErrors.missingFfmpeg(tool, ffmpegInstallHint()));
+      else reject(error);
+    });
+    child.on('close', (code) => {
+      live.delete(child);
+      if (timer) clearTimeout(timer);
+      resolve({ code: timedOut ? null : code, stdout: Buffer.concat(out), stderr: err });
+    });
+  });
+}
+
+/** Runs `tasks` with at most `limit` in flight, preserving result order. */
+export async function pool<T>(tasks: Array<() => Promise<T>>, limit: number): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await (tasks[i] as () => Promise<T>)();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
+  return results;
+}

@@ -1,0 +1,124 @@
+/**
+ * The job runner shared by every surface: validate -> probe -> plan -> render -> report.
+ *
+ * Adapters parse their own input (each surface words a bad time value its own way) and shape the
+ * outcome with core/report.ts; everything in between happens here, once.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdir, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, parse, resolve } from 'node:path';
+import { audioReport } from './core/audio.js';
+import type { Density } from './core/density.js';
+import { VidsheetError, runtimeErrors } from './core/errors.js';
+import { computeGrid, JPEG_QUALITY, layoutSheets, THEME } from './core/layout.js';
+import { makePlan } from './core/plan.js';
+import type { JobOutcome } from './core/report.js';
+import { durationToMs, resolveWindow } from './core/window.js';
+import { labelFontPath } from './engine/font.js';
+import { selectEngine } from './engine/index.js';
+import { killAllChildren } from './engine/process.js';
+import { type Engine, EngineError } from './engine/types.js';
+
+export interface JobRequest {
+  /** Path to the video; resolved against the working directory. */
+  input: string;
+  density: Density;
+  /** Parsed window bounds in ms; undefined when not given. */
+  startMs?: number;
+  endMs?: number;
+  /** Output directory; defaults to the input's directory. */
+  outDir?: string;
+}
+
+export interface JobOptions {
+  engine?: Engine;
+  /** Local surfaces draw the audio band and report `audio`; hosted/remote are visual only. */
+  audio: boolean;
+  /** Sheet file base name; local uses the input's name, hosted/remote use `video`. */
+  baseName?: string;
+  /** Cap on sheets (hosted/remote); local has none. */
+  maxSheets?: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** Per-run temporary directories still on disk; removed synchronously on interrupt. */
+const liveTempDirs = new Set<string>();
+
+/** Best-effort synchronous cleanup for signal handlers: children killed, temp dirs removed. */
+export function abortAllJobs(): void {
+  killAllChildren();
+  for (const dir of liveTempDirs) rmSync(dir, { recursive: true, force: true });
+  liveTempDirs.clear();
+}
+
+export async function runJob(request: JobRequest, options: JobOptions): Promise<JobOutcome> {
+  const input = resolve(request.input);
+  const info = await stat(input).catch(() => null);
+  if (!info?.isFile()) throw runtimeErrors.inputNotFound(input);
+
+  const engine = options.engine ?? selectEngine();
+  const probe = await engine.probe(input).catch((error) => {
+    throw engineFailure(error, input);
+  });
+  const durationMs = durationToMs(probe.duration);
+  const window = resolveWindow({ startMs: request.startMs, endMs: request.endMs }, durationMs, request.density);
+  const plan = makePlan(window, request.density, options.maxSheets);
+
+  const outDir = resolve(request.outDir ?? parse(input).dir);
+  await mkdir(outDir, { recursive: true });
+  const baseName = options.baseName ?? parse(input).name;
+  const files = plan.sheets.map((_, i) => join(outDir, `${baseName}.sheet-${i + 1}.jpg`));
+  const grid = computeGrid(probe.width, probe.height, request.density, options.audio);
+  const sheets = layoutSheets({ grid, sheets: plan.sheets, window, paths: files, hasAudio: probe.hasAudio });
+
+  mkdirSync(tmpdir(), { recursive: true });
+  const tempDir = mkdtempSync(join(tmpdir(), 'vidsheet-'));
+  liveTempDirs.add(tempDir);
+  try {
+    const result = await engine
+      .render(
+        {
+          input,
+          videoStream: probe.videoStream,
+          fontPath: labelFontPath(),
+          quality: JPEG_QUALITY,
+          theme: THEME,
+          sheets,
+          audio: options.audio ? { startMs: window.startMs, endMs: window.endMs } : null,
+          tempDir,
+        },
+        options.onProgress,
+      )
+      .catch((error) => {
+        throw engineFailure(error, input);
+      });
+    const requestedWindow = request.startMs !== undefined || request.endMs !== undefined;
+    return {
+      input,
+      duration: durationMs / 1000,
+      ...(requestedWindow ? { window } : {}),
+      frames: plan.sheets.length * (plan.sheets[0]?.length ?? 0),
+      files,
+      timecodes: plan.sheets.map((cells) => cells.map((c) => c.label)),
+      warnings: result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
+      ...(options.audio
+        ? { audio: audioReport(window, result.audio?.present ?? false, result.audio?.envelope ?? new Float32Array(0)) }
+        : {}),
+    };
+  } finally {
+    liveTempDirs.delete(tempDir);
+    rmSync(tempDir, { recursive: true, force: true });
+  }
+}
+
+/** Engine errors carry codes; users get the catalog's message, never raw FFmpeg text alone. */
+function engineFailure(error: unknown, input: string): Error {
+  if (error instanceof VidsheetError) return error;
+  if (error instanceof EngineError || (error as { code?: string })?.code) {
+    const code = (error as { code?: string }).code;
+    if (code === 'input_not_found') return runtimeErrors.inputNotFound(input);
+    if (code === 'unreadable_video') return runtimeErrors.unreadableVideo(input);
+  }
+  return runtimeErrors.processingFailed(error instanceof Error ? error.message : String(error));
+}
