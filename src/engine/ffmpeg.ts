@@ -14,6 +14,7 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { debuglog } from 'node:util';
 import jpeg from 'jpeg-js';
 import { type Canvas, blit, createCanvas, paintBand, parsePpm } from './raster.js';
 import { pool, run } from './process.js';
@@ -26,6 +27,8 @@ import {
   type RenderPlan,
   type RenderResult,
 } from './types.js';
+
+const debug = debuglog('vidsheet');
 
 interface StreamJson {
   index: number;
@@ -118,16 +121,18 @@ interface Packets {
   keyframes: bigint[];
 }
 
-async function listPackets(path: string, d: Details, fromMs: number, toMs: number): Promise<Packets> {
-  // Only the window's neighbourhood is read; 30 s of lead-in covers the frame displayed at its start.
-  const from = Math.max(0, fromMs / 1000 - 30) + d.startTime;
-  const to = toMs / 1000 + 1 + d.startTime;
+async function listPackets(path: string, d: Details, range?: { fromMs: number; toMs: number }): Promise<Packets> {
+  // A window reads only its neighbourhood (30 s of lead-in for the frame displayed at its start);
+  // the caller falls back to the whole file when that misses the GOP start.
+  const interval =
+    range && range.fromMs > 30_000
+      ? ['-read_intervals', `${range.fromMs / 1000 - 30 + d.startTime}%${range.toMs / 1000 + 1 + d.startTime}`]
+      : range
+        ? ['-read_intervals', `%${range.toMs / 1000 + 1 + d.startTime}`]
+        : [];
   const { stdout } = await run(
     'ffprobe',
-    [
-      '-v', 'error', '-select_streams', String(d.videoStream), '-read_intervals', `${from}%${to}`,
-      '-show_entries', 'packet=pts,flags', '-of', 'csv=p=0', path,
-    ],
+    ['-v', 'error', '-select_streams', String(d.videoStream), ...interval, '-show_entries', 'packet=pts,flags', '-of', 'csv=p=0', path],
     { timeoutMs: 120_000 },
   );
   const pts: bigint[] = [];
@@ -202,13 +207,18 @@ async function extractGroup(
     return [packets.pts[f - 1], packets.pts[f + 1]].filter((q) => q !== undefined).map((q) => Math.abs(seconds(q as bigint, d) - p));
   });
   const eps = Math.min(0.0005, ...gaps.map((g) => g / 3));
-  const seek = Math.max(0, seconds(first, d) - d.startTime - eps);
+  // Seek to just before the keyframe that starts the first target's GOP: containers without an
+  // index (MPEG-TS) seek by bisection and would otherwise land mid-GOP.
+  const key = lastAtOrBefore(packets.keyframes, (k) => k <= first);
+  const from = key < 0 ? first : (packets.keyframes[key] as bigint);
+  const seek = Math.max(0, seconds(from, d) - d.startTime - Math.max(eps, 0.1));
   const select = times.map((t) => `lt(abs(t-${t.toPrecision(17)})\\,${eps.toPrecision(6)})`).join('+');
   const filters = [
     ...(d.interlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
     `select='${select}'`,
     `scale=${size.w}:${size.h}:flags=bicubic`,
     'setsar=1',
+    'format=rgb24',
   ];
   const pattern = join(prefix, 'cell-%05d.ppm');
   const framesTimeout = 30_000 + group.length * 5_000;
@@ -226,6 +236,7 @@ async function extractGroup(
     const file = await readFile(join(prefix, `cell-${String(k + 1).padStart(5, '0')}.ppm`)).catch(() => null);
     const image = file ? parsePpm(file) : null;
     if (image && image.width === size.w && image.height === size.h) out.set(f, image.rgb);
+    else debug('frame at %ss not extracted (%s)', times[k], file ? `${file.length} bytes` : 'no file');
   }
   return out;
 }
@@ -311,7 +322,12 @@ export const ffmpegEngine: Engine = {
     const cells = plan.sheets.flatMap((sheet, s) => sheet.cells.map((cell, c) => ({ s, c, cell })));
     const times = cells.map((x) => x.cell.timeMs);
     const audioTask = plan.audio ? audioEnvelope(plan.input, d) : Promise.resolve(null);
-    const packets = await listPackets(plan.input, d, Math.min(...times), Math.max(...times));
+    const first = Math.min(...times);
+    let packets = await listPackets(plan.input, d, { fromMs: first, toMs: Math.max(...times) });
+    const firstFrame = packets.pts.length ? packets.pts[frameAt(packets.pts, d, first)] : undefined;
+    if (firstFrame === undefined || !(packets.keyframes[0] !== undefined && packets.keyframes[0] <= firstFrame)) {
+      packets = await listPackets(plan.input, d);
+    }
 
     const size = { w: cells[0]?.cell.rect.w ?? 0, h: cells[0]?.cell.rect.h ?? 0 };
     const frameOf = cells.map((x) => (packets.pts.length ? frameAt(packets.pts, d, x.cell.timeMs) : -1));

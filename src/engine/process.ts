@@ -1,5 +1,6 @@
 /** Spawning ffmpeg/ffprobe: bounded in time, never through a shell, missing binaries named. */
 import { spawn } from 'node:child_process';
+import { debuglog } from 'node:util';
 import { ffmpegInstallHint, runtimeErrors } from '../core/errors.js';
 
 export interface RunResult {
@@ -16,6 +17,8 @@ export interface RunOptions {
   stdin?: Buffer;
 }
 
+const debug = debuglog('vidsheet');
+
 /** Children still running, killed if the process is interrupted. */
 const live = new Set<import('node:child_process').ChildProcess>();
 
@@ -25,6 +28,7 @@ export function killAllChildren(): void {
 
 export function run(tool: 'ffmpeg' | 'ffprobe', args: string[], options: RunOptions = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
+    debug('spawn %s %s', tool, args.join(' '));
     const child = spawn(tool, args, { stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
     live.add(child);
     const out: Buffer[] = [];
@@ -54,6 +58,7 @@ export function run(tool: 'ffmpeg' | 'ffprobe', args: string[], options: RunOpti
     child.on('close', (code) => {
       live.delete(child);
       if (timer) clearTimeout(timer);
+      if (code !== 0) debug('%s exited %s%s: %s', tool, code, timedOut ? ' (timed out)' : '', err.trim().slice(-500));
       resolve({ code: timedOut ? null : code, stdout: Buffer.concat(out), stderr: err });
     });
   });

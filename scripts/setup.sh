@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg and its libraries,
+# libclang for the native binding's bindgen), npm dependencies, then the native addon and the
+# TypeScript build. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(ffmpeg libavcodec-dev libavformat-dev libavutil-dev libavfilter-dev libavdevice-dev
+  libswscale-dev libswresample-dev libclang-dev pkg-config)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null || {
+  echo "setup: cargo not found — install the Rust toolchain (https://rustup.rs) and run again" >&2
+  exit 1
+}
+
+npm ci --no-audit --no-fund
+npm run build
