@@ -3,6 +3,7 @@
  * the spec, exit codes, stdout discipline, report key order, window echo, output placement and
  * temporary-file hygiene.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
@@ -10,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { USAGE } from '../../src/cli/args.js';
 import type { Density } from '../../src/core/density.js';
 import { computeGrid } from '../../src/core/layout.js';
-import { ENGINES, runCli } from '../helpers/cli.js';
+import { BIN, ENGINES, runCli } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
 
@@ -181,6 +182,26 @@ describe.each(ENGINES)('engine %s', (engine) => {
     const r = await run([clip20, '--json', '--out', 'a/b/c'], join(work));
     expect(JSON.parse(r.stdout).files).toEqual([join(work, 'a/b/c', `${basename(clip20, '.mp4')}.sheet-1.jpg`)]);
     expect(relative(work, dirname(JSON.parse(r.stdout).files[0]))).toBe('a/b/c');
+  });
+
+  it('Ctrl-C mid-run: exit 1, children stopped, the per-run temporary directory removed', async () => {
+    const long = await plainClip(1800);
+    const tmp = isolatedTmp();
+    const child = spawn(process.execPath, [BIN, long, '--density', '6x6', '--out', out('interrupted')], {
+      env: { ...process.env, VIDSHEET_ENGINE: engine, TMPDIR: tmp },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+    // Interrupt once the run's temporary directory exists, i.e. mid-render.
+    const deadline = Date.now() + 20_000;
+    while (readdirSync(tmp).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(readdirSync(tmp)).toHaveLength(1);
+    child.kill('SIGINT');
+    expect(await exit).toBe(1);
+    expect(stderr).toMatch(/interrupted/);
+    expect(readdirSync(tmp)).toEqual([]);
   });
 
   it('human summary: paths, then the summary line; nothing else on stdout', async () => {
