@@ -18,7 +18,7 @@ import { durationToMs, resolveWindow } from './core/window.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
 import { killAllChildren } from './engine/process.js';
-import { type Engine, EngineError } from './engine/types.js';
+import { type Engine, EngineError, type RenderResult } from './engine/types.js';
 
 export interface JobRequest {
   /** Path to the video; resolved against the working directory. */
@@ -40,6 +40,8 @@ export interface JobOptions {
   /** Cap on sheets (hosted/remote); local has none. */
   maxSheets?: number;
   onProgress?: (done: number, total: number) => void;
+  /** Receives the engine's work counters (benchmarks). */
+  onStats?: (stats: NonNullable<RenderResult['stats']>) => void;
 }
 
 /** Per-run temporary directories still on disk; removed synchronously on interrupt. */
@@ -93,6 +95,7 @@ export async function runJob(request: JobRequest, options: JobOptions): Promise<
       .catch((error) => {
         throw engineFailure(error, input);
       });
+    if (result.stats) options.onStats?.(result.stats);
     const requestedWindow = request.startMs !== undefined || request.endMs !== undefined;
     return {
       input,

@@ -146,6 +146,8 @@ export interface RenderResult {
   unreadable: Array<{ sheet: number; cell: number }>;
   /** Present when the plan asked for audio. */
   audio: AudioEnvelope | null;
+  /** Work counters for benchmarks (engines fill what they can measure). */
+  stats?: { decodedFrames?: number };
 }
 
 /** Failure codes an engine may raise (as `err.code`); the job runner maps them to messages. */

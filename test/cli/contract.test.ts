@@ -73,6 +73,20 @@ describe('usage and argument errors (engine-independent)', () => {
   });
 });
 
+describe('ffmpeg engine without ffmpeg on PATH', () => {
+  it('fails fast with an install hint for this OS', async () => {
+    const clip = await plainClip(20);
+    const started = Date.now();
+    const r = await runCli([clip], { engine: 'ffmpeg', env: { PATH: mkdtempSync(join(work, 'empty-path-')) } });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe(
+      'ffprobe not found on PATH — vidsheet needs ffmpeg and ffprobe. Install it with: sudo apt-get install ffmpeg (Debian/Ubuntu), sudo dnf install ffmpeg (Fedora) or sudo pacman -S ffmpeg (Arch)\n',
+    );
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+});
+
 describe.each(ENGINES)('engine %s', (engine) => {
   const run = (args: string[], cwd?: string) => {
     const tmp = isolatedTmp();

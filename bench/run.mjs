@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+/**
+ * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
+ * what count). Usage: `npm run bench [-- --runs 3 --only 1080p-3x3]`.
+ *
+ * Methods, alternated run by run:
+ *   (a) native   the addon, one render(plan) call
+ *   (b) ffmpeg   the fallback engine, same plan
+ *   (c) peer     the fastest per-frame method we measured: one `ffmpeg -threads 1 -ss T -i clip
+ *                -frames:v 1` process per cell, two at a time, then one ffmpeg tiling pass per sheet
+ * Each measurement runs in a fresh child process (bench/measure.mjs) so peak RSS is its own.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const CACHE = join(ROOT, 'bench', '.cache');
+const argv = process.argv.slice(2);
+const flag = (name, fallback) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : fallback;
+};
+const RUNS = Number(flag('runs', '3'));
+const ONLY = flag('only', '');
+const METHODS = flag('methods', 'native,ffmpeg,peer').split(',');
+
+/** Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC. */
+function clip(name, { seconds, size }) {
+  const out = join(CACHE, `${name}.mp4`);
+  if (existsSync(out)) return out;
+  mkdirSync(CACHE, { recursive: true });
+  console.error(`bench: synthesising ${name} (${seconds} s, ${size}); once, cached in bench/.cache`);
+  const partial = `${out}.partial.mp4`;
+  execFileSync('ffmpeg', [
+    '-hide_banner', '-loglevel', 'error', '-y',
+    '-f', 'lavfi', '-i', `testsrc2=s=${size}:r=30:d=${seconds}`,
+    '-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=48000:duration=${seconds}`,
+    '-c:v', 'libx264', '-preset', 'ultrafast', '-tune', 'zerolatency', '-bf', '3', '-x264-params', 'b-adapt=0:bframes=3:rc-lookahead=0',
+    '-g', '247', '-keyint_min', '247', '-sc_threshold', '0', '-pix_fmt', 'yuv420p',
+    '-c:a', 'aac', '-b:a', '96k', '-shortest', partial,
+  ], { stdio: 'inherit' });
+  renameSync(partial, out);
+  return out;
+}
+
+const clips = {
+  '1080p': () => clip('1080p-10min', { seconds: 600, size: '1920x1080' }),
+  '4k': () => clip('2160p-3min', { seconds: 180, size: '3840x2160' }),
+};
+
+const CASES = [
+  { name: '1080p 3x3 overview', clip: '1080p', density: '3x3' },
+  { name: '4K 3x3 overview', clip: '4k', density: '3x3' },
+  { name: '1080p 6x6 overview', clip: '1080p', density: '6x6' },
+  { name: '1080p 6x6 10 s window', clip: '1080p', density: '6x6', start: 200.5, end: 210.5 },
+].filter((c) => !ONLY || c.name.includes(ONLY));
+
+function measure(method, c, path) {
+  const args = [join(ROOT, 'bench', 'measure.mjs'), method, path, c.density, String(c.start ?? ''), String(c.end ?? '')];
+  const r = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (r.status !== 0) throw new Error(`${method} ${c.name} failed:\n${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const rows = [];
+for (const c of CASES) {
+  const path = clips[c.clip]();
+  const times = Object.fromEntries(METHODS.map((m) => [m, []]));
+  let nativeRss = 0;
+  let decode = null;
+  for (let run = 0; run < RUNS; run++) {
+    for (const method of METHODS) {
+      const m = measure(method, c, path);
+      times[method].push(m.ms);
+      if (method === 'native') {
+        nativeRss = Math.max(nativeRss, m.maxRssMb);
+        decode = m.decode ?? decode;
+      }
+    }
+  }
+  const med = Object.fromEntries(METHODS.map((m) => [m, median(times[m])]));
+  rows.push({ c, med, nativeRss, decode });
+  console.error(`bench: ${c.name} done`);
+}
+
+const fmt = (ms) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(2)} s`);
+const ratio = (x, y) => (x && y ? `${(x / y).toFixed(2)}x` : '-');
+console.log(`\nvidsheet engine benchmark: median of ${RUNS} runs each, alternated (2 cores)\n`);
+console.log('| case | (a) native | (b) ffmpeg | (c) peer | c/a | b/a | c/b | native peak RSS | native decoded / unavoidable frames |');
+console.log('|---|---|---|---|---|---|---|---|---|');
+for (const { c, med, nativeRss, decode } of rows) {
+  const work = decode ? `${decode.decoded} / ${decode.unavoidable} (${(decode.decoded / decode.unavoidable).toFixed(2)}x)` : '-';
+  console.log(
+    `| ${c.name} | ${fmt(med.native)} | ${fmt(med.ffmpeg)} | ${fmt(med.peer)} | ${ratio(med.peer, med.native)} | ${ratio(med.ffmpeg, med.native)} | ${ratio(med.peer, med.ffmpeg)} | ${nativeRss ? `${nativeRss.toFixed(0)} MB` : '-'} | ${work} |`,
+  );
+}
