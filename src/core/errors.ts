@@ -69,6 +69,12 @@ export const runtimeErrors = {
   missingFfmpeg: (tool: string, hint: string) =>
     new VidsheetError('missing_ffmpeg', `${tool} not found on PATH — vidsheet needs ffmpeg and ffprobe. ${hint}`),
   processingFailed: (detail: string) => new VidsheetError('processing_failed', `processing failed: ${detail}`),
+  /**
+   * Local tool server: a relative `video_path`/`out_dir`. Not worded by the spec; the server's working
+   * directory is the client's choice, not the caller's, so relative paths are refused, not guessed.
+   */
+  notAbsolutePath: (field: 'video_path' | 'out_dir', value: string) =>
+    new VidsheetError('usage', `${field} must be an absolute path — got "${value}"`),
 };
 
 /** Per-OS install hint for ffmpeg/ffprobe. */
