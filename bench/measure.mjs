@@ -4,7 +4,6 @@
  * { ms, maxRssMb, decode? }. Usage: measure.mjs <method> <clip> <density> [start] [end]
  * methods: native | ffmpeg | native+audio | ffmpeg+audio | peer
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,20 +34,48 @@ async function peer() {
   const side = gridSide(density);
   const cells = plan.sheets.flat();
   await pool(
-    cells.map((cell, i) => () =>
-      run('ffmpeg', [
-        '-v', 'error', '-nostdin', '-threads', '1', '-ss', String(cell.timeMs / 1000), '-i', clip, '-frames:v', '1',
-        '-vf', `scale=${grid.cellWidth}:${grid.cellHeight}`, '-y', join(out, `cell-${String(i).padStart(5, '0')}.ppm`),
-      ]),
+    cells.map(
+      (cell, i) => () =>
+        run('ffmpeg', [
+          '-v',
+          'error',
+          '-nostdin',
+          '-threads',
+          '1',
+          '-ss',
+          String(cell.timeMs / 1000),
+          '-i',
+          clip,
+          '-frames:v',
+          '1',
+          '-vf',
+          `scale=${grid.cellWidth}:${grid.cellHeight}`,
+          '-y',
+          join(out, `cell-${String(i).padStart(5, '0')}.ppm`),
+        ]),
     ),
     2,
   );
   await pool(
-    plan.sheets.map((_, s) => () =>
-      run('ffmpeg', [
-        '-v', 'error', '-nostdin', '-start_number', String(s * cellsPerSheet(density)), '-i', join(out, 'cell-%05d.ppm'),
-        '-frames:v', '1', '-vf', `tile=${side}x${side}:padding=4:margin=4`, '-q:v', '4', '-y', join(out, `sheet-${s + 1}.jpg`),
-      ]),
+    plan.sheets.map(
+      (_, s) => () =>
+        run('ffmpeg', [
+          '-v',
+          'error',
+          '-nostdin',
+          '-start_number',
+          String(s * cellsPerSheet(density)),
+          '-i',
+          join(out, 'cell-%05d.ppm'),
+          '-frames:v',
+          '1',
+          '-vf',
+          `tile=${side}x${side}:padding=4:margin=4`,
+          '-q:v',
+          '4',
+          '-y',
+          join(out, `sheet-${s + 1}.jpg`),
+        ]),
     ),
     availableParallelism(),
   );
@@ -57,7 +84,15 @@ async function peer() {
 /** Frames an exact frame cannot avoid decoding: union over targets of [GOP keyframe, target]. */
 async function unavoidableFrames(outcome, info) {
   const { stdout } = await run('ffprobe', [
-    '-v', 'error', '-select_streams', String(info.videoStream), '-show_entries', 'packet=pts,flags', '-of', 'csv=p=0', clip,
+    '-v',
+    'error',
+    '-select_streams',
+    String(info.videoStream),
+    '-show_entries',
+    'packet=pts,flags',
+    '-of',
+    'csv=p=0',
+    clip,
   ]);
   const packets = stdout
     .toString()
@@ -66,7 +101,17 @@ async function unavoidableFrames(outcome, info) {
     .filter(([p]) => /^-?\d+$/.test(p ?? ''))
     .map(([p, f]) => ({ pts: Number(p), key: (f ?? '').startsWith('K') }))
     .sort((a, b) => a.pts - b.pts);
-  const tb = await run('ffprobe', ['-v', 'error', '-select_streams', String(info.videoStream), '-show_entries', 'stream=time_base', '-of', 'csv=p=0', clip]);
+  const tb = await run('ffprobe', [
+    '-v',
+    'error',
+    '-select_streams',
+    String(info.videoStream),
+    '-show_entries',
+    'stream=time_base',
+    '-of',
+    'csv=p=0',
+    clip,
+  ]);
   const [num, den] = tb.stdout.toString().trim().split('/').map(Number);
   const startPts = (info.startTime * den) / num;
   const needed = new Set();

@@ -32,14 +32,48 @@ function clip(name, { seconds, size }) {
   mkdirSync(CACHE, { recursive: true });
   console.error(`bench: synthesising ${name} (${seconds} s, ${size}); once, cached in bench/.cache`);
   const partial = `${out}.partial.mp4`;
-  execFileSync('ffmpeg', [
-    '-hide_banner', '-loglevel', 'error', '-y',
-    '-f', 'lavfi', '-i', `testsrc2=s=${size}:r=30:d=${seconds}`,
-    '-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=48000:duration=${seconds}`,
-    '-c:v', 'libx264', '-preset', 'ultrafast', '-tune', 'zerolatency', '-bf', '3', '-x264-params', 'b-adapt=0:bframes=3:rc-lookahead=0',
-    '-g', '247', '-keyint_min', '247', '-sc_threshold', '0', '-pix_fmt', 'yuv420p',
-    '-c:a', 'aac', '-b:a', '96k', '-shortest', partial,
-  ], { stdio: 'inherit' });
+  execFileSync(
+    'ffmpeg',
+    [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-y',
+      '-f',
+      'lavfi',
+      '-i',
+      `testsrc2=s=${size}:r=30:d=${seconds}`,
+      '-f',
+      'lavfi',
+      '-i',
+      `sine=frequency=440:sample_rate=48000:duration=${seconds}`,
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-tune',
+      'zerolatency',
+      '-bf',
+      '3',
+      '-x264-params',
+      'b-adapt=0:bframes=3:rc-lookahead=0',
+      '-g',
+      '247',
+      '-keyint_min',
+      '247',
+      '-sc_threshold',
+      '0',
+      '-pix_fmt',
+      'yuv420p',
+      '-c:a',
+      'aac',
+      '-b:a',
+      '96k',
+      '-shortest',
+      partial,
+    ],
+    { stdio: 'inherit' },
+  );
   renameSync(partial, out);
   return out;
 }
@@ -57,7 +91,14 @@ const CASES = [
 ].filter((c) => !ONLY || c.name.includes(ONLY));
 
 function measure(method, c, path) {
-  const args = [join(ROOT, 'bench', 'measure.mjs'), method, path, c.density, String(c.start ?? ''), String(c.end ?? '')];
+  const args = [
+    join(ROOT, 'bench', 'measure.mjs'),
+    method,
+    path,
+    c.density,
+    String(c.start ?? ''),
+    String(c.end ?? ''),
+  ];
   const r = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.status !== 0) throw new Error(`${method} ${c.name} failed:\n${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop());
@@ -92,10 +133,14 @@ for (const c of CASES) {
 const fmt = (ms) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(2)} s`);
 const ratio = (x, y) => (x && y ? `${(x / y).toFixed(2)}x` : '-');
 console.log(`\nvidsheet engine benchmark: median of ${RUNS} runs each, alternated (2 cores)\n`);
-console.log('| case | (a) native | (b) ffmpeg | (c) peer | c/a | b/a | c/b | native peak RSS | native decoded / unavoidable frames |');
+console.log(
+  '| case | (a) native | (b) ffmpeg | (c) peer | c/a | b/a | c/b | native peak RSS | native decoded / unavoidable frames |',
+);
 console.log('|---|---|---|---|---|---|---|---|---|');
 for (const { c, med, nativeRss, decode } of rows) {
-  const work = decode ? `${decode.decoded} / ${decode.unavoidable} (${(decode.decoded / decode.unavoidable).toFixed(2)}x)` : '-';
+  const work = decode
+    ? `${decode.decoded} / ${decode.unavoidable} (${(decode.decoded / decode.unavoidable).toFixed(2)}x)`
+    : '-';
   console.log(
     `| ${c.name} | ${fmt(med.native)} | ${fmt(med.ffmpeg)} | ${fmt(med.peer)} | ${ratio(med.peer, med.native)} | ${ratio(med.ffmpeg, med.native)} | ${ratio(med.peer, med.ffmpeg)} | ${nativeRss ? `${nativeRss.toFixed(0)} MB` : '-'} | ${work} |`,
   );

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, parse, resolve } from 'node:path';
 import { audioReport } from './core/audio.js';
 import type { Density } from './core/density.js';
-import { VidsheetError, runtimeErrors } from './core/errors.js';
+import { runtimeErrors, VidsheetError } from './core/errors.js';
 import { computeGrid, JPEG_QUALITY, layoutSheets, THEME } from './core/layout.js';
 import { makePlan } from './core/plan.js';
 import type { JobOutcome } from './core/report.js';
@@ -64,7 +64,11 @@ export async function runJob(request: JobRequest, options: JobOptions): Promise<
     throw engineFailure(error, input);
   });
   const durationMs = durationToMs(probe.duration);
-  const window = resolveWindow({ startMs: request.startMs, endMs: request.endMs }, durationMs, request.density);
+  const window = resolveWindow(
+    { startMs: request.startMs, endMs: request.endMs },
+    durationMs,
+    request.density,
+  );
   const plan = makePlan(window, request.density, options.maxSheets);
 
   const outDir = resolve(request.outDir ?? parse(input).dir);
@@ -106,7 +110,13 @@ export async function runJob(request: JobRequest, options: JobOptions): Promise<
       timecodes: plan.sheets.map((cells) => cells.map((c) => c.label)),
       warnings: result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
       ...(options.audio
-        ? { audio: audioReport(window, result.audio?.present ?? false, result.audio?.envelope ?? new Float32Array(0)) }
+        ? {
+            audio: audioReport(
+              window,
+              result.audio?.present ?? false,
+              result.audio?.envelope ?? new Float32Array(0),
+            ),
+          }
         : {}),
     };
   } finally {

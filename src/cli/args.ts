@@ -3,7 +3,7 @@
  * exact literal of an unknown flag, "missing value" errors for `--out --json`, and negative numbers
  * as values (`--start -5` reaches the window rule "start must be a time ≥ 0").
  */
-import { type Density, DEFAULT_DENSITY, isDensity } from '../core/density.js';
+import { DEFAULT_DENSITY, type Density, isDensity } from '../core/density.js';
 import { usageErrors } from '../core/errors.js';
 import { parseTimeMs } from '../core/time.js';
 
@@ -27,7 +27,8 @@ function missingValue(flag: ValueFlag): Error {
 }
 
 /** A token that can serve as a flag's value: anything but another long flag (negative numbers pass). */
-const isValue = (token: string | undefined): token is string => token !== undefined && !token.startsWith('--');
+const isValue = (token: string | undefined): token is string =>
+  token !== undefined && !token.startsWith('--');
 
 export function parseCliArgs(argv: string[]): CliArgs {
   const args: CliArgs = { help: false, density: DEFAULT_DENSITY, json: false };

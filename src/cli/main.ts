@@ -2,7 +2,7 @@
  * The command line: `main(argv, io)` returns the exit code. Nothing but the report, the summary or
  * the usage text goes to stdout; messages and progress go to stderr.
  */
-import { VidsheetError, usageErrors } from '../core/errors.js';
+import { usageErrors, VidsheetError } from '../core/errors.js';
 import { cliReport, humanSummary } from '../core/report.js';
 import { abortAllJobs, runJob } from '../job.js';
 import { parseCliArgs, USAGE } from './args.js';
@@ -41,7 +41,13 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     const stopInterrupts = onInterrupt(io);
     try {
       const outcome = await runJob(
-        { input: args.input, density: args.density, startMs: args.startMs, endMs: args.endMs, outDir: args.out },
+        {
+          input: args.input,
+          density: args.density,
+          startMs: args.startMs,
+          endMs: args.endMs,
+          outDir: args.out,
+        },
         { audio: true, onProgress: io.stderrIsTty ? progressLine(io) : undefined },
       );
       if (io.stderrIsTty) io.stderr('\r\x1b[K');

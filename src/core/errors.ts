@@ -35,15 +35,15 @@ export const usageErrors = {
   secondInput: (arg: string) => usage(`one video per run — got a second input: ${arg}`),
   unknownFlag: (arg: string) => usage(`unknown flag: ${arg}`),
   badDensity: () => usage('--density must be one of 3x3|4x4|5x5|6x6'),
-  badTimeFlag: (flag: 'start' | 'end') =>
-    usage(`--${flag} needs a time — seconds (90) or a timecode (1:30)`),
+  badTimeFlag: (flag: 'start' | 'end') => usage(`--${flag} needs a time — seconds (90) or a timecode (1:30)`),
   outNeedsDirectory: () => usage('--out needs a directory'),
   mcpTakesNoArguments: () => usage('vidsheet mcp takes no arguments'),
 };
 
 /** Spec: runtime messages, shared by the command line and the local tool server. */
 export const runtimeErrors = {
-  inputNotFound: (absolutePath: string) => new VidsheetError('input_not_found', `input not found: ${absolutePath}`),
+  inputNotFound: (absolutePath: string) =>
+    new VidsheetError('input_not_found', `input not found: ${absolutePath}`),
   negativeStart: () => new VidsheetError('bad_window', 'start must be a time ≥ 0'),
   startAtOrAfterEnd: (start: string, duration: string) =>
     new VidsheetError('bad_window', `start (${start}) is at/after the end of the clip (${duration})`),
@@ -67,8 +67,12 @@ export const runtimeErrors = {
       `unreadable video: ${absolutePath} — no decodable video stream (send a real video in a common container)`,
     ),
   missingFfmpeg: (tool: string, hint: string) =>
-    new VidsheetError('missing_ffmpeg', `${tool} not found on PATH — vidsheet needs ffmpeg and ffprobe. ${hint}`),
-  processingFailed: (detail: string) => new VidsheetError('processing_failed', `processing failed: ${detail}`),
+    new VidsheetError(
+      'missing_ffmpeg',
+      `${tool} not found on PATH — vidsheet needs ffmpeg and ffprobe. ${hint}`,
+    ),
+  processingFailed: (detail: string) =>
+    new VidsheetError('processing_failed', `processing failed: ${detail}`),
   /**
    * Local tool server: a relative `video_path`/`out_dir`. Not worded by the spec; the server's working
    * directory is the client's choice, not the caller's, so relative paths are refused, not guessed.

@@ -10,7 +10,7 @@
  *   +----------+----------+----------+
  */
 import type { BandPlan, CellPlan, LabelPlan, Rect, SheetPlan, Theme } from '../engine/types.js';
-import { gridSide, type Density } from './density.js';
+import { type Density, gridSide } from './density.js';
 import type { PlannedCell } from './plan.js';
 
 /** About what vision models ingest without downscaling. */
@@ -51,7 +51,12 @@ export interface Grid {
  * Sheet geometry for a source of the given display size. Cells keep the source's display aspect
  * (after rotation and sample aspect ratio); the sheet is about SHEET_WIDTH wide.
  */
-export function computeGrid(displayWidth: number, displayHeight: number, density: Density, withBand: boolean): Grid {
+export function computeGrid(
+  displayWidth: number,
+  displayHeight: number,
+  density: Density,
+  withBand: boolean,
+): Grid {
   const side = gridSide(density);
   const aspect = displayWidth > 0 && displayHeight > 0 ? displayWidth / displayHeight : 16 / 9;
   const cellWidth = Math.floor((SHEET_WIDTH - (side + 1) * GUTTER) / side);
@@ -94,12 +99,23 @@ export function cellRect(grid: Grid, index: number): Rect {
  * The band of one sheet covers that sheet's own slots: from the start of its first cell's slot to
  * the end of its last, on the absolute timeline, with a tick at every cell time.
  */
-function bandFor(grid: Grid, cells: PlannedCell[], slotStartMs: number, slotEndMs: number, hasAudio: boolean): BandPlan | null {
+function bandFor(
+  grid: Grid,
+  cells: PlannedCell[],
+  slotStartMs: number,
+  slotEndMs: number,
+  hasAudio: boolean,
+): BandPlan | null {
   if (!grid.band) return null;
   const rect = grid.band;
   const message = hasAudio
     ? null
-    : labelAt('no audio', rect.x + Math.round(rect.w / 2 - 4 * grid.fontSize * FONT_ADVANCE_EM), rect.y + Math.round(rect.h / 2 + grid.fontSize * 0.6), grid.fontSize);
+    : labelAt(
+        'no audio',
+        rect.x + Math.round(rect.w / 2 - 4 * grid.fontSize * FONT_ADVANCE_EM),
+        rect.y + Math.round(rect.h / 2 + grid.fontSize * 0.6),
+        grid.fontSize,
+      );
   return { rect, startMs: slotStartMs, endMs: slotEndMs, ticksMs: cells.map((c) => c.timeMs), message };
 }
 
@@ -120,7 +136,11 @@ export function layoutSheets({ grid, sheets, window, paths, hasAudio }: LayoutIn
   return sheets.map((cells, s) => {
     const plans: CellPlan[] = cells.map((cell, i) => {
       const rect = cellRect(grid, i);
-      return { timeMs: cell.timeMs, rect, label: labelAt(cell.label, rect.x, rect.y + rect.h, grid.fontSize) };
+      return {
+        timeMs: cell.timeMs,
+        rect,
+        label: labelAt(cell.label, rect.x, rect.y + rect.h, grid.fontSize),
+      };
     });
     const slotStart = Math.round(window.startMs + first * slotMs);
     first += cells.length;

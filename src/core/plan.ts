@@ -39,7 +39,11 @@ export function sheetCount(windowMs: number): number {
  * decimals that keep all N labels strictly increasing, and the cell time becomes the label's value,
  * so typing a label back as `start` lands on that very frame.
  */
-export function makePlan(window: Window, density: Density, maxSheets = Number.POSITIVE_INFINITY): SamplingPlan {
+export function makePlan(
+  window: Window,
+  density: Density,
+  maxSheets = Number.POSITIVE_INFINITY,
+): SamplingPlan {
   const length = window.endMs - window.startMs;
   const sheets = sheetCount(length);
   if (sheets > maxSheets) throw new TooManySheetsError(sheets);

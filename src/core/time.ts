@@ -30,7 +30,9 @@ export function parseTimeMs(value: string | number): number | null {
   // `a:bb:cc` is h:mm:ss (minutes two digits, below 60); `a:bb` is m:ss with minutes unbounded.
   if (third !== undefined && second.length !== 2) return null;
   const totalSeconds =
-    third === undefined ? Number(first) * 60 + Number(second) : Number(first) * 3600 + Number(second) * 60 + Number(third);
+    third === undefined
+      ? Number(first) * 60 + Number(second)
+      : Number(first) * 3600 + Number(second) * 60 + Number(third);
   const ms = totalSeconds * 1000 + (fraction ? Number(fraction.padEnd(3, '0')) : 0);
   return sign ? -ms : ms;
 }
@@ -44,7 +46,9 @@ export function formatLabel(ms: number, decimals: number): string {
   const seconds = Math.floor((ms % 60000) / 1000);
   const base = `${minutes}:${String(seconds).padStart(2, '0')}`;
   if (decimals === 0) return base;
-  const fraction = String(ms % 1000).padStart(3, '0').slice(0, decimals);
+  const fraction = String(ms % 1000)
+    .padStart(3, '0')
+    .slice(0, decimals);
   return `${base}.${fraction}`;
 }
 

@@ -16,8 +16,8 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
 import jpeg from 'jpeg-js';
-import { type Canvas, blit, createCanvas, paintBand, parsePpm } from './raster.js';
 import { pool, run } from './process.js';
+import { blit, type Canvas, createCanvas, paintBand, parsePpm } from './raster.js';
 import {
   type AudioEnvelope,
   type Engine,
@@ -81,14 +81,14 @@ async function probeDetails(path: string): Promise<Details> {
   const video = streams
     .filter((s) => s.codec_type === 'video' && !s.disposition?.attached_pic && (s.width ?? 0) > 0)
     .sort((a, b) => (b.width ?? 0) * (b.height ?? 0) - (a.width ?? 0) * (a.height ?? 0))[0];
-  const duration =
-    num(parsed.format?.duration) ?? Math.max(0, ...streams.map((s) => num(s.duration) ?? 0));
+  const duration = num(parsed.format?.duration) ?? Math.max(0, ...streams.map((s) => num(s.duration) ?? 0));
   if (code !== 0 || !video || !(duration > 0)) {
     throw new EngineError('unreadable_video', `ffprobe found no decodable video stream in ${path}`);
   }
   const tb = ratio(video.time_base) ?? [1, 1_000_000];
   const sar = ratio(video.sample_aspect_ratio) ?? [1, 1];
-  const rotation = video.side_data_list?.find((d) => d.rotation !== undefined)?.rotation ?? num(video.tags?.rotate) ?? 0;
+  const rotation =
+    video.side_data_list?.find((d) => d.rotation !== undefined)?.rotation ?? num(video.tags?.rotate) ?? 0;
   const quarterTurn = Math.abs(Math.round(rotation / 90)) % 2 === 1;
   const w = Math.round(((video.width ?? 0) * sar[0]) / sar[1]);
   const h = video.height ?? 0;
@@ -121,18 +121,36 @@ interface Packets {
   keyframes: bigint[];
 }
 
-async function listPackets(path: string, d: Details, range?: { fromMs: number; toMs: number }): Promise<Packets> {
+async function listPackets(
+  path: string,
+  d: Details,
+  range?: { fromMs: number; toMs: number },
+): Promise<Packets> {
   // A window reads only its neighbourhood (30 s of lead-in for the frame displayed at its start);
   // the caller falls back to the whole file when that misses the GOP start.
   const interval =
     range && range.fromMs > 30_000
-      ? ['-read_intervals', `${range.fromMs / 1000 - 30 + d.startTime}%${range.toMs / 1000 + 1 + d.startTime}`]
+      ? [
+          '-read_intervals',
+          `${range.fromMs / 1000 - 30 + d.startTime}%${range.toMs / 1000 + 1 + d.startTime}`,
+        ]
       : range
         ? ['-read_intervals', `%${range.toMs / 1000 + 1 + d.startTime}`]
         : [];
   const { stdout } = await run(
     'ffprobe',
-    ['-v', 'error', '-select_streams', String(d.videoStream), ...interval, '-show_entries', 'packet=pts,flags', '-of', 'csv=p=0', path],
+    [
+      '-v',
+      'error',
+      '-select_streams',
+      String(d.videoStream),
+      ...interval,
+      '-show_entries',
+      'packet=pts,flags',
+      '-of',
+      'csv=p=0',
+      path,
+    ],
     { timeoutMs: 120_000 },
   );
   const pts: bigint[] = [];
@@ -170,7 +188,7 @@ function frameAt(pts: bigint[], d: Details, timeMs: number): number {
   const [tbNum, tbDen] = d.timeBase;
   const target = (d.startUs + BigInt(timeMs) * 1000n) * tbDen;
   const i = lastAtOrBefore(pts, (p) => p * tbNum * 1_000_000n <= target);
-  return i < 0 ? 0 : i;
+  return Math.max(i, 0);
 }
 
 const seconds = (p: bigint, d: Details) => Number(p * d.timeBase[0]) / Number(d.timeBase[1]);
@@ -204,7 +222,9 @@ async function extractGroup(
   // Half the smallest gap to a neighbouring frame bounds both the seek lead-in and the match tolerance.
   const gaps = group.flatMap((f) => {
     const p = seconds(packets.pts[f] as bigint, d);
-    return [packets.pts[f - 1], packets.pts[f + 1]].filter((q) => q !== undefined).map((q) => Math.abs(seconds(q as bigint, d) - p));
+    return [packets.pts[f - 1], packets.pts[f + 1]]
+      .filter((q) => q !== undefined)
+      .map((q) => Math.abs(seconds(q as bigint, d) - p));
   });
   const eps = Math.min(0.0005, ...gaps.map((g) => g / 3));
   // Seek to just before the keyframe that starts the first target's GOP: containers without an
@@ -225,9 +245,28 @@ async function extractGroup(
   await run(
     'ffmpeg',
     [
-      '-v', 'error', '-nostdin', '-copyts', '-ss', seek.toFixed(6), '-i', path, '-map', `0:${d.videoStream}`,
-      '-vf', filters.join(','), '-fps_mode', 'passthrough', '-frames:v', String(group.length),
-      '-f', 'image2', '-c:v', 'ppm', '-y', pattern,
+      '-v',
+      'error',
+      '-nostdin',
+      '-copyts',
+      '-ss',
+      seek.toFixed(6),
+      '-i',
+      path,
+      '-map',
+      `0:${d.videoStream}`,
+      '-vf',
+      filters.join(','),
+      '-fps_mode',
+      'passthrough',
+      '-frames:v',
+      String(group.length),
+      '-f',
+      'image2',
+      '-c:v',
+      'ppm',
+      '-y',
+      pattern,
     ],
     { timeoutMs: framesTimeout },
   );
@@ -252,7 +291,21 @@ async function audioEnvelope(path: string, d: Details): Promise<Float32Array | n
   let index = 0;
   const { code } = await run(
     'ffmpeg',
-    ['-v', 'error', '-nostdin', '-i', path, '-map', `0:${d.audio.index}`, '-vn', '-f', 'f32le', '-c:a', 'pcm_f32le', 'pipe:1'],
+    [
+      '-v',
+      'error',
+      '-nostdin',
+      '-i',
+      path,
+      '-map',
+      `0:${d.audio.index}`,
+      '-vn',
+      '-f',
+      'f32le',
+      '-c:a',
+      'pcm_f32le',
+      'pipe:1',
+    ],
     {
       timeoutMs: 30 * 60_000,
       onStdout: (chunk) => {
@@ -290,13 +343,34 @@ function labelFilters(label: LabelPlan, plan: RenderPlan): string[] {
   ];
 }
 
-async function finishSheet(canvas: Canvas, labels: LabelPlan[], plan: RenderPlan, path: string, scriptPath: string) {
+async function finishSheet(
+  canvas: Canvas,
+  labels: LabelPlan[],
+  plan: RenderPlan,
+  path: string,
+  scriptPath: string,
+) {
   await writeFile(scriptPath, labels.flatMap((l) => labelFilters(l, plan)).join(',\n'));
   const { code, stdout, stderr } = await run(
     'ffmpeg',
     [
-      '-v', 'error', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${canvas.width}x${canvas.height}`, '-i', 'pipe:0',
-      '-filter_script:v', scriptPath, '-f', 'rawvideo', '-pix_fmt', 'rgba', 'pipe:1',
+      '-v',
+      'error',
+      '-f',
+      'rawvideo',
+      '-pix_fmt',
+      'rgb24',
+      '-s',
+      `${canvas.width}x${canvas.height}`,
+      '-i',
+      'pipe:0',
+      '-filter_script:v',
+      scriptPath,
+      '-f',
+      'rawvideo',
+      '-pix_fmt',
+      'rgba',
+      'pipe:1',
     ],
     { stdin: canvas.data, timeoutMs: 120_000 },
   );
@@ -325,7 +399,10 @@ export const ffmpegEngine: Engine = {
     const first = Math.min(...times);
     let packets = await listPackets(plan.input, d, { fromMs: first, toMs: Math.max(...times) });
     const firstFrame = packets.pts.length ? packets.pts[frameAt(packets.pts, d, first)] : undefined;
-    if (firstFrame === undefined || !(packets.keyframes[0] !== undefined && packets.keyframes[0] <= firstFrame)) {
+    if (
+      firstFrame === undefined ||
+      !(packets.keyframes[0] !== undefined && packets.keyframes[0] <= firstFrame)
+    ) {
       packets = await listPackets(plan.input, d);
     }
 

@@ -21,7 +21,10 @@ export function selectEngine(env: NodeJS.ProcessEnv = process.env): Engine {
     if ('engine' in native) {
       chosen = native.engine;
     } else if (forced === 'native') {
-      throw new VidsheetError('processing_failed', `VIDSHEET_ENGINE=native, but the native binding did not load:\n${native.error}`);
+      throw new VidsheetError(
+        'processing_failed',
+        `VIDSHEET_ENGINE=native, but the native binding did not load:\n${native.error}`,
+      );
     } else {
       debug('native binding unavailable, using the ffmpeg fallback engine:\n%s', native.error);
       chosen = ffmpegEngine;

@@ -26,7 +26,11 @@ export function killAllChildren(): void {
   for (const child of live) child.kill('SIGKILL');
 }
 
-export function run(tool: 'ffmpeg' | 'ffprobe', args: string[], options: RunOptions = {}): Promise<RunResult> {
+export function run(
+  tool: 'ffmpeg' | 'ffprobe',
+  args: string[],
+  options: RunOptions = {},
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     debug('spawn %s %s', tool, args.join(' '));
     const child = spawn(tool, args, { stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
@@ -40,7 +44,9 @@ export function run(tool: 'ffmpeg' | 'ffprobe', args: string[], options: RunOpti
           child.kill('SIGKILL');
         }, options.timeoutMs)
       : undefined;
-    child.stdout?.on('data', (chunk: Buffer) => (options.onStdout ? options.onStdout(chunk) : out.push(chunk)));
+    child.stdout?.on('data', (chunk: Buffer) =>
+      options.onStdout ? options.onStdout(chunk) : out.push(chunk),
+    );
     child.stderr?.on('data', (chunk: Buffer) => {
       // Keep only the tail: ffmpeg can be chatty on a damaged file.
       err = (err + chunk.toString()).slice(-8192);
@@ -58,7 +64,8 @@ export function run(tool: 'ffmpeg' | 'ffprobe', args: string[], options: RunOpti
     child.on('close', (code) => {
       live.delete(child);
       if (timer) clearTimeout(timer);
-      if (code !== 0) debug('%s exited %s%s: %s', tool, code, timedOut ? ' (timed out)' : '', err.trim().slice(-500));
+      if (code !== 0)
+        debug('%s exited %s%s: %s', tool, code, timedOut ? ' (timed out)' : '', err.trim().slice(-500));
       resolve({ code: timedOut ? null : code, stdout: Buffer.concat(out), stderr: err });
     });
   });

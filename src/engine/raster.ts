@@ -55,7 +55,13 @@ export function parsePpm(file: Buffer): { width: number; height: number; rgb: Bu
 }
 
 /** Paints the audio band per the BandPlan rule (labels are drawn later with the other labels). */
-export function paintBand(canvas: Canvas, band: BandPlan, theme: Theme, envelope: Float32Array | null, envelopeStartMs: number): void {
+export function paintBand(
+  canvas: Canvas,
+  band: BandPlan,
+  theme: Theme,
+  envelope: Float32Array | null,
+  envelopeStartMs: number,
+): void {
   const { rect } = band;
   fillRect(canvas, rect, theme.bandBackground);
   if (band.message || !envelope) return;

@@ -16,7 +16,17 @@ import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
 
 const V0_KEYS = ['input', 'duration', 'frames', 'sheets', 'files', 'warnings', 'contract', 'audio'];
-const V0_WINDOW_KEYS = ['input', 'duration', 'window', 'frames', 'sheets', 'files', 'warnings', 'contract', 'audio'];
+const V0_WINDOW_KEYS = [
+  'input',
+  'duration',
+  'window',
+  'frames',
+  'sheets',
+  'files',
+  'warnings',
+  'contract',
+  'audio',
+];
 
 let work: string;
 let clip200: string;
@@ -77,7 +87,10 @@ describe('ffmpeg engine without ffmpeg on PATH', () => {
   it('fails fast with an install hint for this OS', async () => {
     const clip = await plainClip(20);
     const started = Date.now();
-    const r = await runCli([clip], { engine: 'ffmpeg', env: { PATH: mkdtempSync(join(work, 'empty-path-')) } });
+    const r = await runCli([clip], {
+      engine: 'ffmpeg',
+      env: { PATH: mkdtempSync(join(work, 'empty-path-')) },
+    });
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe(
@@ -90,13 +103,20 @@ describe('ffmpeg engine without ffmpeg on PATH', () => {
 describe.each(ENGINES)('engine %s', (engine) => {
   const run = (args: string[], cwd?: string) => {
     const tmp = isolatedTmp();
-    return runCli(args, { engine, cwd, env: { TMPDIR: tmp } }).then((r) => ({ ...r, leftovers: readdirSync(tmp) }));
+    return runCli(args, { engine, cwd, env: { TMPDIR: tmp } }).then((r) => ({
+      ...r,
+      leftovers: readdirSync(tmp),
+    }));
   };
   const out = (name: string) => join(work, engine, name);
 
   it('input not found: absolute path in the message, exit 1, nothing on stdout', async () => {
     const r = await run(['no/such/clip.mp4'], work);
-    expect(r).toMatchObject({ code: 1, stdout: '', stderr: `input not found: ${join(work, 'no/such/clip.mp4')}\n` });
+    expect(r).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: `input not found: ${join(work, 'no/such/clip.mp4')}\n`,
+    });
   });
 
   const runtimeCases: Array<[string[], string]> = [
@@ -138,8 +158,17 @@ describe.each(ENGINES)('engine %s', (engine) => {
     expect(r.stderr).toBe('');
     const report = JSON.parse(r.stdout);
     expect(Object.keys(report)).toEqual(V0_KEYS);
-    expect(report).toMatchObject({ input: clip200, duration: 200, frames: 27, sheets: 3, warnings: [], contract: 'vidsheet-cli-v0' });
-    expect(report.files).toEqual([1, 2, 3].map((n) => join(out('overview'), `${basename(clip200, '.mp4')}.sheet-${n}.jpg`)));
+    expect(report).toMatchObject({
+      input: clip200,
+      duration: 200,
+      frames: 27,
+      sheets: 3,
+      warnings: [],
+      contract: 'vidsheet-cli-v0',
+    });
+    expect(report.files).toEqual(
+      [1, 2, 3].map((n) => join(out('overview'), `${basename(clip200, '.mp4')}.sheet-${n}.jpg`)),
+    );
     for (const file of report.files) expect(readJpeg(file).width).toBeGreaterThan(1500);
     expect(r.leftovers).toEqual([]);
   });
@@ -194,7 +223,9 @@ describe.each(ENGINES)('engine %s', (engine) => {
 
   it('creates --out recursively, relative to the working directory', async () => {
     const r = await run([clip20, '--json', '--out', 'a/b/c'], join(work));
-    expect(JSON.parse(r.stdout).files).toEqual([join(work, 'a/b/c', `${basename(clip20, '.mp4')}.sheet-1.jpg`)]);
+    expect(JSON.parse(r.stdout).files).toEqual([
+      join(work, 'a/b/c', `${basename(clip20, '.mp4')}.sheet-1.jpg`),
+    ]);
     expect(relative(work, dirname(JSON.parse(r.stdout).files[0]))).toBe('a/b/c');
   });
 
@@ -210,7 +241,8 @@ describe.each(ENGINES)('engine %s', (engine) => {
     const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
     // Interrupt once the run's temporary directory exists, i.e. mid-render.
     const deadline = Date.now() + 20_000;
-    while (readdirSync(tmp).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (readdirSync(tmp).length === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
     expect(readdirSync(tmp)).toHaveLength(1);
     child.kill('SIGINT');
     expect(await exit).toBe(1);

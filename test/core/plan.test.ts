@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DENSITIES, cellsPerSheet } from '../../src/core/density.js';
+import { cellsPerSheet, DENSITIES } from '../../src/core/density.js';
 import { makePlan, sheetCount, TooManySheetsError } from '../../src/core/plan.js';
 import { parseTimeMs } from '../../src/core/time.js';
 
@@ -19,7 +19,15 @@ describe('makePlan', () => {
     const plan = makePlan({ startMs: 0, endMs: 90_000 }, '3x3');
     expect(plan.decimals).toBe(0);
     expect(plan.sheets[0]?.map((c) => c.label)).toEqual([
-      '0:05', '0:15', '0:25', '0:35', '0:45', '0:55', '1:05', '1:15', '1:25',
+      '0:05',
+      '0:15',
+      '0:25',
+      '0:35',
+      '0:45',
+      '0:55',
+      '1:05',
+      '1:15',
+      '1:25',
     ]);
   });
 
@@ -46,7 +54,13 @@ describe('makePlan', () => {
   it('labels a window typed back from a label on the same absolute clock', () => {
     const overview = makePlan({ startMs: 0, endMs: 600_000 }, '3x3');
     const [a, b] = [overview.sheets[2]?.[3], overview.sheets[2]?.[4]];
-    const zoom = makePlan({ startMs: parseTimeMs(a?.label as string) as number, endMs: parseTimeMs(b?.label as string) as number }, '3x3');
+    const zoom = makePlan(
+      {
+        startMs: parseTimeMs(a?.label as string) as number,
+        endMs: parseTimeMs(b?.label as string) as number,
+      },
+      '3x3',
+    );
     // The zoom stays on the source clock: all of its cells lie between the two labels picked.
     for (const cell of zoom.sheets.flat()) {
       expect(cell.timeMs).toBeGreaterThanOrEqual(a?.timeMs as number);

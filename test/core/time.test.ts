@@ -28,9 +28,12 @@ describe('parseTimeMs', () => {
     expect(parseTimeMs(Number.NaN)).toBeNull();
   });
 
-  it.each(['', 'abc', '1:60', '1:2:3', '1:07.1234', '1::2', '10s', '1:30:', '--5', '1e3'])('rejects %j', (text) => {
-    expect(parseTimeMs(text)).toBeNull();
-  });
+  it.each(['', 'abc', '1:60', '1:2:3', '1:07.1234', '1::2', '10s', '1:30:', '--5', '1e3'])(
+    'rejects %j',
+    (text) => {
+      expect(parseTimeMs(text)).toBeNull();
+    },
+  );
 });
 
 describe('formatLabel', () => {

@@ -8,13 +8,18 @@ describe('resolveWindow (spec window rules, in order)', () => {
     expect(resolveWindow({}, D, '3x3')).toEqual({ startMs: 0, endMs: D });
   });
   it('clamps an end past the clip', () => {
-    expect(resolveWindow({ startMs: 10_000, endMs: 999_000 }, D, '3x3')).toEqual({ startMs: 10_000, endMs: D });
+    expect(resolveWindow({ startMs: 10_000, endMs: 999_000 }, D, '3x3')).toEqual({
+      startMs: 10_000,
+      endMs: D,
+    });
   });
   it('rejects a negative start before anything else', () => {
     expect(() => resolveWindow({ startMs: -1, endMs: -5 }, D, '3x3')).toThrow('start must be a time ≥ 0');
   });
   it('rejects a start at or after the clip end', () => {
-    expect(() => resolveWindow({ startMs: D }, D, '3x3')).toThrow('start (200) is at/after the end of the clip (200)');
+    expect(() => resolveWindow({ startMs: D }, D, '3x3')).toThrow(
+      'start (200) is at/after the end of the clip (200)',
+    );
     expect(() => resolveWindow({ startMs: 250_500 }, D, '3x3')).toThrow(
       'start (250.5) is at/after the end of the clip (200)',
     );
@@ -28,7 +33,10 @@ describe('resolveWindow (spec window rules, in order)', () => {
     );
   });
   it('enforces 2 ms per cell, accepting a window exactly at the floor', () => {
-    expect(resolveWindow({ startMs: 1_000, endMs: 1_018 }, D, '3x3')).toEqual({ startMs: 1_000, endMs: 1_018 });
+    expect(resolveWindow({ startMs: 1_000, endMs: 1_018 }, D, '3x3')).toEqual({
+      startMs: 1_000,
+      endMs: 1_018,
+    });
     expect(() => resolveWindow({ startMs: 1_000, endMs: 1_017 }, D, '3x3')).toThrow(
       'window too small to address distinctly: 9 cells across 17 ms (the engine seeks at millisecond precision — minimum ≈ 18 ms at this density); zoom out or lower the density',
     );

@@ -35,7 +35,12 @@ const maxLevel = (samples: Sample[], from: number, to: number) =>
   Math.max(0, ...samples.filter((s) => inside(s, from, to)).map((s) => s.level));
 
 /** Band columns painted in the peak colour, as source times. */
-function peakTimes(sheet: Image, band: { x: number; y: number; w: number; h: number }, startS: number, endS: number): number[] {
+function peakTimes(
+  sheet: Image,
+  band: { x: number; y: number; w: number; h: number },
+  startS: number,
+  endS: number,
+): number[] {
   const y = band.y + band.h - 3; // bars grow from the bottom of the band
   const times: number[] = [];
   for (let x = band.x; x < band.x + band.w; x++) {
@@ -55,7 +60,11 @@ describe.each(ENGINES)('engine %s', (engine) => {
   it('keeps a 3 kHz burst and a 1 ms click, relative to the clip peak, and nothing elsewhere', async () => {
     const r = await report(engine, await audioClip());
     expect(Object.keys(r.audio)).toEqual(['present', 'normalization', 'window', 'samples']);
-    expect(r.audio).toMatchObject({ present: true, normalization: 'clip_peak', window: { start: 0, end: 20 } });
+    expect(r.audio).toMatchObject({
+      present: true,
+      normalization: 'clip_peak',
+      window: { start: 0, end: 20 },
+    });
     const samples: Sample[] = r.audio.samples;
     reports.set(engine, samples);
     expect(samples).toHaveLength(1000);
@@ -65,7 +74,9 @@ describe.each(ENGINES)('engine %s', (engine) => {
     expect(maxLevel(samples, 4.98, 5.06)).toBeCloseTo(toneLevel, 1);
     expect(maxLevel(samples, 11.98, 12.02)).toBeGreaterThan(0.95);
     expect(maxLevel(samples, 14.5, 15.5)).toBeCloseTo(hum.amplitude / click.amplitude, 2);
-    const quiet = samples.filter((s) => !inside(s, 4.96, 5.08) && !inside(s, 11.96, 12.04) && !inside(s, 14.46, 15.54));
+    const quiet = samples.filter(
+      (s) => !inside(s, 4.96, 5.08) && !inside(s, 11.96, 12.04) && !inside(s, 14.46, 15.54),
+    );
     expect(Math.max(...quiet.map((s) => s.level))).toBeLessThan(0.01);
     for (const s of samples) expect(s.level).toBe(Math.round(s.level * 1000) / 1000);
   });
@@ -102,7 +113,12 @@ describe.each(ENGINES)('engine %s', (engine) => {
 
   it('no audio track: present false, no samples, sheets still made, the band says so', async () => {
     const r = await report(engine, await noAudioClip());
-    expect(r.audio).toEqual({ present: false, normalization: 'clip_peak', window: { start: 0, end: 10 }, samples: [] });
+    expect(r.audio).toEqual({
+      present: false,
+      normalization: 'clip_peak',
+      window: { start: 0, end: 10 },
+      samples: [],
+    });
     expect(r.sheets).toBe(1);
     const grid = computeGrid(160, 90, '3x3', true);
     const band = grid.band as NonNullable<typeof grid.band>;

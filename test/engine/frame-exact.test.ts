@@ -25,8 +25,16 @@ interface Variant {
 
 const VARIANTS: Variant[] = [
   { name: 'H.264 mp4, B-frames, GOP 250', clip: { seconds: 20, gop: 250, bframes: 3 }, display: [320, 240] },
-  { name: 'NTSC rate 30000/1001 in mkv', clip: { seconds: 12, fps: '30000/1001', container: 'mkv', gop: 120 }, display: [320, 240] },
-  { name: 'MPEG-TS starting at 19207 s', clip: { seconds: 12, container: 'ts', startOffsetSeconds: 19207 }, display: [320, 240] },
+  {
+    name: 'NTSC rate 30000/1001 in mkv',
+    clip: { seconds: 12, fps: '30000/1001', container: 'mkv', gop: 120 },
+    display: [320, 240],
+  },
+  {
+    name: 'MPEG-TS starting at 19207 s',
+    clip: { seconds: 12, container: 'ts', startOffsetSeconds: 19207 },
+    display: [320, 240],
+  },
   { name: 'display matrix rotation (phone, -90)', clip: { seconds: 8, rotate: 270 }, display: [240, 320] },
   { name: 'sample aspect ratio 2:1', clip: { seconds: 8, sar: '2:1' }, display: [640, 240] },
   { name: '10-bit 4:2:0', clip: { seconds: 8, pixFmt: 'yuv420p10le' }, display: [320, 240] },
@@ -57,7 +65,10 @@ async function checkCells(engine: string, variant: Variant, call: Call): Promise
   expect(report.warnings).toEqual([]);
 
   const window = report.window ?? { start: 0, end: report.duration };
-  const plan = makePlan({ startMs: Math.round(window.start * 1000), endMs: Math.round(window.end * 1000) }, call.density);
+  const plan = makePlan(
+    { startMs: Math.round(window.start * 1000), endMs: Math.round(window.end * 1000) },
+    call.density,
+  );
   const grid = computeGrid(variant.display[0], variant.display[1], call.density, true);
   expect(report.files).toHaveLength(plan.sheets.length);
   const shown = new Set<number>();
@@ -67,7 +78,10 @@ async function checkCells(engine: string, variant: Variant, call: Call): Promise
     for (const [c, cell] of cells.entries()) {
       const read = decodeIndex(sheet, cellRect(grid, c));
       const expected = expectedIndex(oracle, cell.timeMs / 1000);
-      expect(read.confidence, `sheet ${s + 1} cell ${c + 1} (${cell.label}) is not a clean index frame`).toBeGreaterThan(40);
+      expect(
+        read.confidence,
+        `sheet ${s + 1} cell ${c + 1} (${cell.label}) is not a clean index frame`,
+      ).toBeGreaterThan(40);
       expect(read.index, `sheet ${s + 1} cell ${c + 1} at ${cell.label}`).toBe(expected);
       shown.add(read.index);
     }
@@ -86,7 +100,11 @@ describe.each(ENGINES)('engine %s: every cell shows the frame displayed at its l
 
   it('B-frames, GOP 250: 6x6 over a 350 ms window, labels typed as timecodes', async () => {
     // 36 cells over 350 ms of 25 fps video: ~9 distinct frames, several cells per frame.
-    const distinct = await checkCells(engine, VARIANTS[0] as Variant, { density: '6x6', start: '0:07.30', end: '7.65' });
+    const distinct = await checkCells(engine, VARIANTS[0] as Variant, {
+      density: '6x6',
+      start: '0:07.30',
+      end: '7.65',
+    });
     expect(distinct).toBeGreaterThanOrEqual(8);
   });
 

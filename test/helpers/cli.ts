@@ -13,9 +13,14 @@ export interface CliRun {
 }
 
 /** Engines every contract test runs against; `VIDSHEET_TEST_ENGINES=ffmpeg` narrows it. */
-export const ENGINES = (process.env.VIDSHEET_TEST_ENGINES ?? 'native,ffmpeg').split(',') as Array<'native' | 'ffmpeg'>;
+export const ENGINES = (process.env.VIDSHEET_TEST_ENGINES ?? 'native,ffmpeg').split(',') as Array<
+  'native' | 'ffmpeg'
+>;
 
-export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; engine?: string } = {}) {
+export function runCli(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; engine?: string } = {},
+) {
   return new Promise<CliRun>((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       cwd: options.cwd,
