@@ -311,9 +311,11 @@ async function audioEnvelope(path: string, d: Details): Promise<Float32Array | n
       onStdout: (chunk) => {
         const data = carry.length ? Buffer.concat([carry, chunk]) : chunk;
         const whole = data.length - (data.length % frameBytes);
-        for (let o = 0; o < whole; o += frameBytes, index++) {
+        // An aligned float view (pipe chunks start at any byte offset); little-endian like f32le.
+        const samples = new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + whole));
+        for (let o = 0; o < samples.length; o += channels, index++) {
           let sum = 0;
-          for (let c = 0; c < channels; c++) sum += data.readFloatLE(o + 4 * c);
+          for (let c = 0; c < channels; c++) sum += samples[o + c] as number;
           const amplitude = Math.abs(sum / channels);
           const bin = Math.floor(offsetMs + (index * 1000) / sampleRate);
           if (bin >= 0 && bin < bins.length && amplitude > (bins[bin] as number)) bins[bin] = amplitude;

@@ -1,0 +1,82 @@
+/**
+ * The two engines execute the same plan: their reports agree on every field (audio levels within a
+ * stated tolerance; on damaged files, warnings and audio levels aside, as each decoder conceals
+ * damage its own way),
+ * and their sheets show the same frames.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cellRect, computeGrid } from '../../src/core/layout.js';
+import { ENGINES, runCli } from '../helpers/cli.js';
+import { audioClip, damagedFiles, indexClip } from '../helpers/fixtures.js';
+import { decodeIndex, readJpeg } from '../helpers/frames.js';
+
+/** Largest difference allowed between the engines' audio levels (both are 0..1, 3 decimals). */
+const LEVEL_TOLERANCE = 0.02;
+
+let work: string;
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'vs-agree-'));
+});
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+async function both(args: string[]) {
+  return Promise.all(
+    (['native', 'ffmpeg'] as const).map(async (engine) => {
+      const r = await runCli([...args, '--json', '--out', join(work, engine)], { engine });
+      expect(r.code, r.stderr).toBe(0);
+      return JSON.parse(r.stdout);
+    }),
+  );
+}
+
+function expectSameReport(
+  a: Record<string, unknown>,
+  b: Record<string, unknown>,
+  options: { warnings: boolean; levels: boolean },
+) {
+  expect(Object.keys(a)).toEqual(Object.keys(b));
+  const strip = (r: Record<string, unknown>) => ({
+    ...r,
+    files: (r.files as string[]).map((f) => basename(f)),
+    warnings: options.warnings ? r.warnings : [],
+    audio: undefined,
+  });
+  expect(strip(a)).toEqual(strip(b));
+  const [sa, sb] = [a.audio, b.audio] as Array<{ samples: Array<{ time: number; level: number }> }>;
+  expect({ ...sa, samples: [] }).toEqual({ ...sb, samples: [] });
+  expect(sa?.samples.map((s) => s.time)).toEqual(sb?.samples.map((s) => s.time));
+  if (!options.levels) return;
+  for (const [i, s] of (sa?.samples ?? []).entries()) {
+    expect(Math.abs(s.level - (sb?.samples[i]?.level as number))).toBeLessThanOrEqual(LEVEL_TOLERANCE);
+  }
+}
+
+describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('native and ffmpeg engines', () => {
+  it('agree on an overview and on a window, and show the same frames', async () => {
+    const clip = await indexClip({ seconds: 20, gop: 250, bframes: 3, audio: true });
+    for (const window of [[], ['--start', '0:03.2', '--end', '4.1']]) {
+      const [a, b] = await both([clip, '--density', '5x5', ...window]);
+      expectSameReport(a, b, { warnings: true, levels: true });
+      const grid = computeGrid(320, 240, '5x5', true);
+      const [ia, ib] = [readJpeg(a.files[0]), readJpeg(b.files[0])];
+      for (let c = 0; c < 25; c++)
+        expect(decodeIndex(ia, cellRect(grid, c)).index).toBe(decodeIndex(ib, cellRect(grid, c)).index);
+    }
+  });
+
+  it('agree on the audio clip within the level tolerance', async () => {
+    const [a, b] = await both([await audioClip(), '--density', '4x4']);
+    expectSameReport(a, b, { warnings: true, levels: true });
+  });
+
+  it('agree on damaged files apart from which frames each could decode', async () => {
+    for (const file of (await damagedFiles()).filter((f) => f.expect === 'partial')) {
+      const [a, b] = await both([file.path]);
+      // Decoders conceal damaged audio differently; the shape and the timeline still agree.
+      expectSameReport(a, b, { warnings: false, levels: false });
+    }
+  });
+});
