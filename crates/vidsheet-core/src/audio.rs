@@ -1,0 +1,416 @@
+//! The 1 ms audio envelope: the whole first audio stream decoded, downmixed to mono (average of
+//! the channels, native sample rate), bin k = max |sample| over samples whose time falls in
+//! [k ms, k+1 ms) relative to the container start time, normalised by the peak over all bins.
+
+use ff::ffi;
+use ff::util::error::EAGAIN;
+use ff::{frame, Packet};
+use ffmpeg_next as ff;
+
+use crate::media;
+
+const MAX_READ_ERRORS: u32 = 64;
+const MAX_DECODE_ERRORS: u32 = 4096;
+
+/// Raw (not normalised) bins for the ms range the plan needs, plus the clip peak.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Envelope {
+    /// A stream was found and at least one frame decoded.
+    pub present: bool,
+    /// Max over every bin k >= 0 of the whole clip.
+    pub peak: f32,
+    /// ms of bins[0].
+    pub lo: i64,
+    pub bins: Vec<f32>,
+}
+
+impl Envelope {
+    fn absent() -> Self {
+        Envelope {
+            present: false,
+            peak: 0.0,
+            lo: 0,
+            bins: Vec::new(),
+        }
+    }
+
+    /// Normalised level of bin `k` (ms); 0 outside the stored range or for a silent clip.
+    pub(crate) fn level(&self, k: i64) -> f32 {
+        if self.peak <= 0.0 || k < self.lo {
+            return 0.0;
+        }
+        let i = (k - self.lo) as u64;
+        match self.bins.get(i as usize) {
+            Some(v) => (v / self.peak).min(1.0),
+            None => 0.0,
+        }
+    }
+
+    /// `len` normalised bins starting at ms `start` (empty when the clip has no audio).
+    pub(crate) fn window(&self, start: i64, len: usize) -> Vec<f32> {
+        if !self.present {
+            return Vec::new();
+        }
+        (0..len as i64).map(|i| self.level(start + i)).collect()
+    }
+}
+
+fn is_eagain(e: &ff::Error) -> bool {
+    matches!(e, ff::Error::Other { errno } if *errno == EAGAIN)
+}
+
+struct Binner {
+    start_us: i64,
+    tb_num: i128,
+    tb_den: i128,
+    lo: i64,
+    hi: i64,
+    peak: f32,
+    bins: Vec<f32>,
+    /// Samples are placed by counting from the last resync point (origin pts, sample rate):
+    /// container timestamps are often coarser than a sample (Matroska: 1 ms), so following every
+    /// frame's pts would jitter samples across bins. A frame whose pts strays from the count by
+    /// more than the tolerance (a gap or an overlap) starts a new origin.
+    origin: Option<(i64, i64)>,
+    counted: i128,
+    mono: Vec<f32>,
+}
+
+impl Binner {
+    /// Tolerance between a frame's pts and the counted position: 2 ms, in stream units.
+    fn tolerance(&self) -> i128 {
+        ((2 * self.tb_den) / (1000 * self.tb_num)).max(1)
+    }
+
+    fn add(&mut self, pts: Option<i64>, rate: i64, mono: &[f32]) {
+        let n = mono.len() as i128;
+        if n == 0 || rate <= 0 {
+            return;
+        }
+        let rate_i = rate as i128;
+        // Counted position of this frame's first sample, in stream units (rounded down).
+        let counted_ts = self.origin.filter(|o| o.1 == rate).map(|(o, _)| {
+            o as i128 + (self.counted * self.tb_den).div_euclid(rate_i * self.tb_num)
+        });
+        match (pts, counted_ts) {
+            (Some(p), Some(c)) if (p as i128 - c).abs() <= self.tolerance() => {}
+            (None, Some(_)) => {}
+            (Some(p), _) => {
+                self.origin = Some((p, rate));
+                self.counted = 0;
+            }
+            (None, None) => return,
+        }
+        let Some((origin, _)) = self.origin else {
+            return;
+        };
+        // Sample j (counted from the origin) is at t_j ms with t_j * D = A + j * B,
+        // D = den * rate * 1000.
+        let d = self.tb_den * rate_i * 1000;
+        let a = origin as i128 * self.tb_num * rate_i * 1_000_000
+            - self.start_us as i128 * self.tb_den * rate_i;
+        let b = self.tb_den * 1_000_000;
+        let base = self.counted;
+        self.counted += n;
+        let mut i: i128 = 0;
+        while i < n {
+            let k = (a + (base + i) * b).div_euclid(d);
+            // First sample of bin k + 1.
+            let end = (((k + 1) * d - a + b - 1).div_euclid(b) - base).clamp(i + 1, n);
+            if k >= 0 {
+                let m = mono[i as usize..end as usize]
+                    .iter()
+                    .fold(0f32, |m, v| m.max(v.abs()));
+                if m > self.peak {
+                    self.peak = m;
+                }
+                let k = k.min(i64::MAX as i128) as i64;
+                if k >= self.lo && k < self.hi {
+                    let idx = (k - self.lo) as usize;
+                    if idx >= self.bins.len() {
+                        self.bins.resize(idx + 1, 0.0);
+                    }
+                    if m > self.bins[idx] {
+                        self.bins[idx] = m;
+                    }
+                }
+            }
+            i = end;
+        }
+    }
+}
+
+/// Average of the channels of `f` as f32 samples, any sample format.
+fn downmix(f: &frame::Audio, out: &mut Vec<f32>) -> bool {
+    out.clear();
+    unsafe {
+        let raw = f.as_ptr();
+        let n = (*raw).nb_samples.max(0) as usize;
+        let channels = f.channels() as usize;
+        if n == 0 || channels == 0 || (*raw).extended_data.is_null() {
+            return false;
+        }
+        let fmt = (*raw).format;
+        let nb = ffi::AVSampleFormat::AV_SAMPLE_FMT_NB as i32;
+        if !(0..nb).contains(&fmt) {
+            return false;
+        }
+        let fmt: ffi::AVSampleFormat = std::mem::transmute::<i32, ffi::AVSampleFormat>(fmt);
+        let planar = ffi::av_sample_fmt_is_planar(fmt) != 0;
+        let packed = ffi::av_get_packed_sample_fmt(fmt);
+        let bps = ffi::av_get_bytes_per_sample(fmt).max(0) as usize;
+        if bps == 0 {
+            return false;
+        }
+        let plane_bytes = if planar { n * bps } else { n * bps * channels };
+        if ((*raw).linesize[0].max(0) as usize) < plane_bytes {
+            return false;
+        }
+        let planes = if planar { channels } else { 1 };
+        let mut ptrs = Vec::with_capacity(planes);
+        for p in 0..planes {
+            let ptr = *(*raw).extended_data.add(p);
+            if ptr.is_null() {
+                return false;
+            }
+            ptrs.push(std::slice::from_raw_parts(ptr as *const u8, plane_bytes));
+        }
+        let read = |bytes: &[u8], idx: usize| -> f32 {
+            let s = &bytes[idx * bps..idx * bps + bps];
+            use ffi::AVSampleFormat::*;
+            match packed {
+                AV_SAMPLE_FMT_U8 => (s[0] as f32 - 128.0) / 128.0,
+                AV_SAMPLE_FMT_S16 => i16::from_ne_bytes([s[0], s[1]]) as f32 / 32768.0,
+                AV_SAMPLE_FMT_S32 => {
+                    i32::from_ne_bytes([s[0], s[1], s[2], s[3]]) as f32 / 2147483648.0
+                }
+                AV_SAMPLE_FMT_FLT => {
+                    let v = f32::from_ne_bytes([s[0], s[1], s[2], s[3]]);
+                    if v.is_finite() {
+                        v
+                    } else {
+                        0.0
+                    }
+                }
+                AV_SAMPLE_FMT_DBL => {
+                    let v = f64::from_ne_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
+                    if v.is_finite() {
+                        v as f32
+                    } else {
+                        0.0
+                    }
+                }
+                AV_SAMPLE_FMT_S64 => {
+                    i64::from_ne_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]) as f32
+                        / 9223372036854775808.0
+                }
+                _ => 0.0,
+            }
+        };
+        out.reserve(n);
+        let inv = 1.0 / channels as f32;
+        for i in 0..n {
+            let mut sum = 0f32;
+            for c in 0..channels {
+                sum += if planar {
+                    read(ptrs[c], i)
+                } else {
+                    read(ptrs[0], i * channels + c)
+                };
+            }
+            out.push(sum * inv);
+        }
+        true
+    }
+}
+
+/// Decodes the first audio stream of `path` and returns bins for ms [lo, hi) plus the clip peak.
+/// Never fails: a file without a decodable audio stream gives `present: false`.
+pub(crate) fn envelope(path: &str, lo: i64, hi: i64) -> Envelope {
+    let Ok(mut input) = media::open_input(path) else {
+        return Envelope::absent();
+    };
+    let Some(index) = media::first_audio_stream(&input) else {
+        return Envelope::absent();
+    };
+    let start_us = media::start_us(&input);
+    let Some(st) = media::stream_ptr(&input, index) else {
+        return Envelope::absent();
+    };
+    let tb = unsafe { (*st).time_base };
+    if tb.num <= 0 || tb.den <= 0 {
+        return Envelope::absent();
+    }
+    unsafe {
+        let ctx = input.as_mut_ptr();
+        for i in 0..(*ctx).nb_streams as usize {
+            let s = *(*ctx).streams.add(i);
+            if !s.is_null() && i != index {
+                (*s).discard = ffi::AVDiscard::AVDISCARD_ALL;
+            }
+        }
+    }
+    let Some(params) = input.stream(index).map(|s| s.parameters()) else {
+        return Envelope::absent();
+    };
+    let Ok(mut ctx) = ff::codec::Context::from_parameters(params) else {
+        return Envelope::absent();
+    };
+    unsafe { (*ctx.as_mut_ptr()).pkt_timebase = tb };
+    let Ok(mut decoder) = ctx.decoder().audio() else {
+        return Envelope::absent();
+    };
+
+    let mut binner = Binner {
+        start_us,
+        tb_num: tb.num as i128,
+        tb_den: tb.den as i128,
+        lo,
+        hi: hi.max(lo),
+        peak: 0.0,
+        bins: Vec::new(),
+        origin: None,
+        counted: 0,
+        mono: Vec::new(),
+    };
+    let mut decoded_any = false;
+    let mut read_errors = 0u32;
+    let mut decode_errors = 0u32;
+    let mut eof = false;
+    let mut frame = frame::Audio::empty();
+    loop {
+        // Drain every frame the decoder has.
+        loop {
+            match decoder.receive_frame(&mut frame) {
+                Ok(()) => {
+                    let rate = unsafe { (*frame.as_ptr()).sample_rate } as i64;
+                    let mut mono = std::mem::take(&mut binner.mono);
+                    if downmix(&frame, &mut mono) {
+                        decoded_any = true;
+                        binner.add(frame.timestamp().or(frame.pts()), rate, &mono);
+                    }
+                    binner.mono = mono;
+                }
+                Err(e) if is_eagain(&e) => break,
+                Err(ff::Error::Eof) => {
+                    eof = true;
+                    break;
+                }
+                Err(_) => {
+                    decode_errors += 1;
+                    if decode_errors > MAX_DECODE_ERRORS {
+                        eof = true;
+                    }
+                    break;
+                }
+            }
+        }
+        if eof {
+            break;
+        }
+        let mut packet = Packet::empty();
+        match packet.read(&mut input) {
+            Ok(()) => {
+                read_errors = 0;
+                if packet.stream() == index {
+                    if let Err(e) = decoder.send_packet(&packet) {
+                        if !is_eagain(&e) {
+                            decode_errors += 1;
+                            if decode_errors > MAX_DECODE_ERRORS {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(ff::Error::Eof) => {
+                if decoder.send_eof().is_err() {
+                    break;
+                }
+            }
+            Err(_) => {
+                read_errors += 1;
+                if read_errors > MAX_READ_ERRORS && decoder.send_eof().is_err() {
+                    break;
+                }
+                if read_errors > MAX_READ_ERRORS * 2 {
+                    break;
+                }
+            }
+        }
+    }
+    if !decoded_any {
+        return Envelope::absent();
+    }
+    let len = (binner.hi - binner.lo).max(0) as usize;
+    binner.bins.resize(len, 0.0);
+    Envelope {
+        present: true,
+        peak: binner.peak,
+        lo: binner.lo,
+        bins: binner.bins,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binner(tb_den: i128, start_us: i64) -> Binner {
+        Binner {
+            start_us,
+            tb_num: 1,
+            tb_den,
+            lo: 0,
+            hi: 1000,
+            peak: 0.0,
+            bins: Vec::new(),
+            origin: None,
+            counted: 0,
+            mono: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn samples_land_in_their_millisecond() {
+        // 8 kHz in a 1/1000 time base: 8 samples per ms. A click on sample 20 (2.5 ms) lands in bin 2.
+        let mut b = binner(1000, 0);
+        let mut s = vec![0f32; 80];
+        s[20] = -0.5;
+        s[79] = 0.25;
+        b.add(Some(0), 8000, &s);
+        assert_eq!(b.bins.get(2), Some(&0.5));
+        assert_eq!(b.bins.get(9), Some(&0.25));
+        assert_eq!(b.peak, 0.5);
+        // The next frame without pts continues at 10 ms.
+        b.add(None, 8000, &[0.75; 8]);
+        assert_eq!(b.bins.get(10), Some(&0.75));
+        // A pts 1 ms off the count (coarse container timestamps) keeps the count...
+        b.add(Some(12), 8000, &[0.5; 8]);
+        assert_eq!(b.bins.get(11), Some(&0.5));
+        // ...a jump beyond the tolerance resyncs to the pts.
+        b.add(Some(500), 8000, &[0.125; 8]);
+        assert_eq!(b.bins.get(500), Some(&0.125));
+    }
+
+    #[test]
+    fn bins_are_relative_to_the_container_start() {
+        // 44.1 kHz in a 1/44100 time base, container start 1 s: pts 44100 + 441 is 10 ms.
+        let mut b = binner(44100, 1_000_000);
+        let mut s = vec![0f32; 100];
+        s[0] = 1.0;
+        s[44] = 0.5; // 10 ms + 44/44.1 ms = 10.998 ms -> bin 10
+        s[45] = 0.25; // 11.02 ms -> bin 11
+        b.add(Some(44100 + 441), 44100, &s);
+        assert_eq!(b.bins.get(10), Some(&1.0));
+        assert_eq!(b.bins.get(11), Some(&0.25));
+    }
+
+    #[test]
+    fn samples_before_the_start_are_ignored() {
+        let mut b = binner(1000, 0);
+        b.add(Some(-2), 1000, &[1.0, 1.0, 0.5]);
+        assert_eq!(b.peak, 0.5);
+        assert_eq!(b.bins.first(), Some(&0.5));
+    }
+}

@@ -1,0 +1,23 @@
+//! vidsheet engine: executes a finished render plan.
+//!
+//! TypeScript decides every rule (window, sampling, layout, labels, colours). This crate only
+//! probes a file, finds the frame displayed at each planned time (frame-exact, never a keyframe
+//! snap), scales it into its cell, paints labels and the audio band, and encodes JPEGs. It knows
+//! nothing of Node: the `vidsheet-node` crate is a thin binding over [`probe`] and [`render`].
+
+mod audio;
+mod canvas;
+mod convert;
+mod error;
+mod media;
+mod plan;
+mod render;
+mod video;
+
+pub use error::{Error, ErrorCode, Result};
+pub use media::probe;
+pub use plan::{
+    AudioEnvelope, AudioPlan, BandPlan, CellPlan, CellRef, LabelPlan, ProbeInfo, Rect, RenderPlan,
+    RenderResult, RenderStats, SheetPlan, Theme,
+};
+pub use render::render;

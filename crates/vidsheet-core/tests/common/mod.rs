@@ -1,0 +1,283 @@
+//! Test helpers: clips made with the ffmpeg CLI at test time, plans built by hand, sheets read
+//! back by what they show.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use vidsheet_core::{CellPlan, LabelPlan, Rect, RenderPlan, SheetPlan, Theme};
+
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "vidsheet-core-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn ffmpeg(args: &[&str]) {
+    let out = Command::new("ffmpeg")
+        .args(["-y", "-v", "error", "-nostdin"])
+        .args(args)
+        .output()
+        .expect("ffmpeg CLI available");
+    assert!(
+        out.status.success(),
+        "ffmpeg {:?} failed: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn ffprobe(args: &[&str]) -> String {
+    let out = Command::new("ffprobe")
+        .args(["-v", "error"])
+        .args(args)
+        .output()
+        .expect("ffprobe");
+    assert!(
+        out.status.success(),
+        "ffprobe {:?}: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Width of one bit stripe in the index clips.
+pub const STRIPE: u32 = 16;
+pub const BITS: u32 = 10;
+
+/// A lavfi source whose frame N shows N in binary: BITS vertical stripes (LSB left), white = 1.
+/// `pre` filters (e.g. a frame-dropping select) run before the index is drawn, so N is the index
+/// of the frame in the output.
+pub fn index_source_with(fps: u32, seconds: f64, pre: &str) -> String {
+    format!(
+        "nullsrc=s={}x32:r={fps}:d={seconds}{pre},geq=lum='255*mod(floor(N/pow(2\\,floor(X/{STRIPE})))\\,2)':cb=128:cr=128",
+        STRIPE * BITS
+    )
+}
+
+pub fn index_source(fps: u32, seconds: f64) -> String {
+    index_source_with(fps, seconds, "")
+}
+
+/// Video frame timestamps (stream units, display order) and the stream time base, as ffprobe
+/// decodes them.
+pub struct FrameTimes {
+    pub pts: Vec<i64>,
+    pub tb: (i64, i64),
+    pub start_us: i64,
+}
+
+pub fn frame_times(path: &str) -> FrameTimes {
+    let s = ffprobe(&[
+        "-select_streams",
+        "v:0",
+        "-show_entries",
+        "frame=best_effort_timestamp",
+        "-of",
+        "csv=p=0",
+        path,
+    ]);
+    // Frames without a timestamp (e.g. the last frame of an AVI with B-frames, flushed at the
+    // end) continue the cadence of the previous two, as the engine does.
+    let mut pts: Vec<i64> = Vec::new();
+    for line in s
+        .lines()
+        .map(|l| l.trim().trim_end_matches(','))
+        .filter(|l| !l.is_empty())
+    {
+        match line.parse::<i64>() {
+            Ok(v) => pts.push(v),
+            Err(_) => {
+                let n = pts.len();
+                let step = if n >= 2 { pts[n - 1] - pts[n - 2] } else { 1 };
+                pts.push(pts.last().map_or(0, |p| p + step));
+            }
+        }
+    }
+    pts.sort();
+    let tb = ffprobe(&[
+        "-select_streams",
+        "v:0",
+        "-show_entries",
+        "stream=time_base",
+        "-of",
+        "csv=p=0",
+        path,
+    ]);
+    let (n, d) = tb
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_end_matches(',')
+        .split_once('/')
+        .expect("time base");
+    FrameTimes {
+        pts,
+        tb: (n.parse().unwrap(), d.parse().unwrap()),
+        start_us: start_us(path),
+    }
+}
+
+pub fn start_us(path: &str) -> i64 {
+    let s = ffprobe(&["-show_entries", "format=start_time", "-of", "csv=p=0", path]);
+    let s = s.lines().next().unwrap_or("").trim().trim_end_matches(',');
+    if s == "N/A" || s.is_empty() {
+        return 0;
+    }
+    // Printed with exactly 6 decimals: parse as integer microseconds.
+    let neg = s.starts_with('-');
+    let (int, frac) = s
+        .trim_start_matches('-')
+        .split_once('.')
+        .unwrap_or((s, "0"));
+    let v = int.parse::<i64>().unwrap() * 1_000_000
+        + format!("{frac:0<6}")[..6].parse::<i64>().unwrap();
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// The frame index the frame rule picks for integer `ms` (container-relative).
+pub fn expected_index(ft: &FrameTimes, ms: i64) -> usize {
+    let target_us = ft.start_us as i128 + ms as i128 * 1000;
+    let (num, den) = (ft.tb.0 as i128, ft.tb.1 as i128);
+    ft.pts
+        .iter()
+        .rposition(|&p| p as i128 * num * 1_000_000 <= target_us * den)
+        .unwrap_or(0)
+}
+
+pub fn font_path() -> String {
+    let candidates = [
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../node_modules/dejavu-fonts-ttf/ttf/DejaVuSansMono.ttf"
+        ),
+        "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf",
+    ];
+    candidates
+        .iter()
+        .find(|p| Path::new(p).exists())
+        .expect("DejaVuSansMono.ttf (npm install, or the fonts-dejavu-core package)")
+        .to_string()
+}
+
+pub fn theme() -> Theme {
+    Theme {
+        background: [32, 32, 32],
+        label_box: [0, 0, 0, 170],
+        label_text: [255, 255, 255],
+        band_background: [20, 20, 20],
+        band_level: [80, 200, 120],
+        band_peak: [240, 80, 60],
+        band_tick: [255, 255, 255],
+        peak_threshold: 0.8,
+    }
+}
+
+pub fn label(text: &str, x: i32, y: i32) -> LabelPlan {
+    LabelPlan {
+        text: text.into(),
+        r#box: Rect { x, y, w: 40, h: 12 },
+        text_x: x as f32 + 2.0,
+        baseline_y: y as f32 + 10.0,
+        font_size: 10.0,
+    }
+}
+
+/// One sheet, one row of cells of `w x h` (2 px gutters), labels drawn below the cells so the
+/// frame content stays readable.
+pub fn sheet(path: &str, times_ms: &[f64], w: u32, h: u32) -> SheetPlan {
+    let cells = times_ms
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            let x = 2 + i as i32 * (w as i32 + 2);
+            CellPlan {
+                time_ms: t,
+                rect: Rect { x, y: 2, w, h },
+                label: label(&format!("{t}"), x, h as i32 + 4),
+            }
+        })
+        .collect::<Vec<_>>();
+    SheetPlan {
+        path: path.into(),
+        width: 4 + times_ms.len() as u32 * (w + 2),
+        height: h + 20,
+        cells,
+        band: None,
+    }
+}
+
+pub fn plan(input: &str, sheets: Vec<SheetPlan>, dir: &TempDir) -> RenderPlan {
+    RenderPlan {
+        input: input.into(),
+        video_stream: 0,
+        font_path: font_path(),
+        quality: 90,
+        theme: theme(),
+        sheets,
+        audio: None,
+        temp_dir: dir.0.to_string_lossy().into_owned(),
+    }
+}
+
+pub struct Sheet {
+    pub w: u32,
+    pub h: u32,
+    pub rgb: Vec<u8>,
+}
+
+impl Sheet {
+    pub fn open(path: &str) -> Sheet {
+        let img = image::open(path).expect("sheet decodes").to_rgb8();
+        Sheet {
+            w: img.width(),
+            h: img.height(),
+            rgb: img.into_raw(),
+        }
+    }
+    pub fn px(&self, x: u32, y: u32) -> [u8; 3] {
+        let o = ((y * self.w + x) * 3) as usize;
+        [self.rgb[o], self.rgb[o + 1], self.rgb[o + 2]]
+    }
+    pub fn luma(&self, x: u32, y: u32) -> u32 {
+        let p = self.px(x, y);
+        (p[0] as u32 * 3 + p[1] as u32 * 6 + p[2] as u32) / 10
+    }
+    /// Reads the frame index from an index-clip cell drawn unscaled at `rect`.
+    pub fn index_at(&self, rect: Rect) -> usize {
+        let stripe = rect.w / BITS;
+        (0..BITS)
+            .map(|b| {
+                let x = rect.x as u32 + b * stripe + stripe / 2;
+                let y = rect.y as u32 + rect.h / 2;
+                ((self.luma(x, y) > 128) as usize) << b
+            })
+            .sum()
+    }
+}

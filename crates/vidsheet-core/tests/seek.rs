@@ -1,0 +1,287 @@
+//! The frame rule: the cell for time t shows the last frame whose pts <= start_time + t, whatever
+//! the codec structure (B-frames, long GOPs, start offsets), never a keyframe snap.
+
+mod common;
+
+use common::*;
+use vidsheet_core::render;
+
+/// Renders `times_ms` from `clip` and checks each cell against the frame ffprobe decodes there.
+fn check_clip(dir: &TempDir, clip: &str, times_ms: &[i64]) -> vidsheet_core::RenderStats {
+    let ft = frame_times(clip);
+    assert!(ft.pts.len() > 10, "clip has frames");
+    let times_f: Vec<f64> = times_ms.iter().map(|&t| t as f64).collect();
+    let out = dir.path("sheet.jpg");
+    let (w, h) = (STRIPE * BITS, 32);
+    let plan = plan(clip, vec![sheet(&out, &times_f, w, h)], dir);
+    let mut calls = 0;
+    let result = render(&plan, &mut |_, _| calls += 1).expect("render");
+    assert!(
+        result.unreadable.is_empty(),
+        "unreadable: {:?}",
+        result.unreadable
+    );
+    assert_eq!(calls, times_ms.len());
+    let sheet = Sheet::open(&out);
+    let got: Vec<usize> = plan.sheets[0]
+        .cells
+        .iter()
+        .map(|c| sheet.index_at(c.rect))
+        .collect();
+    let want: Vec<usize> = times_ms.iter().map(|&t| expected_index(&ft, t)).collect();
+    assert_eq!(got, want, "frames shown for {times_ms:?} in {clip}");
+    eprintln!("{clip}: {:?}", result.stats);
+    result.stats
+}
+
+/// Deterministic pseudo-random times in [0, max_ms), sorted.
+fn random_times(n: usize, max_ms: i64, mut seed: u64) -> Vec<i64> {
+    let mut v: Vec<i64> = (0..n)
+        .map(|_| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % max_ms as u64) as i64
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Boundaries (t = exact pts and 1 ms before), duplicates, jumps forward within and across GOPs,
+/// before the first and after the last frame.
+fn times_for(fps: i64, seconds: i64) -> Vec<i64> {
+    // First ms at or after frame k's pts, and the ms before it.
+    let at = |k: i64| (k * 1000 + fps - 1) / fps;
+    let last = seconds * 1000;
+    let mut t = vec![
+        0,
+        at(1) - 1,
+        at(1),
+        at(1),
+        at(3) + 1,
+        at(7),
+        at(7) - 1,
+        at(30) - 1,
+        last * 31 / 100,
+        last / 2,
+        last / 2 + 1,
+        last * 77 / 100,
+        at(seconds * fps - 1) - 1,
+        at(seconds * fps - 1),
+        last - 1,
+        last + 5000,
+    ];
+    t.sort();
+    t
+}
+
+#[test]
+fn h264_with_b_frames_and_long_gop() {
+    let dir = TempDir::new("seek-longgop");
+    let clip = dir.path("longgop.mp4");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &index_source(25, 24.0),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-bf",
+        "3",
+        "-x264-params",
+        "b-adapt=0",
+        "-g",
+        "300",
+        "-keyint_min",
+        "300",
+        "-sc_threshold",
+        "0",
+        "-crf",
+        "18",
+        &clip,
+    ]);
+    check_clip(&dir, &clip, &times_for(25, 24));
+    check_clip(&dir, &clip, &random_times(40, 25_000, 7));
+    // Every frame of a stretch: each B-frame is someone's target, none may be skipped.
+    check_clip(
+        &dir,
+        &clip,
+        &(0..48).map(|i| 4000 + i * 40).collect::<Vec<_>>(),
+    );
+}
+
+#[test]
+fn h264_short_gop_many_seeks() {
+    let dir = TempDir::new("seek-shortgop");
+    let clip = dir.path("shortgop.mp4");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &index_source(30, 30.0),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-bf",
+        "2",
+        "-x264-params",
+        "b-adapt=0",
+        "-g",
+        "15",
+        "-crf",
+        "18",
+        &clip,
+    ]);
+    let times: Vec<i64> = (0..36).map(|i| i * 833 + 17).collect();
+    let stats = check_clip(&dir, &clip, &times);
+    assert!(
+        stats.seeks > 0,
+        "far targets are reached by seeking: {stats:?}"
+    );
+    check_clip(&dir, &clip, &times_for(30, 30));
+    check_clip(&dir, &clip, &random_times(30, 31_000, 99));
+}
+
+#[test]
+fn mpegts_with_start_offset() {
+    let dir = TempDir::new("seek-ts");
+    let clip = dir.path("offset.ts");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &index_source(25, 16.0),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-bf",
+        "3",
+        "-x264-params",
+        "b-adapt=0",
+        "-g",
+        "50",
+        "-crf",
+        "18",
+        "-output_ts_offset",
+        "100",
+        &clip,
+    ]);
+    assert!(start_us(&clip) > 99_000_000);
+    check_clip(&dir, &clip, &times_for(25, 16));
+    check_clip(&dir, &clip, &random_times(25, 17_000, 3));
+}
+
+#[test]
+fn matroska_variable_frame_rate() {
+    let dir = TempDir::new("seek-vfr");
+    let clip = dir.path("vfr.mkv");
+    // Drop a run of frames so there is a gap: the frame before the gap stays on screen.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &index_source_with(25, 12.0, ",select='not(between(n\\,100\\,160))'"),
+        "-fps_mode",
+        "vfr",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-bf",
+        "3",
+        "-x264-params",
+        "b-adapt=0",
+        "-g",
+        "60",
+        "-crf",
+        "18",
+        &clip,
+    ]);
+    check_clip(
+        &dir,
+        &clip,
+        &[0, 3990, 4000, 5000, 6000, 6439, 6440, 6441, 11000],
+    );
+}
+
+#[test]
+fn many_cells_on_one_frame_decode_once() {
+    let dir = TempDir::new("seek-dup");
+    let clip = dir.path("short.mp4");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &index_source(10, 2.0),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-crf",
+        "18",
+        &clip,
+    ]);
+    check_clip(
+        &dir,
+        &clip,
+        &[0, 10, 20, 99, 100, 101, 150, 199, 200, 1999, 2500],
+    );
+}
+
+#[test]
+fn other_codecs_with_b_frames() {
+    let dir = TempDir::new("seek-codecs");
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "hevc.mp4",
+            &[
+                "-c:v",
+                "libx265",
+                "-preset",
+                "ultrafast",
+                "-x265-params",
+                "bframes=4:b-adapt=0:keyint=60:log-level=error",
+                "-crf",
+                "16",
+            ],
+        ),
+        (
+            "mpeg2.ts",
+            &["-c:v", "mpeg2video", "-bf", "2", "-g", "30", "-q:v", "2"],
+        ),
+        (
+            "mpeg4.avi",
+            &["-c:v", "mpeg4", "-bf", "2", "-g", "40", "-q:v", "2"],
+        ),
+        (
+            "opengop.mkv",
+            &[
+                "-c:v",
+                "libx264",
+                "-preset",
+                "veryfast",
+                "-bf",
+                "3",
+                "-x264-params",
+                "b-adapt=0:open-gop=1:keyint=48",
+                "-crf",
+                "16",
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        let clip = dir.path(name);
+        let src = index_source(25, 12.0);
+        let mut a = vec!["-f", "lavfi", "-i", &src];
+        a.extend_from_slice(args);
+        a.push(&clip);
+        ffmpeg(&a);
+        check_clip(&dir, &clip, &times_for(25, 12));
+        check_clip(&dir, &clip, &random_times(20, 12_500, name.len() as u64));
+    }
+}
