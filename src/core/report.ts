@@ -30,8 +30,11 @@ const windowField = (w: Window | undefined) =>
   w ? { window: { start: w.startMs / 1000, end: w.endMs / 1000 } } : {};
 const audioField = (a: AudioReport | undefined) => (a ? { audio: a } : {});
 
-/** `vidsheet --json` (contract vidsheet-cli-v0); `audio` follows the v0 keys (additive change). */
-export function cliReport(o: JobOutcome) {
+/**
+ * The local report: `vidsheet --json` (vidsheet-cli-v0) and the local tool result (vidsheet-mcp-v0,
+ * the same fields plus `timecodes`). `audio` follows the v0 keys (an additive change).
+ */
+function localReport(o: JobOutcome, contract: string, withTimecodes: boolean) {
   return {
     input: o.input,
     duration: o.duration,
@@ -39,27 +42,15 @@ export function cliReport(o: JobOutcome) {
     frames: o.frames,
     sheets: o.files.length,
     files: o.files,
+    ...(withTimecodes ? { timecodes: o.timecodes } : {}),
     warnings: o.warnings,
-    contract: CONTRACTS.cli,
+    contract,
     ...audioField(o.audio),
   };
 }
 
-/** Local tool result (vidsheet-mcp-v0): the CLI fields plus `timecodes`, one array per sheet. */
-export function mcpReport(o: JobOutcome) {
-  return {
-    input: o.input,
-    duration: o.duration,
-    ...windowField(o.window),
-    frames: o.frames,
-    sheets: o.files.length,
-    files: o.files,
-    timecodes: o.timecodes,
-    warnings: o.warnings,
-    contract: CONTRACTS.mcp,
-    ...audioField(o.audio),
-  };
-}
+export const cliReport = (o: JobOutcome) => localReport(o, CONTRACTS.cli, false);
+export const mcpReport = (o: JobOutcome) => localReport(o, CONTRACTS.mcp, true);
 
 /** The human summary the CLI prints without --json (not a stable contract). */
 export function humanSummary(o: JobOutcome): string {
