@@ -51,6 +51,8 @@ interface Details extends ProbeInfo {
   timeBase: [bigint, bigint];
   startUs: bigint;
   interlaced: boolean;
+  /** Containers with a seek index land exactly on a keyframe; others (MPEG-TS, PS) bisect. */
+  indexed: boolean;
   audio: { index: number; channels: number; sampleRate: number; startTime: number } | null;
 }
 
@@ -70,7 +72,7 @@ async function probeDetails(path: string): Promise<Details> {
     ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', path],
     { timeoutMs: 60_000 },
   );
-  let parsed: { streams?: StreamJson[]; format?: { duration?: string; start_time?: string } };
+  let parsed: { streams?: StreamJson[]; format?: { duration?: string; start_time?: string; format_name?: string } };
   try {
     parsed = JSON.parse(stdout.toString() || '{}');
   } catch {
@@ -104,6 +106,7 @@ async function probeDetails(path: string): Promise<Details> {
     timeBase: [BigInt(tb[0]), BigInt(tb[1])],
     startUs: BigInt(Math.round(startTime * 1e6)),
     interlaced: ['tt', 'bb', 'tb', 'bt'].includes(video.field_order ?? ''),
+    indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(parsed.format?.format_name ?? ''),
     audio: audio
       ? {
           index: audio.index,
@@ -216,6 +219,7 @@ async function extractGroup(
   group: number[],
   size: { w: number; h: number },
   prefix: string,
+  threads: number,
 ): Promise<Map<number, Buffer>> {
   const first = packets.pts[group[0] as number] as bigint;
   const times = group.map((f) => seconds(packets.pts[f] as bigint, d));
@@ -227,11 +231,13 @@ async function extractGroup(
       .map((q) => Math.abs(seconds(q as bigint, d) - p));
   });
   const eps = Math.min(0.0005, ...gaps.map((g) => g / 3));
-  // Seek to just before the keyframe that starts the first target's GOP: containers without an
-  // index (MPEG-TS) seek by bisection and would otherwise land mid-GOP.
+  // Start decoding at the keyframe that opens the first target's GOP. Indexed containers seek
+  // backward to a keyframe, so aim just past it (aiming before it would decode the previous GOP);
+  // bisecting demuxers (MPEG-TS) may land on any packet, so aim 0.1 s before it. Nothing is
+  // trimmed (-noaccurate_seek): the select filter alone picks the frames, by exact time.
   const key = lastAtOrBefore(packets.keyframes, (k) => k <= first);
-  const from = key < 0 ? first : (packets.keyframes[key] as bigint);
-  const seek = Math.max(0, seconds(from, d) - d.startTime - Math.max(eps, 0.1));
+  const from = seconds(key < 0 ? first : (packets.keyframes[key] as bigint), d) - d.startTime;
+  const seek = Math.max(0, d.indexed && key >= 0 ? from + eps : from - 0.1);
   const select = times.map((t) => `lt(abs(t-${t.toPrecision(17)})\\,${eps.toPrecision(6)})`).join('+');
   const filters = [
     ...(d.interlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
@@ -248,7 +254,10 @@ async function extractGroup(
       '-v',
       'error',
       '-nostdin',
+      '-threads',
+      String(threads),
       '-copyts',
+      '-noaccurate_seek',
       '-ss',
       seek.toFixed(6),
       '-i',
@@ -412,18 +421,20 @@ export const ffmpegEngine: Engine = {
     const frameOf = cells.map((x) => (packets.pts.length ? frameAt(packets.pts, d, x.cell.timeMs) : -1));
     const wanted = [...new Set(frameOf.filter((f) => f >= 0))].sort((a, b) => a - b);
     const groups = groupFrames(wanted, packets);
+    const parallel = Math.max(1, availableParallelism());
     const pixels = new Map<number, Buffer>();
     let done = 0;
     await pool(
       groups.map((group, g) => async () => {
         const dir = join(plan.tempDir, `g${g}`);
         await mkdir(dir, { recursive: true });
-        const got = await extractGroup(plan.input, d, packets, group, size, dir);
+        // Several groups run one per core, each single-threaded; a lone group gets every thread.
+        const got = await extractGroup(plan.input, d, packets, group, size, dir, groups.length > 1 ? 1 : 0);
         for (const [f, rgb] of got) pixels.set(f, rgb);
         done += group.length;
         onProgress?.(done, wanted.length);
       }),
-      Math.max(1, Math.min(2, availableParallelism())),
+      parallel,
     );
 
     const fullEnvelope = await audioTask;

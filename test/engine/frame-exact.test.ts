@@ -38,6 +38,7 @@ const VARIANTS: Variant[] = [
   { name: 'display matrix rotation (phone, -90)', clip: { seconds: 8, rotate: 270 }, display: [240, 320] },
   { name: 'sample aspect ratio 2:1', clip: { seconds: 8, sar: '2:1' }, display: [640, 240] },
   { name: '10-bit 4:2:0', clip: { seconds: 8, pixFmt: 'yuv420p10le' }, display: [320, 240] },
+  { name: 'short GOP (12 frames): a seek per cell', clip: { seconds: 10, gop: 12, bframes: 3 }, display: [320, 240] },
 ];
 
 interface Call {
@@ -92,6 +93,10 @@ async function checkCells(engine: string, variant: Variant, call: Call): Promise
 describe.each(ENGINES)('engine %s: every cell shows the frame displayed at its label time', (engine) => {
   it.each(VARIANTS)('$name: 3x3 overview', async (variant) => {
     await checkCells(engine, variant, { density: '3x3' });
+  });
+
+  it('short GOP: 6x6 overview, cells sharing and crossing GOPs', async () => {
+    await checkCells(engine, VARIANTS[6] as Variant, { density: '6x6' });
   });
 
   it('B-frames, GOP 250: 6x6 overview', async () => {
