@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
- * what count). Usage: `npm run bench [-- --runs 3 --only 1080p-3x3]`.
+ * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
+ * `npm run bench -- --audio` for the cost of the audio envelope on a 60-minute clip.
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -23,7 +24,10 @@ const flag = (name, fallback) => {
 };
 const RUNS = Number(flag('runs', '3'));
 const ONLY = flag('only', '');
-const METHODS = flag('methods', 'native,ffmpeg,peer').split(',');
+const METHODS = flag(
+  'methods',
+  argv.includes('--audio') ? 'native,native+audio,ffmpeg,ffmpeg+audio' : 'native,ffmpeg,peer',
+).split(',');
 
 /** Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC. */
 function clip(name, { seconds, size }) {
@@ -81,14 +85,19 @@ function clip(name, { seconds, size }) {
 const clips = {
   '1080p': () => clip('1080p-10min', { seconds: 600, size: '1920x1080' }),
   '4k': () => clip('2160p-3min', { seconds: 180, size: '3840x2160' }),
+  '60min': () => clip('360p-60min', { seconds: 3600, size: '640x360' }),
 };
 
-const CASES = [
-  { name: '1080p 3x3 overview', clip: '1080p', density: '3x3' },
-  { name: '4K 3x3 overview', clip: '4k', density: '3x3' },
-  { name: '1080p 6x6 overview', clip: '1080p', density: '6x6' },
-  { name: '1080p 6x6 10 s window', clip: '1080p', density: '6x6', start: 200.5, end: 210.5 },
-].filter((c) => !ONLY || c.name.includes(ONLY));
+// `--audio`: the cost of the audio envelope (decoding the whole track) on a 60-minute clip.
+const AUDIO = argv.includes('--audio');
+const CASES = AUDIO
+  ? [{ name: '60 min 3x3 overview', clip: '60min', density: '3x3' }]
+  : [
+      { name: '1080p 3x3 overview', clip: '1080p', density: '3x3' },
+      { name: '4K 3x3 overview', clip: '4k', density: '3x3' },
+      { name: '1080p 6x6 overview', clip: '1080p', density: '6x6' },
+      { name: '1080p 6x6 10 s window', clip: '1080p', density: '6x6', start: 200.5, end: 210.5 },
+    ].filter((c) => !ONLY || c.name.includes(ONLY));
 
 function measure(method, c, path) {
   const args = [
@@ -128,6 +137,19 @@ for (const c of CASES) {
   const med = Object.fromEntries(METHODS.map((m) => [m, median(times[m])]));
   rows.push({ c, med, nativeRss, decode });
   console.error(`bench: ${c.name} done`);
+}
+
+if (AUDIO) {
+  console.log(`\nvidsheet audio envelope cost: median of ${RUNS} runs each, alternated (2 cores)\n`);
+  console.log('| case | native | native + audio | ratio | ffmpeg | ffmpeg + audio | ratio |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const { c, med } of rows) {
+    const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
+    console.log(
+      `| ${c.name} | ${s(med.native)} | ${s(med['native+audio'])} | ${(med['native+audio'] / med.native).toFixed(2)}x | ${s(med.ffmpeg)} | ${s(med['ffmpeg+audio'])} | ${(med['ffmpeg+audio'] / med.ffmpeg).toFixed(2)}x |`,
+    );
+  }
+  process.exit(0);
 }
 
 const fmt = (ms) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(2)} s`);
