@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg and its libraries,
-# libclang for the native binding's bindgen), npm dependencies, then the native addon and the
+# libclang for the native binding's bindgen), npm dependencies from the lock file, then the native addon and the
 # TypeScript build. Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,5 +24,7 @@ command -v cargo >/dev/null || {
   exit 1
 }
 
-npm ci --no-audit --no-fund
+# Not `npm ci`: the lock file cannot list other platforms' optional binaries (Biome, napi-rs) where
+# the registry mirror serves only this platform's, and `npm ci` rejects such a lock as out of sync.
+npm install --no-save --no-audit --no-fund
 npm run build
