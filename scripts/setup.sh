@@ -19,12 +19,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-command -v cargo >/dev/null || {
-  echo "setup: cargo not found — install the Rust toolchain (https://rustup.rs) and run again" >&2
-  exit 1
-}
-
 # Not `npm ci`: the lock file cannot list other platforms' optional binaries (Biome, napi-rs) where
 # the registry mirror serves only this platform's, and `npm ci` rejects such a lock as out of sync.
 npm install --no-save --no-audit --no-fund
-npm run build
+if command -v cargo >/dev/null; then
+  npm run build
+else
+  echo "setup: cargo not found, so the native addon is not built; vidsheet will use its ffmpeg" >&2
+  echo "setup: fallback engine. Install Rust (https://rustup.rs) and run this again for the addon." >&2
+  npm run build:ts
+fi
