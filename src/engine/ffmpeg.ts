@@ -72,7 +72,10 @@ async function probeDetails(path: string): Promise<Details> {
     ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', path],
     { timeoutMs: 60_000 },
   );
-  let parsed: { streams?: StreamJson[]; format?: { duration?: string; start_time?: string; format_name?: string } };
+  let parsed: {
+    streams?: StreamJson[];
+    format?: { duration?: string; start_time?: string; format_name?: string };
+  };
   try {
     parsed = JSON.parse(stdout.toString() || '{}');
   } catch {

@@ -38,7 +38,11 @@ const VARIANTS: Variant[] = [
   { name: 'display matrix rotation (phone, -90)', clip: { seconds: 8, rotate: 270 }, display: [240, 320] },
   { name: 'sample aspect ratio 2:1', clip: { seconds: 8, sar: '2:1' }, display: [640, 240] },
   { name: '10-bit 4:2:0', clip: { seconds: 8, pixFmt: 'yuv420p10le' }, display: [320, 240] },
-  { name: 'short GOP (12 frames): a seek per cell', clip: { seconds: 10, gop: 12, bframes: 3 }, display: [320, 240] },
+  {
+    name: 'short GOP (12 frames): a seek per cell',
+    clip: { seconds: 10, gop: 12, bframes: 3 },
+    display: [320, 240],
+  },
 ];
 
 interface Call {
