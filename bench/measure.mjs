@@ -131,8 +131,10 @@ async function unavoidableFrames(outcome, info) {
 
 const t0 = performance.now();
 let decode;
+let ms;
 if (method === 'peer') {
   await peer();
+  ms = performance.now() - t0;
 } else {
   const [name, withAudio] = method.split('+');
   let engine = ffmpegEngine;
@@ -146,11 +148,12 @@ if (method === 'peer') {
     { ...request, outDir: out },
     { engine, audio: withAudio === 'audio', onStats: (s) => (stats = s) },
   );
+  ms = performance.now() - t0;
+  // Counted after the clock stops: the packet scan is the benchmark's, not the engine's.
   if (name === 'native' && stats.decodedFrames !== undefined) {
     const info = await engine.probe(clip);
     decode = { decoded: stats.decodedFrames, unavoidable: await unavoidableFrames(outcome, info) };
   }
 }
-const ms = performance.now() - t0;
 rmSync(out, { recursive: true, force: true });
 console.log(JSON.stringify({ ms, maxRssMb: process.resourceUsage().maxRSS / 1024, decode }));

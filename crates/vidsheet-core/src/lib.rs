@@ -20,4 +20,4 @@ pub use plan::{
     AudioEnvelope, AudioPlan, BandPlan, CellPlan, CellRef, LabelPlan, ProbeInfo, Rect, RenderPlan,
     RenderResult, RenderStats, SheetPlan, Theme,
 };
-pub use render::render;
+pub use render::{render, render_on};

@@ -115,6 +115,8 @@ pub struct RenderStats {
     pub seeks: u64,
     /// Packets sent with non-reference frames discarded (frames no cell can show).
     pub skippable_packets: u64,
+    /// Video decoders that worked in parallel (each on a contiguous part of the cells).
+    pub workers: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]

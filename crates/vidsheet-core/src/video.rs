@@ -2,9 +2,11 @@
 //!
 //! The frame for target t is the last frame whose presentation time is <= t (the first frame when
 //! t precedes it, the last frame when t follows it). The source decodes forward from where it is
-//! while the target lies in the current or next GOP, seeks backward to the keyframe at or before
-//! the target otherwise, and seeks further back when a seek lands past the target. Every loop is
-//! bounded so a corrupt file ends in "no frame", never in a hang.
+//! while the target lies in the current GOP, seeks to the keyframe at or before the target
+//! otherwise (the rest of the current GOP would be decoded for nothing: the target's keyframe
+//! needs no earlier picture), and seeks further back when a seek lands past the target. Without an
+//! index it decodes forward up to a threshold. Every loop is bounded so a corrupt file ends in "no
+//! frame", never in a hang.
 
 use ff::ffi;
 use ff::format::context::Input;
@@ -27,10 +29,20 @@ const MAX_SEEK_RETRIES: u32 = 3;
 
 /// A decoded picture and its presentation timestamp (stream time base).
 pub(crate) struct Decoded {
+    /// The picture; empty once the caller took what it needed early (see [`VideoSource::frame_at`]).
     pub frame: frame::Video,
     pub pts: i64,
     /// Distinguishes decoded pictures (same serial = same picture).
     pub serial: u64,
+}
+
+/// Consecutive targets reached by one forward decode (see [`VideoSource::decode_runs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DecodeRun {
+    /// End of the run (exclusive index into the targets).
+    pub end: usize,
+    /// Estimated pictures decoded for it.
+    pub pictures: u64,
 }
 
 pub(crate) struct VideoSource {
@@ -44,6 +56,8 @@ pub(crate) struct VideoSource {
     pub orientation: Orientation,
     /// Container start time in microseconds (0 when unknown).
     pub start_us: i64,
+    /// Bytes of one decoded picture (an estimate when the pixel format is not known yet).
+    pub picture_bytes: u64,
     /// Picture duration guess in stream units (for frames without timestamps).
     frame_step: i64,
     /// Where the stream header says the stream ends (stream units), when it says so.
@@ -82,12 +96,37 @@ pub(crate) struct VideoSource {
     pub skippable_sent: u64,
 }
 
+/// Bytes of one picture of the stream: its size times the bits per pixel of its format (24 when
+/// the format is unknown).
+unsafe fn picture_bytes(par: *const ffi::AVCodecParameters) -> u64 {
+    if par.is_null() {
+        return 0;
+    }
+    let (w, h) = ((*par).width.max(0) as u64, (*par).height.max(0) as u64);
+    let nb = ffi::AVPixelFormat::AV_PIX_FMT_NB as i32;
+    let bits = if (0..nb).contains(&(*par).format) {
+        // SAFETY: AVPixelFormat is a C enum with contiguous values 0..AV_PIX_FMT_NB.
+        let format = std::mem::transmute::<i32, ffi::AVPixelFormat>((*par).format);
+        let desc = ffi::av_pix_fmt_desc_get(format);
+        if desc.is_null() {
+            24
+        } else {
+            ffi::av_get_padded_bits_per_pixel(desc).max(8) as u64
+        }
+    } else {
+        24
+    };
+    w.saturating_mul(h).saturating_mul(bits) / 8
+}
+
 fn is_eagain(e: &ff::Error) -> bool {
     matches!(e, ff::Error::Other { errno } if *errno == EAGAIN)
 }
 
 impl VideoSource {
-    pub(crate) fn open(path: &str, stream: u32) -> Result<VideoSource> {
+    /// Opens the video stream `stream` of `path` with a decoder using up to `threads` threads
+    /// (frame and slice threading when more than one).
+    pub(crate) fn open(path: &str, stream: u32, threads: usize) -> Result<VideoSource> {
         let input = media::open_input(path)?;
         let st = media::check_video_stream(&input, stream)?;
         let index = stream as usize;
@@ -114,8 +153,7 @@ impl VideoSource {
         unsafe {
             let raw = ctx.as_mut_ptr();
             (*raw).pkt_timebase = tb;
-            (*raw).thread_count =
-                std::thread::available_parallelism().map_or(2, |n| n.get().min(16)) as i32;
+            (*raw).thread_count = threads.clamp(1, 16) as i32;
             (*raw).thread_type = ffi::FF_THREAD_FRAME | ffi::FF_THREAD_SLICE;
         }
         let decoder = ctx.decoder().video().map_err(|e| {
@@ -131,6 +169,7 @@ impl VideoSource {
             1
         };
         let start_us = media::start_us(&input);
+        let picture_bytes = unsafe { picture_bytes((*st).codecpar) };
         let declared_end = unsafe {
             let (start, duration) = ((*st).start_time, (*st).duration);
             (duration != ffi::AV_NOPTS_VALUE && duration > 0).then(|| {
@@ -151,6 +190,7 @@ impl VideoSource {
             tb_den: tb.den as i64,
             orientation,
             start_us,
+            picture_bytes,
             frame_step,
             declared_end,
             cur: None,
@@ -195,6 +235,48 @@ impl VideoSource {
         t.sort_unstable();
         self.targets = t;
         self.target_pos = 0;
+    }
+
+    /// Splits ascending targets (absolute microseconds) into runs that one forward decode serves
+    /// (how [`Self::frame_at`] will reach them): targets sharing the keyframe at or before them in
+    /// the demuxer's index or, where there is no index, targets less than the seek threshold
+    /// apart. Each run: its end (exclusive index into `targets_us`) and the pictures decoding it
+    /// costs, estimated from its keyframe (or, without an index, from the seek threshold before
+    /// its first target) to its last target.
+    pub(crate) fn decode_runs(&self, targets_us: &[i64]) -> Vec<DecodeRun> {
+        const MAX_COST: i64 = 1 << 40;
+        let mut runs = Vec::new();
+        let mut i = 0;
+        while i < targets_us.len() {
+            let first = self.ts_floor(targets_us[i]);
+            let key = self.keyframe_index(first);
+            let mut last = first;
+            let mut j = i + 1;
+            while j < targets_us.len() {
+                let t = self.ts_floor(targets_us[j]);
+                let same = match key {
+                    Some(k) => self.keyframe_index(t) == Some(k),
+                    None => t.saturating_sub(last) <= self.threshold(),
+                };
+                if !same {
+                    break;
+                }
+                last = t;
+                j += 1;
+            }
+            let from = match key {
+                Some(k) if k != i64::MIN => k.min(first),
+                Some(_) => first,
+                None => first.saturating_sub(self.threshold()),
+            };
+            let pictures = last.saturating_sub(from).clamp(0, MAX_COST) / self.frame_step + 1;
+            runs.push(DecodeRun {
+                end: j,
+                pictures: pictures as u64,
+            });
+            i = j;
+        }
+        runs
     }
 
     /// Whether the frame in `packet` may be decoded with AVDISCARD_NONREF: it is not a keyframe,
@@ -252,7 +334,18 @@ impl VideoSource {
     /// The frame displayed at `target_us` (container-relative target already converted to the
     /// absolute microsecond timeline: start_time + time). Targets must not decrease between calls.
     /// None when no frame can be decoded for it.
-    pub(crate) fn frame_at(&mut self, target_us: i64) -> Option<&Decoded> {
+    ///
+    /// Knowing that a frame is the answer takes decoding the one after it. A frame that is most
+    /// likely the answer (the target falls within one frame duration after it) is first handed to
+    /// `early`; when that returns true, the caller has taken what it needs from the picture and its
+    /// pixels are released at once, before decoding on: the decoder then needs one picture less of
+    /// memory. The frame returned may thus have an empty picture (same `serial` as the one handed
+    /// to `early`).
+    pub(crate) fn frame_at(
+        &mut self,
+        target_us: i64,
+        early: &mut dyn FnMut(&Decoded) -> bool,
+    ) -> Option<&Decoded> {
         if self.dead {
             return None;
         }
@@ -278,7 +371,7 @@ impl VideoSource {
 
         let mut retries = 0;
         loop {
-            self.decode_until(target_us);
+            self.decode_until(target_us, early);
             if self.cur.is_some() {
                 if self.drained && self.next.is_none() {
                     return self.last_frame_for(target_us);
@@ -341,10 +434,20 @@ impl VideoSource {
 
     /// Decodes forward until `next` holds a frame past the target or the stream ends; `cur` is
     /// then the last frame <= target seen since the last repositioning.
-    fn decode_until(&mut self, target_us: i64) {
+    fn decode_until(&mut self, target_us: i64, early: &mut dyn FnMut(&Decoded) -> bool) {
+        // Early hand-overs per call: a stream whose frames come closer together than its declared
+        // rate would otherwise have every frame near the target handed over.
+        let mut early_left = 2;
         loop {
-            if let Some(n) = self.next.take() {
+            if let Some(mut n) = self.next.take() {
                 if self.le(n.pts, target_us) {
+                    if early_left > 0 && !self.le(n.pts.saturating_add(self.frame_step), target_us)
+                    {
+                        early_left -= 1;
+                        if early(&n) {
+                            n.frame = frame::Video::empty();
+                        }
+                    }
                     self.cur = Some(n);
                 } else {
                     self.next = Some(n);
@@ -366,13 +469,12 @@ impl VideoSource {
             Some(p) => p,
             None if self.from_start => {
                 // Fresh at the start of the file: stay unless the index puts the target beyond
-                // the second GOP, or (no index) beyond the threshold.
+                // the first GOP, or (no index) beyond the threshold.
                 match self.keyframe_index(target) {
                     Some(kf_target) => {
                         return self
                             .index_keyframe_after(i64::MIN + 1)
-                            .and_then(|first| self.index_keyframe_after(first.saturating_add(1)))
-                            .is_some_and(|second| kf_target > second);
+                            .is_some_and(|first| kf_target > first);
                     }
                     None => {
                         let start = self.first_pts.unwrap_or(0);
@@ -387,8 +489,8 @@ impl VideoSource {
         }
         match self.keyframe_index(target) {
             Some(kf_target) => match self.index_keyframe_after(pos.saturating_add(1)) {
-                // Target in the current GOP or the next one: keep decoding.
-                Some(next_kf) => kf_target > next_kf,
+                // Target in the current GOP: keep decoding; in a later one: seek to its keyframe.
+                Some(next_kf) => kf_target >= next_kf,
                 None => false,
             },
             None => target - pos > self.threshold(),

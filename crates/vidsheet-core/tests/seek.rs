@@ -4,33 +4,63 @@
 mod common;
 
 use common::*;
-use vidsheet_core::render;
+use vidsheet_core::{render, render_on};
 
 /// Renders `times_ms` from `clip` and checks each cell against the frame ffprobe decodes there.
 fn check_clip(dir: &TempDir, clip: &str, times_ms: &[i64]) -> vidsheet_core::RenderStats {
+    check_clip_on(dir, clip, times_ms, None, 1)
+}
+
+/// `check_clip` as if the machine had `cores` cores (None: this machine), the cells spread over
+/// `sheets` sheets.
+fn check_clip_on(
+    dir: &TempDir,
+    clip: &str,
+    times_ms: &[i64],
+    cores: Option<usize>,
+    sheets: usize,
+) -> vidsheet_core::RenderStats {
     let ft = frame_times(clip);
     assert!(ft.pts.len() > 10, "clip has frames");
     let times_f: Vec<f64> = times_ms.iter().map(|&t| t as f64).collect();
-    let out = dir.path("sheet.jpg");
     let (w, h) = (STRIPE * BITS, 32);
-    let plan = plan(clip, vec![sheet(&out, &times_f, w, h)], dir);
+    let per = times_f.len().div_ceil(sheets.max(1)).max(1);
+    let outs: Vec<String> = (0..times_f.chunks(per).len())
+        .map(|i| dir.path(&format!("sheet-{i}.jpg")))
+        .collect();
+    let sheet_plans = times_f
+        .chunks(per)
+        .zip(&outs)
+        .map(|(t, out)| sheet(out, t, w, h))
+        .collect();
+    let plan = plan(clip, sheet_plans, dir);
     let mut calls = 0;
-    let result = render(&plan, &mut |_, _| calls += 1).expect("render");
+    let mut last = 0;
+    let mut report = |done: u32, total: u32| {
+        assert_eq!(done, last + 1, "progress counts every cell once, in order");
+        assert_eq!(total as usize, times_ms.len());
+        last = done;
+        calls += 1;
+    };
+    let result = match cores {
+        Some(n) => render_on(&plan, n, &mut report),
+        None => render(&plan, &mut report),
+    }
+    .expect("render");
     assert!(
         result.unreadable.is_empty(),
         "unreadable: {:?}",
         result.unreadable
     );
     assert_eq!(calls, times_ms.len());
-    let sheet = Sheet::open(&out);
-    let got: Vec<usize> = plan.sheets[0]
-        .cells
-        .iter()
-        .map(|c| sheet.index_at(c.rect))
-        .collect();
+    let mut got: Vec<usize> = Vec::new();
+    for (sheet_plan, out) in plan.sheets.iter().zip(&outs) {
+        let sheet = Sheet::open(out);
+        got.extend(sheet_plan.cells.iter().map(|c| sheet.index_at(c.rect)));
+    }
     let want: Vec<usize> = times_ms.iter().map(|&t| expected_index(&ft, t)).collect();
     assert_eq!(got, want, "frames shown for {times_ms:?} in {clip}");
-    eprintln!("{clip}: {:?}", result.stats);
+    eprintln!("{clip} ({cores:?} cores): {:?}", result.stats);
     result.stats
 }
 
@@ -283,5 +313,94 @@ fn other_codecs_with_b_frames() {
         ffmpeg(&a);
         check_clip(&dir, &clip, &times_for(25, 12));
         check_clip(&dir, &clip, &random_times(20, 12_500, name.len() as u64));
+    }
+}
+
+/// Cells spread over many GOPs are split into contiguous parts decoded in parallel, each by its
+/// own decoder: every cell still shows exactly the frame the rule picks, including cells on either
+/// side of a keyframe (where parts meet), duplicates, and targets before the first and after the
+/// last frame; with an index (MP4) and without one (MPEG-TS).
+#[test]
+fn parallel_parts_show_the_exact_frames() {
+    let dir = TempDir::new("seek-parallel");
+    let mp4 = dir.path("long.mp4");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        &index_source(25, 40.0),
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-bf",
+        "3",
+        "-x264-params",
+        "b-adapt=0",
+        "-g",
+        "100",
+        "-keyint_min",
+        "100",
+        "-sc_threshold",
+        "0",
+        "-crf",
+        "18",
+        &mp4,
+    ]);
+    let ts = dir.path("long.ts");
+    ffmpeg(&["-i", &mp4, "-c", "copy", "-output_ts_offset", "10", &ts]);
+
+    // Keyframes every 4 s (frame 100k at 4000k ms): the last ms before one and the first on it.
+    // Clusters a few seconds apart (so that even without an index they form separate runs).
+    let mut times: Vec<i64> = random_times(24, 600, 21)
+        .iter()
+        .enumerate()
+        .map(|(i, &jitter)| (i as i64 / 2) * 3100 + jitter)
+        .collect();
+    for k in [1, 3, 4, 7, 9] {
+        times.extend([k * 4000 - 1, k * 4000, k * 4000]);
+    }
+    times.extend([0, 0, 39_999, 45_000]);
+    times.sort();
+    for clip in [&mp4, &ts] {
+        for cores in [2, 3, 4] {
+            let stats = check_clip_on(&dir, clip, &times, Some(cores), 5);
+            assert!(stats.workers >= 2, "{clip}: decoded in parallel: {stats:?}");
+        }
+        // One core: one decoder, same frames.
+        let stats = check_clip_on(&dir, clip, &times, Some(1), 5);
+        assert_eq!(stats.workers, 1);
+    }
+    // The same times on two sheets with different cell sizes: each picture is scaled to both.
+    for cores in [1, 2] {
+        check_two_sizes(&dir, &mp4, &times, cores);
+    }
+}
+
+/// Two sheets with the same times, one with cells twice the size of the other's.
+fn check_two_sizes(dir: &TempDir, clip: &str, times_ms: &[i64], cores: usize) {
+    let ft = frame_times(clip);
+    let times_f: Vec<f64> = times_ms.iter().map(|&t| t as f64).collect();
+    let (w, h) = (STRIPE * BITS, 32);
+    let outs = [dir.path("small.jpg"), dir.path("large.jpg")];
+    let plan = plan(
+        clip,
+        vec![
+            sheet(&outs[0], &times_f, w, h),
+            sheet(&outs[1], &times_f, 2 * w, 2 * h),
+        ],
+        dir,
+    );
+    let result = render_on(&plan, cores, &mut |_, _| {}).expect("render");
+    assert!(result.unreadable.is_empty(), "{:?}", result.unreadable);
+    let want: Vec<usize> = times_ms.iter().map(|&t| expected_index(&ft, t)).collect();
+    for (sheet_plan, out) in plan.sheets.iter().zip(&outs) {
+        let sheet = Sheet::open(out);
+        let got: Vec<usize> = sheet_plan
+            .cells
+            .iter()
+            .map(|c| sheet.index_at(c.rect))
+            .collect();
+        assert_eq!(got, want, "{out} ({cores} cores)");
     }
 }
