@@ -81,6 +81,9 @@ const BITEXACT = [
   '-1',
 ];
 
+/** Small fixture clips: fast H.264 in 4:2:0, which every engine decodes. */
+const X264_FAST = ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p'];
+
 function hashOf(value: unknown): string {
   return createHash('sha256')
     .update(JSON.stringify({ v: FIXTURE_VERSION, value }))
@@ -450,12 +453,7 @@ export function audioClip(opts: { container?: 'mkv' | 'mp4' } = {}): Promise<str
         '0:v',
         '-map',
         '1:a',
-        '-c:v',
-        'libx264',
-        '-preset',
-        'ultrafast',
-        '-pix_fmt',
-        'yuv420p',
+        ...X264_FAST,
         ...audioCodec,
         ...BITEXACT,
         out,
@@ -484,12 +482,7 @@ export function silentAudioClip(): Promise<string> {
       '0:v',
       '-map',
       '1:a',
-      '-c:v',
-      'libx264',
-      '-preset',
-      'ultrafast',
-      '-pix_fmt',
-      'yuv420p',
+      ...X264_FAST,
       '-c:a',
       'aac',
       '-b:a',
@@ -503,18 +496,7 @@ export function silentAudioClip(): Promise<string> {
 /** A 10 s clip (160x90 testsrc2, 10 fps, H.264, mp4) with no audio stream at all. */
 export function noAudioClip(): Promise<string> {
   return cached('no-audio', 'mp4', {}, (out) =>
-    run('ffmpeg', [
-      ...FFMPEG,
-      ...smallVideoArgs(10),
-      '-c:v',
-      'libx264',
-      '-preset',
-      'ultrafast',
-      '-pix_fmt',
-      'yuv420p',
-      ...BITEXACT,
-      out,
-    ]),
+    run('ffmpeg', [...FFMPEG, ...smallVideoArgs(10), ...X264_FAST, ...BITEXACT, out]),
   );
 }
 
