@@ -5,199 +5,43 @@
  *   at T. So the packet timestamps are listed first (ffprobe, demux only), the frame rule of
  *   engine/types.ts picks each target's frame by its exact pts, and ffmpeg is asked for exactly
  *   those frames (select by time), seeking to just before them.
- * - Targets that share a GOP are decoded by one process (no re-seek), other groups run in parallel.
- * - Extracted cells are PPM files in plan.tempDir; the sheet is composed on a raw canvas, labels are
- *   drawn by ffmpeg's drawtext with the bundled font, and the JPEG is encoded at the plan's quality.
+ * - Targets that share a GOP are decoded by one process (no re-seek), other groups run in parallel,
+ *   one single-threaded process per core. Where every target of a group is a reference frame, the
+ *   decoder skips the non-reference frames before it (`-skip_frame noref`), as the native engine does.
+ * - Extracted cells are PPM files in plan.tempDir named by their pts. A sheet is composed as soon as
+ *   its cells are in, while later groups still decode: raw canvas, labels by ffmpeg's drawtext with
+ *   the bundled font, JPEG by ffmpeg with the IJG tables of the plan's quality.
  * - Audio: ffmpeg decodes the whole first audio track to raw PCM through a pipe; the 1 ms envelope
  *   is built while streaming (memory is one float per ms of clip, no temporary WAV).
  */
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
-import jpeg from 'jpeg-js';
-import { pool, run } from './process.js';
+import {
+  type Details,
+  frameAt,
+  lastAtOrBefore,
+  listAllPackets,
+  listPacketsInWindow,
+  listPacketsNear,
+  type Packets,
+  probeDetails,
+  referenceHints,
+  seconds,
+} from './ffprobe.js';
+import { limiter, run } from './process.js';
 import { blit, type Canvas, createCanvas, paintBand, parsePpm } from './raster.js';
 import {
   type AudioEnvelope,
   type Engine,
   EngineError,
   type LabelPlan,
-  type ProbeInfo,
   type RenderPlan,
   type RenderResult,
 } from './types.js';
 
 const debug = debuglog('vidsheet');
-
-interface StreamJson {
-  index: number;
-  codec_type?: string;
-  width?: number;
-  height?: number;
-  sample_aspect_ratio?: string;
-  time_base?: string;
-  start_time?: string;
-  duration?: string;
-  field_order?: string;
-  channels?: number;
-  sample_rate?: string;
-  disposition?: { attached_pic?: number };
-  tags?: { rotate?: string };
-  side_data_list?: Array<{ rotation?: number }>;
-}
-
-interface Details extends ProbeInfo {
-  timeBase: [bigint, bigint];
-  startUs: bigint;
-  interlaced: boolean;
-  /** Containers with a seek index land exactly on a keyframe; others (MPEG-TS, PS) bisect. */
-  indexed: boolean;
-  audio: { index: number; channels: number; sampleRate: number; startTime: number } | null;
-}
-
-const num = (value: string | undefined): number | undefined => {
-  const n = value === undefined ? Number.NaN : Number(value);
-  return Number.isFinite(n) ? n : undefined;
-};
-
-function ratio(value: string | undefined): [number, number] | undefined {
-  const m = value ? /^(\d+)[:/](\d+)$/.exec(value) : null;
-  return m && Number(m[1]) > 0 && Number(m[2]) > 0 ? [Number(m[1]), Number(m[2])] : undefined;
-}
-
-async function probeDetails(path: string): Promise<Details> {
-  const { code, stdout } = await run(
-    'ffprobe',
-    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', path],
-    { timeoutMs: 60_000 },
-  );
-  let parsed: {
-    streams?: StreamJson[];
-    format?: { duration?: string; start_time?: string; format_name?: string };
-  };
-  try {
-    parsed = JSON.parse(stdout.toString() || '{}');
-  } catch {
-    parsed = {};
-  }
-  const streams = parsed.streams ?? [];
-  // Same choice as the native engine's "best stream": the largest real picture, not cover art.
-  const video = streams
-    .filter((s) => s.codec_type === 'video' && !s.disposition?.attached_pic && (s.width ?? 0) > 0)
-    .sort((a, b) => (b.width ?? 0) * (b.height ?? 0) - (a.width ?? 0) * (a.height ?? 0))[0];
-  const duration = num(parsed.format?.duration) ?? Math.max(0, ...streams.map((s) => num(s.duration) ?? 0));
-  if (code !== 0 || !video || !(duration > 0)) {
-    throw new EngineError('unreadable_video', `ffprobe found no decodable video stream in ${path}`);
-  }
-  const tb = ratio(video.time_base) ?? [1, 1_000_000];
-  const sar = ratio(video.sample_aspect_ratio) ?? [1, 1];
-  const rotation =
-    video.side_data_list?.find((d) => d.rotation !== undefined)?.rotation ?? num(video.tags?.rotate) ?? 0;
-  const quarterTurn = Math.abs(Math.round(rotation / 90)) % 2 === 1;
-  const w = Math.round(((video.width ?? 0) * sar[0]) / sar[1]);
-  const h = video.height ?? 0;
-  const startTime = num(parsed.format?.start_time) ?? 0;
-  const audio = streams.find((s) => s.codec_type === 'audio');
-  return {
-    duration,
-    startTime,
-    videoStream: video.index,
-    width: quarterTurn ? h : w,
-    height: quarterTurn ? w : h,
-    hasAudio: audio !== undefined,
-    timeBase: [BigInt(tb[0]), BigInt(tb[1])],
-    startUs: BigInt(Math.round(startTime * 1e6)),
-    interlaced: ['tt', 'bb', 'tb', 'bt'].includes(video.field_order ?? ''),
-    indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(parsed.format?.format_name ?? ''),
-    audio: audio
-      ? {
-          index: audio.index,
-          channels: audio.channels ?? 1,
-          sampleRate: num(audio.sample_rate) ?? 48000,
-          startTime: num(audio.start_time) ?? startTime,
-        }
-      : null,
-  };
-}
-
-interface Packets {
-  /** Presentation timestamps, ascending, stream time base. */
-  pts: bigint[];
-  keyframes: bigint[];
-}
-
-async function listPackets(
-  path: string,
-  d: Details,
-  range?: { fromMs: number; toMs: number },
-): Promise<Packets> {
-  // A window reads only its neighbourhood (30 s of lead-in for the frame displayed at its start);
-  // the caller falls back to the whole file when that misses the GOP start.
-  const interval =
-    range && range.fromMs > 30_000
-      ? [
-          '-read_intervals',
-          `${range.fromMs / 1000 - 30 + d.startTime}%${range.toMs / 1000 + 1 + d.startTime}`,
-        ]
-      : range
-        ? ['-read_intervals', `%${range.toMs / 1000 + 1 + d.startTime}`]
-        : [];
-  const { stdout } = await run(
-    'ffprobe',
-    [
-      '-v',
-      'error',
-      '-select_streams',
-      String(d.videoStream),
-      ...interval,
-      '-show_entries',
-      'packet=pts,flags',
-      '-of',
-      'csv=p=0',
-      path,
-    ],
-    { timeoutMs: 120_000 },
-  );
-  const pts: bigint[] = [];
-  const keyframes: bigint[] = [];
-  for (const line of stdout.toString().split('\n')) {
-    const [p, flags] = line.split(',');
-    if (!p || !/^-?\d+$/.test(p)) continue;
-    const value = BigInt(p);
-    pts.push(value);
-    if (flags?.startsWith('K')) keyframes.push(value);
-  }
-  const asc = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
-  pts.sort(asc);
-  keyframes.sort(asc);
-  return { pts: [...new Set(pts)], keyframes };
-}
-
-/** Index of the last element <= limit (via `le`), or -1. */
-function lastAtOrBefore<T>(items: T[], le: (item: T) => boolean): number {
-  let lo = 0;
-  let hi = items.length - 1;
-  let found = -1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    if (le(items[mid] as T)) {
-      found = mid;
-      lo = mid + 1;
-    } else hi = mid - 1;
-  }
-  return found;
-}
-
-/** The frame rule of engine/types.ts: index into `pts` of the frame displayed at `timeMs`. */
-function frameAt(pts: bigint[], d: Details, timeMs: number): number {
-  const [tbNum, tbDen] = d.timeBase;
-  const target = (d.startUs + BigInt(timeMs) * 1000n) * tbDen;
-  const i = lastAtOrBefore(pts, (p) => p * tbNum * 1_000_000n <= target);
-  return Math.max(i, 0);
-}
-
-const seconds = (p: bigint, d: Details) => Number(p * d.timeBase[0]) / Number(d.timeBase[1]);
 
 /** Frames to extract: one ffmpeg process per group of targets that share a GOP. */
 function groupFrames(frames: number[], packets: Packets): number[][] {
@@ -215,42 +59,46 @@ function groupFrames(frames: number[], packets: Packets): number[][] {
   return groups;
 }
 
+/**
+ * Decodes one group of frames (indices into packets.pts) with one ffmpeg process and returns their
+ * cell pixels by pts; a frame missing from the map could not be decoded.
+ */
 async function extractGroup(
   path: string,
   d: Details,
   packets: Packets,
   group: number[],
   size: { w: number; h: number },
-  prefix: string,
-  threads: number,
-): Promise<Map<number, Buffer>> {
-  const first = packets.pts[group[0] as number] as bigint;
-  const times = group.map((f) => seconds(packets.pts[f] as bigint, d));
+  dir: string,
+  options: { threads: number; skipNonReference: boolean },
+): Promise<Map<bigint, Buffer>> {
+  const pts = group.map((f) => packets.pts[f] as bigint);
+  const times = pts.map((p) => seconds(p, d));
   // Half the smallest gap to a neighbouring frame bounds both the seek lead-in and the match tolerance.
-  const gaps = group.flatMap((f) => {
-    const p = seconds(packets.pts[f] as bigint, d);
-    return [packets.pts[f - 1], packets.pts[f + 1]]
+  const gaps = group.flatMap((f, k) =>
+    [packets.pts[f - 1], packets.pts[f + 1]]
       .filter((q) => q !== undefined)
-      .map((q) => Math.abs(seconds(q as bigint, d) - p));
-  });
+      .map((q) => Math.abs(seconds(q as bigint, d) - (times[k] as number))),
+  );
   const eps = Math.min(0.0005, ...gaps.map((g) => g / 3));
   // Start decoding at the keyframe that opens the first target's GOP. Indexed containers seek
   // backward to a keyframe, so aim just past it (aiming before it would decode the previous GOP);
   // bisecting demuxers (MPEG-TS) may land on any packet, so aim 0.1 s before it. Nothing is
-  // trimmed (-noaccurate_seek): the select filter alone picks the frames, by exact time.
-  const key = lastAtOrBefore(packets.keyframes, (k) => k <= first);
-  const from = seconds(key < 0 ? first : (packets.keyframes[key] as bigint), d) - d.startTime;
+  // trimmed (-noaccurate_seek): the select filter alone picks the frames, by exact time, and trim
+  // ends the decode right after the last one (even when a frame never comes out).
+  const key = lastAtOrBefore(packets.keyframes, (k) => k <= (pts[0] as bigint));
+  const from = seconds(key < 0 ? (pts[0] as bigint) : (packets.keyframes[key] as bigint), d) - d.startTime;
   const seek = Math.max(0, d.indexed && key >= 0 ? from + eps : from - 0.1);
   const select = times.map((t) => `lt(abs(t-${t.toPrecision(17)})\\,${eps.toPrecision(6)})`).join('+');
   const filters = [
     ...(d.interlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
+    // In the stream's time base (what the filter graph runs in): seconds would round to its ticks.
+    `trim=end_pts=${pts.reduce((a, b) => (b > a ? b : a)) + 1n}`,
     `select='${select}'`,
     `scale=${size.w}:${size.h}:flags=bicubic`,
     'setsar=1',
     'format=rgb24',
   ];
-  const pattern = join(prefix, 'cell-%05d.ppm');
-  const framesTimeout = 30_000 + group.length * 5_000;
   await run(
     'ffmpeg',
     [
@@ -258,7 +106,8 @@ async function extractGroup(
       'error',
       '-nostdin',
       '-threads',
-      String(threads),
+      String(options.threads),
+      ...(options.skipNonReference ? ['-skip_frame', 'noref'] : []),
       '-copyts',
       '-noaccurate_seek',
       '-ss',
@@ -271,6 +120,12 @@ async function extractGroup(
       filters.join(','),
       '-fps_mode',
       'passthrough',
+      // Files are named by the frame's own pts (input time base), so a frame that never comes out
+      // cannot shift the others.
+      '-enc_time_base',
+      '-1',
+      '-frame_pts',
+      '1',
       '-frames:v',
       String(group.length),
       '-f',
@@ -278,15 +133,15 @@ async function extractGroup(
       '-c:v',
       'ppm',
       '-y',
-      pattern,
+      join(dir, 'cell-%d.ppm'),
     ],
-    { timeoutMs: framesTimeout },
+    { timeoutMs: 30_000 + group.length * 5_000 },
   );
-  const out = new Map<number, Buffer>();
-  for (const [k, f] of group.entries()) {
-    const file = await readFile(join(prefix, `cell-${String(k + 1).padStart(5, '0')}.ppm`)).catch(() => null);
+  const out = new Map<bigint, Buffer>();
+  for (const [k, p] of pts.entries()) {
+    const file = await readFile(join(dir, `cell-${p}.ppm`)).catch(() => null);
     const image = file ? parsePpm(file) : null;
-    if (image && image.width === size.w && image.height === size.h) out.set(f, image.rgb);
+    if (image && image.width === size.w && image.height === size.h) out.set(p, image.rgb);
     else debug('frame at %ss not extracted (%s)', times[k], file ? `${file.length} bytes` : 'no file');
   }
   return out;
@@ -357,6 +212,62 @@ function labelFilters(label: LabelPlan, plan: RenderPlan): string[] {
   ];
 }
 
+/** The JPEG Annex K base tables (natural order) that libjpeg's quality scale multiplies. */
+const LUMA_BASE = [
+  16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22,
+  29, 51, 87, 80, 62, 18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92, 49, 64, 78, 87, 103,
+  121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99,
+];
+const CHROMA_BASE = [
+  17,
+  18,
+  24,
+  47,
+  99,
+  99,
+  99,
+  99,
+  18,
+  21,
+  26,
+  66,
+  99,
+  99,
+  99,
+  99,
+  24,
+  26,
+  56,
+  99,
+  99,
+  99,
+  99,
+  99,
+  47,
+  66,
+  99,
+  99,
+  99,
+  99,
+  99,
+  99,
+  ...new Array<number>(32).fill(99),
+];
+
+/**
+ * libjpeg's quantisation tables for `quality`, the scale the native encoder uses too. ffmpeg's
+ * MJPEG encoder takes them as its intra matrices at qscale 8 (which it multiplies by 8/8); only its
+ * DC step is its own (8, where libjpeg's quality 70 has 10).
+ */
+export function ijgTables(quality: number): { luma: number[]; chroma: number[] } {
+  const q = Math.min(100, Math.max(1, quality));
+  const scale = q < 50 ? 5000 / q : 200 - 2 * q;
+  const table = (base: number[]) =>
+    base.map((v) => Math.min(255, Math.max(1, Math.floor((v * scale + 50) / 100))));
+  return { luma: table(LUMA_BASE), chroma: table(CHROMA_BASE) };
+}
+
+/** Labels (drawbox + drawtext) and JPEG encoding of a composed canvas, in one ffmpeg process. */
 async function finishSheet(
   canvas: Canvas,
   labels: LabelPlan[],
@@ -365,11 +276,14 @@ async function finishSheet(
   scriptPath: string,
 ) {
   await writeFile(scriptPath, labels.flatMap((l) => labelFilters(l, plan)).join(',\n'));
-  const { code, stdout, stderr } = await run(
+  const tables = ijgTables(plan.quality);
+  const partial = `${path}.partial`;
+  const { code, stderr } = await run(
     'ffmpeg',
     [
       '-v',
       'error',
+      '-nostdin',
       '-f',
       'rawvideo',
       '-pix_fmt',
@@ -380,92 +294,183 @@ async function finishSheet(
       'pipe:0',
       '-filter_script:v',
       scriptPath,
-      '-f',
-      'rawvideo',
+      '-frames:v',
+      '1',
+      '-sws_flags',
+      'accurate_rnd+full_chroma_int',
       '-pix_fmt',
-      'rgba',
-      'pipe:1',
+      'yuvj444p',
+      '-c:v',
+      'mjpeg',
+      '-q:v',
+      '8',
+      '-intra_matrix',
+      tables.luma.join(','),
+      '-chroma_intra_matrix',
+      tables.chroma.join(','),
+      '-f',
+      'mjpeg',
+      '-y',
+      partial,
     ],
     { stdin: canvas.data, timeoutMs: 120_000 },
   );
-  if (code !== 0 || stdout.length !== canvas.width * canvas.height * 4) {
+  if (code !== 0) {
+    await rm(partial, { force: true });
     throw new EngineError('render_failed', `drawing labels failed: ${stderr.trim().split('\n').pop() ?? ''}`);
   }
-  const encoded = jpeg.encode({ data: stdout, width: canvas.width, height: canvas.height }, plan.quality);
-  const partial = `${path}.partial`;
-  await writeFile(partial, encoded.data);
   await rename(partial, path);
+}
+
+/**
+ * The packets the plan's frames are chosen from. Indexed containers list only the neighbourhood of
+ * each target; others list a window's neighbourhood. Either falls back to the whole file when it
+ * cannot prove it covered every target.
+ */
+async function packetsFor(path: string, d: Details, times: number[]): Promise<Packets> {
+  if (d.indexed) return (await listPacketsNear(path, d, times)) ?? listAllPackets(path, d);
+  const first = Math.min(...times);
+  const near = await listPacketsInWindow(path, d, { fromMs: first, toMs: Math.max(...times) });
+  const firstFrame = near.pts.length ? near.pts[frameAt(near.pts, d, first)] : undefined;
+  const covered =
+    firstFrame !== undefined && near.keyframes[0] !== undefined && near.keyframes[0] <= firstFrame;
+  return covered ? near : listAllPackets(path, d);
 }
 
 export const ffmpegEngine: Engine = {
   name: 'ffmpeg',
 
   async probe(path) {
-    const { timeBase, startUs, interlaced, audio, ...info } = await probeDetails(path);
+    const { timeBase, startUs, interlaced, indexed, nal, audio, ...info } = await probeDetails(path);
     return info;
   },
 
   async render(plan, onProgress) {
     const d = await probeDetails(plan.input);
-    const cells = plan.sheets.flatMap((sheet, s) => sheet.cells.map((cell, c) => ({ s, c, cell })));
-    const times = cells.map((x) => x.cell.timeMs);
     const audioTask = plan.audio ? audioEnvelope(plan.input, d) : Promise.resolve(null);
-    const first = Math.min(...times);
-    let packets = await listPackets(plan.input, d, { fromMs: first, toMs: Math.max(...times) });
-    const firstFrame = packets.pts.length ? packets.pts[frameAt(packets.pts, d, first)] : undefined;
-    if (
-      firstFrame === undefined ||
-      !(packets.keyframes[0] !== undefined && packets.keyframes[0] <= firstFrame)
-    ) {
-      packets = await listPackets(plan.input, d);
-    }
-
+    audioTask.catch(() => {}); // awaited by the sheets that carry a band, and below
+    const cells = plan.sheets.flatMap((sheet, s) => sheet.cells.map((cell, c) => ({ s, c, cell })));
     const size = { w: cells[0]?.cell.rect.w ?? 0, h: cells[0]?.cell.rect.h ?? 0 };
-    const frameOf = cells.map((x) => (packets.pts.length ? frameAt(packets.pts, d, x.cell.timeMs) : -1));
-    const wanted = [...new Set(frameOf.filter((f) => f >= 0))].sort((a, b) => a - b);
-    const groups = groupFrames(wanted, packets);
-    const parallel = Math.max(1, availableParallelism());
-    const pixels = new Map<number, Buffer>();
-    let done = 0;
-    await pool(
-      groups.map((group, g) => async () => {
-        const dir = join(plan.tempDir, `g${g}`);
-        await mkdir(dir, { recursive: true });
-        // Several groups run one per core, each single-threaded; a lone group gets every thread.
-        const got = await extractGroup(plan.input, d, packets, group, size, dir, groups.length > 1 ? 1 : 0);
-        for (const [f, rgb] of got) pixels.set(f, rgb);
-        done += group.length;
-        onProgress?.(done, wanted.length);
-      }),
-      parallel,
-    );
 
-    const fullEnvelope = await audioTask;
-    const unreadable: RenderResult['unreadable'] = [];
-    let k = 0;
-    for (const [s, sheet] of plan.sheets.entries()) {
+    // Each sheet is composed as soon as its cells are in, while later groups still decode.
+    const frameOf: Array<bigint | undefined> = cells.map(() => undefined);
+    const pixels = new Map<bigint, Buffer>();
+    // A frame's pixels are dropped once every cell showing it is on a canvas.
+    const users = new Map<bigint, number>();
+    const release = (pts: bigint) => {
+      const left = (users.get(pts) ?? 1) - 1;
+      users.set(pts, left);
+      if (left === 0) pixels.delete(pts);
+    };
+    const waiting = plan.sheets.map((sheet) => sheet.cells.length);
+    const unreadable: RenderResult['unreadable'][] = plan.sheets.map(() => []);
+    const composing: Promise<void>[] = [];
+    const compose = async (s: number) => {
+      const sheet = plan.sheets[s] as RenderPlan['sheets'][number];
       const canvas = createCanvas(sheet.width, sheet.height, plan.theme.background);
       const labels: LabelPlan[] = [];
-      for (const [c, cell] of sheet.cells.entries()) {
-        const rgb = pixels.get(frameOf[k++] ?? -1);
+      for (const [k, { s: cs, c, cell }] of cells.entries()) {
+        if (cs !== s) continue;
+        const pts = frameOf[k];
+        const rgb = pts === undefined ? undefined : pixels.get(pts);
         if (rgb) blit(canvas, cell.rect, rgb);
-        else unreadable.push({ sheet: s, cell: c });
+        else unreadable[s]?.push({ sheet: s, cell: c });
         labels.push(cell.label);
+        if (pts !== undefined) release(pts);
       }
       if (sheet.band) {
-        paintBand(canvas, sheet.band, plan.theme, fullEnvelope, 0);
+        paintBand(canvas, sheet.band, plan.theme, await audioTask, 0);
         if (sheet.band.message) labels.push(sheet.band.message);
       }
       await finishSheet(canvas, labels, plan, sheet.path, join(plan.tempDir, `sheet-${s + 1}.filter`));
-    }
+    };
+    let settled = 0;
+    const settle = (ks: number[]) => {
+      for (const k of ks) {
+        onProgress?.(++settled, cells.length);
+        const s = cells[k]?.s as number;
+        waiting[s] = (waiting[s] as number) - 1;
+        if (waiting[s] !== 0) continue;
+        const task = compose(s);
+        task.catch(() => {}); // awaited below; an error must not go unhandled meanwhile
+        composing.push(task);
+      }
+    };
+
+    // Targets in time order. Indexed containers list the first ones on their own, so decoding
+    // starts while the rest are still being listed; others list one window.
+    const byTime = new Map<number, number[]>();
+    for (const [k, { cell }] of cells.entries())
+      byTime.set(cell.timeMs, [...(byTime.get(cell.timeMs) ?? []), k]);
+    const times = [...byTime.keys()].sort((a, b) => a - b);
+    const parallel = Math.max(1, availableParallelism());
+    const parts =
+      d.indexed && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
+    const gate = limiter(parallel);
+    const extractPart = async (partTimes: number[], p: number) => {
+      const packets = await packetsFor(plan.input, d, partTimes);
+      const frameIndex = new Map(
+        partTimes.map((t) => [t, packets.pts.length ? frameAt(packets.pts, d, t) : -1]),
+      );
+      const wanted = [...new Set(frameIndex.values())].filter((f) => f >= 0).sort((a, b) => a - b);
+      const cellsOfFrame = new Map<number, number[]>();
+      for (const [t, f] of frameIndex) {
+        const ks = byTime.get(t) ?? [];
+        if (f < 0) {
+          settle(ks);
+          continue;
+        }
+        const pts = packets.pts[f] as bigint;
+        for (const k of ks) frameOf[k] = pts;
+        users.set(pts, (users.get(pts) ?? 0) + ks.length);
+        cellsOfFrame.set(f, [...(cellsOfFrame.get(f) ?? []), ...ks]);
+      }
+      const hints = await referenceHints(
+        plan.input,
+        d,
+        packets,
+        wanted.map((f) => packets.pts[f] as bigint),
+      );
+      const isReference = new Map(wanted.map((f, i) => [f, hints[i]]));
+      const groups = groupFrames(wanted, packets);
+      // Several groups run one per core, each single-threaded; a lone group gets every thread.
+      const threads = groups.length > 1 || parts.length > 1 ? 1 : 0;
+      await Promise.all(
+        groups.map((group, g) =>
+          gate(async () => {
+            const dir = join(plan.tempDir, `p${p}g${g}`);
+            await mkdir(dir, { recursive: true });
+            const skip = group.every((f) => isReference.get(f) === true);
+            const got = await extractGroup(plan.input, d, packets, group, size, dir, {
+              threads,
+              skipNonReference: skip,
+            });
+            const missing = group.filter((f) => !got.has(packets.pts[f] as bigint));
+            if (skip && missing.length > 0) {
+              debug('%d frame(s) skipped as non-reference; extracting them again', missing.length);
+              const again = await extractGroup(plan.input, d, packets, missing, size, dir, {
+                threads,
+                skipNonReference: false,
+              });
+              for (const [pts, rgb] of again) got.set(pts, rgb);
+            }
+            for (const [pts, rgb] of got) pixels.set(pts, rgb);
+            settle(group.flatMap((f) => cellsOfFrame.get(f) ?? []));
+          }),
+        ),
+      );
+    };
+    await Promise.all(parts.map(extractPart));
+    await Promise.all(composing);
 
     let audio: AudioEnvelope | null = null;
     if (plan.audio) {
+      const fullEnvelope = await audioTask;
       audio = fullEnvelope
         ? { present: true, envelope: windowOf(fullEnvelope, plan.audio.startMs, plan.audio.endMs) }
         : { present: false, envelope: new Float32Array(0) };
     }
-    return { unreadable, audio };
+    return { unreadable: unreadable.flat(), audio };
   },
 };
 

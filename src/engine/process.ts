@@ -71,16 +71,26 @@ export function run(
   });
 }
 
-/** Runs `tasks` with at most `limit` in flight, preserving result order. */
-export async function pool<T>(tasks: Array<() => Promise<T>>, limit: number): Promise<T[]> {
-  const results: T[] = new Array(tasks.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      results[i] = await (tasks[i] as () => Promise<T>)();
+/** A gate that lets at most `limit` tasks run at once, the others queued in call order. */
+export function limiter(limit: number): <T>(task: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const queue: Array<() => void> = [];
+  return async (task) => {
+    if (running < limit) running++;
+    // Queued: a finishing task hands its slot over, so a newcomer cannot take it in between.
+    else await new Promise<void>((go) => queue.push(go));
+    try {
+      return await task();
+    } finally {
+      const next = queue.shift();
+      if (next) next();
+      else running--;
     }
   };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
-  return results;
+}
+
+/** Runs `tasks` with at most `limit` in flight, preserving result order. */
+export function pool<T>(tasks: Array<() => Promise<T>>, limit: number): Promise<T[]> {
+  const gate = limiter(limit);
+  return Promise.all(tasks.map((task) => gate(task)));
 }
