@@ -92,8 +92,9 @@ async function extractGroup(
   const select = times.map((t) => `lt(abs(t-${t.toPrecision(17)})\\,${eps.toPrecision(6)})`).join('+');
   const filters = [
     ...(d.interlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
-    // In the stream's time base (what the filter graph runs in): seconds would round to its ticks.
-    `trim=end_pts=${pts.reduce((a, b) => (b > a ? b : a)) + 1n}`,
+    // The last target (the group ascends), in the stream time base the filter graph runs in:
+    // seconds would round to its ticks.
+    `trim=end_pts=${(pts[pts.length - 1] as bigint) + 1n}`,
     `select='${select}'`,
     `scale=${size.w}:${size.h}:flags=bicubic`,
     'setsar=1',

@@ -4,7 +4,7 @@
  * damage its own way),
  * and their sheets show the same frames.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +12,19 @@ import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { ENGINES, runCli } from '../helpers/cli.js';
 import { audioClip, damagedFiles, indexClip } from '../helpers/fixtures.js';
 import { decodeIndex, readJpeg } from '../helpers/frames.js';
+
+/** The quantisation tables (zigzag order, 8-bit) of a baseline JPEG's DQT segments. */
+function quantTables(jpeg: Buffer): number[][] {
+  const tables: number[][] = [];
+  for (let i = 2; i + 4 <= jpeg.length && jpeg[i] === 0xff && jpeg[i + 1] !== 0xda; ) {
+    const length = jpeg.readUInt16BE(i + 2);
+    if (jpeg[i + 1] === 0xdb) {
+      for (let j = i + 4; j < i + 2 + length; j += 65) tables.push([...jpeg.subarray(j + 1, j + 65)]);
+    }
+    i += 2 + length;
+  }
+  return tables;
+}
 
 /** Largest difference allowed between the engines' audio levels (both are 0..1, 3 decimals). */
 const LEVEL_TOLERANCE = 0.02;
@@ -65,6 +78,18 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('native
       for (let c = 0; c < 25; c++)
         expect(decodeIndex(ia, cellRect(grid, c)).index).toBe(decodeIndex(ib, cellRect(grid, c)).index);
     }
+  });
+
+  it('encode sheets with the same quality-70 quantisation tables', async () => {
+    const clip = await indexClip({ seconds: 20, gop: 250, bframes: 3, audio: true });
+    const [a, b] = await both([clip]);
+    const [qa, qb] = [quantTables(readFileSync(a.files[0])), quantTables(readFileSync(b.files[0]))];
+    expect(qa).toHaveLength(2); // luma and chroma
+    // The 63 AC steps are libjpeg's quality-70 tables on both; ffmpeg's MJPEG encoder fixes its
+    // DC step at 8 (libjpeg's is 10), a finer step.
+    expect(qb.map((t) => t.slice(1))).toEqual(qa.map((t) => t.slice(1)));
+    expect(qa.map((t) => t[0])).toEqual([10, 10]);
+    expect(qb.map((t) => t[0])).toEqual([8, 8]);
   });
 
   it('agree on the audio clip within the level tolerance', async () => {

@@ -57,14 +57,24 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-async function checkCells(engine: string, variant: Variant, call: Call): Promise<number> {
+/**
+ * Checks every cell against the oracle; returns how many distinct frames were shown. `onDebug`
+ * receives the engine's NODE_DEBUG log (stderr is otherwise required to be empty).
+ */
+async function checkCells(
+  engine: string,
+  variant: Variant,
+  call: Call,
+  onDebug?: (log: string) => void,
+): Promise<number> {
   const path = await indexClip(variant.clip);
   const oracle = await frameTimes(path);
   const args = [path, '--json', '--density', call.density, '--out', join(work, engine, variant.name)];
   if (call.start) args.push('--start', call.start);
   if (call.end) args.push('--end', call.end);
-  const r = await runCli(args, { engine });
-  expect(r.stderr).toBe('');
+  const r = await runCli(args, { engine, env: onDebug ? { NODE_DEBUG: 'vidsheet' } : {} });
+  if (onDebug) onDebug(r.stderr);
+  else expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
   const report = JSON.parse(r.stdout);
   expect(report.warnings).toEqual([]);
@@ -124,4 +134,22 @@ describe.each(ENGINES)('engine %s: every cell shows the frame displayed at its l
   it('NTSC rate: 5x5 over a window a label apart', async () => {
     await checkCells(engine, VARIANTS[1] as Variant, { density: '5x5', start: '0:02.5', end: '0:03.1' });
   });
+});
+
+describe.runIf(ENGINES.includes('ffmpeg'))('ffmpeg engine: decoding only what a target needs', () => {
+  // One B-frame between references: the B-frames are exactly the non-reference frames.
+  it.each(['h264', 'hevc'] as const)(
+    '%s: reference targets skip the non-reference frames before them, the others do not',
+    async (codec) => {
+      const variant = { name: `${codec} B non-ref`, clip: { seconds: 12, gop: 50, bframes: 1, codec } };
+      let log = '';
+      await checkCells('ffmpeg', { ...variant, display: [320, 240] }, { density: '5x5' }, (l) => (log = l));
+      // Frame extractions are the ffmpeg runs that name their output files by pts.
+      const extractions = log.split('\n').filter((line) => /spawn ffmpeg .*-frame_pts 1/.test(line));
+      const skipping = extractions.filter((line) => line.includes('-skip_frame noref'));
+      expect(skipping.length).toBeGreaterThan(0);
+      expect(skipping.length).toBeLessThan(extractions.length);
+      expect(log).not.toContain('skipped as non-reference');
+    },
+  );
 });
