@@ -110,29 +110,7 @@ fn times_for(fps: i64, seconds: i64) -> Vec<i64> {
 fn h264_with_b_frames_and_long_gop() {
     let dir = TempDir::new("seek-longgop");
     let clip = dir.path("longgop.mp4");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        &index_source(25, 24.0),
-        "-c:v",
-        "libx264",
-        "-preset",
-        "veryfast",
-        "-bf",
-        "3",
-        "-x264-params",
-        "b-adapt=0",
-        "-g",
-        "300",
-        "-keyint_min",
-        "300",
-        "-sc_threshold",
-        "0",
-        "-crf",
-        "18",
-        &clip,
-    ]);
+    encode_index(&index_source(25, 24.0), 3, 300, &[], &clip);
     check_clip(&dir, &clip, &times_for(25, 24));
     check_clip(&dir, &clip, &random_times(40, 25_000, 7));
     // Every frame of a stretch: each B-frame is someone's target, none may be skipped.
@@ -147,25 +125,7 @@ fn h264_with_b_frames_and_long_gop() {
 fn h264_short_gop_many_seeks() {
     let dir = TempDir::new("seek-shortgop");
     let clip = dir.path("shortgop.mp4");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        &index_source(30, 30.0),
-        "-c:v",
-        "libx264",
-        "-preset",
-        "veryfast",
-        "-bf",
-        "2",
-        "-x264-params",
-        "b-adapt=0",
-        "-g",
-        "15",
-        "-crf",
-        "18",
-        &clip,
-    ]);
+    encode_index(&index_source(30, 30.0), 2, 15, &[], &clip);
     let times: Vec<i64> = (0..36).map(|i| i * 833 + 17).collect();
     let stats = check_clip(&dir, &clip, &times);
     assert!(
@@ -180,27 +140,13 @@ fn h264_short_gop_many_seeks() {
 fn mpegts_with_start_offset() {
     let dir = TempDir::new("seek-ts");
     let clip = dir.path("offset.ts");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
+    encode_index(
         &index_source(25, 16.0),
-        "-c:v",
-        "libx264",
-        "-preset",
-        "veryfast",
-        "-bf",
-        "3",
-        "-x264-params",
-        "b-adapt=0",
-        "-g",
-        "50",
-        "-crf",
-        "18",
-        "-output_ts_offset",
-        "100",
+        3,
+        50,
+        &["-output_ts_offset", "100"],
         &clip,
-    ]);
+    );
     assert!(start_us(&clip) > 99_000_000);
     check_clip(&dir, &clip, &times_for(25, 16));
     check_clip(&dir, &clip, &random_times(25, 17_000, 3));
@@ -211,27 +157,13 @@ fn matroska_variable_frame_rate() {
     let dir = TempDir::new("seek-vfr");
     let clip = dir.path("vfr.mkv");
     // Drop a run of frames so there is a gap: the frame before the gap stays on screen.
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
+    encode_index(
         &index_source_with(25, 12.0, ",select='not(between(n\\,100\\,160))'"),
-        "-fps_mode",
-        "vfr",
-        "-c:v",
-        "libx264",
-        "-preset",
-        "veryfast",
-        "-bf",
-        "3",
-        "-x264-params",
-        "b-adapt=0",
-        "-g",
-        "60",
-        "-crf",
-        "18",
+        3,
+        60,
+        &["-fps_mode", "vfr"],
         &clip,
-    ]);
+    );
     check_clip(
         &dir,
         &clip,
@@ -243,19 +175,7 @@ fn matroska_variable_frame_rate() {
 fn many_cells_on_one_frame_decode_once() {
     let dir = TempDir::new("seek-dup");
     let clip = dir.path("short.mp4");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        &index_source(10, 2.0),
-        "-c:v",
-        "libx264",
-        "-preset",
-        "veryfast",
-        "-crf",
-        "18",
-        &clip,
-    ]);
+    encode_index(&index_source(10, 2.0), 3, 250, &[], &clip);
     check_clip(
         &dir,
         &clip,
@@ -324,29 +244,7 @@ fn other_codecs_with_b_frames() {
 fn parallel_parts_show_the_exact_frames() {
     let dir = TempDir::new("seek-parallel");
     let mp4 = dir.path("long.mp4");
-    ffmpeg(&[
-        "-f",
-        "lavfi",
-        "-i",
-        &index_source(25, 40.0),
-        "-c:v",
-        "libx264",
-        "-preset",
-        "veryfast",
-        "-bf",
-        "3",
-        "-x264-params",
-        "b-adapt=0",
-        "-g",
-        "100",
-        "-keyint_min",
-        "100",
-        "-sc_threshold",
-        "0",
-        "-crf",
-        "18",
-        &mp4,
-    ]);
+    encode_index(&index_source(25, 40.0), 3, 100, &[], &mp4);
     let ts = dir.path("long.ts");
     ffmpeg(&["-i", &mp4, "-c", "copy", "-output_ts_offset", "10", &ts]);
 

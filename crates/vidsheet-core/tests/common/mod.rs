@@ -80,6 +80,32 @@ pub fn index_source(fps: u32, seconds: f64) -> String {
     index_source_with(fps, seconds, "")
 }
 
+/// Encodes a lavfi `source` (an index source) to `out` with x264: near-lossless, `bframes`
+/// B-frames that really happen (b-adapt 0) and a keyframe exactly every `gop` frames (no scene
+/// cuts). `extra` output options go before the file name.
+pub fn encode_index(source: &str, bframes: u32, gop: u32, extra: &[&str], out: &str) {
+    let (bframes, gop) = (bframes.to_string(), gop.to_string());
+    let x264 = [
+        "-c:v",
+        "libx264",
+        "-preset",
+        "veryfast",
+        "-crf",
+        "18",
+        "-x264-params",
+        "b-adapt=0",
+        "-bf",
+        &bframes,
+        "-g",
+        &gop,
+        "-keyint_min",
+        &gop,
+        "-sc_threshold",
+        "0",
+    ];
+    ffmpeg(&[&["-f", "lavfi", "-i", source], &x264[..], extra, &[out]].concat());
+}
+
 /// Video frame timestamps (stream units, display order) and the stream time base, as ffprobe
 /// decodes them.
 pub struct FrameTimes {
