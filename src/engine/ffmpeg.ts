@@ -324,26 +324,31 @@ async function finishSheet(
 }
 
 /**
- * The packets the plan's frames are chosen from. Indexed containers list only the neighbourhood of
- * each target; others list a window's neighbourhood. Either falls back to the whole file when it
- * cannot prove it covered every target.
+ * The packets the plan's frames are chosen from: in MP4/MOV only the neighbourhood of each
+ * target, elsewhere a window's neighbourhood; `whole` (the whole file, listed once per render)
+ * when that cannot be proved to cover every target.
  */
-async function packetsFor(path: string, d: Details, times: number[]): Promise<Packets> {
-  if (d.indexed) return (await listPacketsNear(path, d, times)) ?? listAllPackets(path, d);
+async function packetsFor(
+  path: string,
+  d: Details,
+  times: number[],
+  whole: () => Promise<Packets>,
+): Promise<Packets> {
+  if (d.sampleTable) return (await listPacketsNear(path, d, times)) ?? whole();
   const first = Math.min(...times);
   const near = await listPacketsInWindow(path, d, { fromMs: first, toMs: Math.max(...times) });
   const firstFrame = near.pts.length ? near.pts[frameAt(near.pts, d, first)] : undefined;
   const covered =
     firstFrame !== undefined && near.keyframes[0] !== undefined && near.keyframes[0] <= firstFrame;
-  return covered ? near : listAllPackets(path, d);
+  return covered ? near : whole();
 }
 
 export const ffmpegEngine: Engine = {
   name: 'ffmpeg',
 
   async probe(path) {
-    const { timeBase, startUs, interlaced, indexed, nal, audio, ...info } = await probeDetails(path);
-    return info;
+    const { duration, startTime, videoStream, width, height, hasAudio } = await probeDetails(path);
+    return { duration, startTime, videoStream, width, height, hasAudio };
   },
 
   async render(plan, onProgress) {
@@ -398,18 +403,20 @@ export const ffmpegEngine: Engine = {
       }
     };
 
-    // Targets in time order. Indexed containers list the first ones on their own, so decoding
-    // starts while the rest are still being listed; others list one window.
+    // Targets in time order. MP4/MOV lists the first ones on their own, so decoding starts while
+    // the rest are still being listed.
     const byTime = new Map<number, number[]>();
     for (const [k, { cell }] of cells.entries())
       byTime.set(cell.timeMs, [...(byTime.get(cell.timeMs) ?? []), k]);
     const times = [...byTime.keys()].sort((a, b) => a - b);
     const parallel = Math.max(1, availableParallelism());
     const parts =
-      d.indexed && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
+      d.sampleTable && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
+    let wholeFile: Promise<Packets> | undefined;
+    const whole = () => (wholeFile ??= listAllPackets(plan.input, d));
     const gate = limiter(parallel);
     const extractPart = async (partTimes: number[], p: number) => {
-      const packets = await packetsFor(plan.input, d, partTimes);
+      const packets = await packetsFor(plan.input, d, partTimes, whole);
       const frameIndex = new Map(
         partTimes.map((t) => [t, packets.pts.length ? frameAt(packets.pts, d, t) : -1]),
       );

@@ -34,6 +34,11 @@ export interface Details extends ProbeInfo {
   /** Containers with a seek index land exactly on a keyframe; others (MPEG-TS, PS) bisect. */
   indexed: boolean;
   /**
+   * MP4/MOV: a sample table gives every packet's dts, duration and byte position exactly, so the
+   * packets near each target can be listed on their own (and NAL headers read in place).
+   */
+  sampleTable: boolean;
+  /**
    * How to find a packet's first NAL unit header, when its bytes sit contiguously at the listed
    * position (MP4/MOV) in a length-prefixed H.264 or HEVC stream of progressive frames.
    */
@@ -100,8 +105,9 @@ async function probeUncached(path: string): Promise<Details> {
   const startTime = num(parsed.format?.start_time) ?? 0;
   const audio = streams.find((s) => s.codec_type === 'audio');
   const formatName = parsed.format?.format_name ?? '';
+  const sampleTable = /\b(mov|mp4)\b/.test(formatName);
   const lengthPrefixed =
-    /\b(mov|mp4)\b/.test(formatName) && video.field_order === 'progressive'
+    sampleTable && video.field_order === 'progressive'
       ? video.codec_name === 'h264' && video.is_avc === 'true'
         ? { codec: 'h264' as const, lengthSize: num(video.nal_length_size) ?? 4 }
         : video.codec_name === 'hevc'
@@ -119,6 +125,7 @@ async function probeUncached(path: string): Promise<Details> {
     startUs: BigInt(Math.round(startTime * 1e6)),
     interlaced: ['tt', 'bb', 'tb', 'bt'].includes(video.field_order ?? ''),
     indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
+    sampleTable,
     nal: lengthPrefixed,
     audio: audio
       ? {
