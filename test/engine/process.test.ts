@@ -1,0 +1,44 @@
+/** The concurrency gate every ffmpeg extraction goes through. */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { limiter, pool } from '../../src/engine/process.js';
+
+describe('limiter', () => {
+  it('never runs more than its limit, and serves tasks in the order they came', async () => {
+    const gate = limiter(2);
+    let running = 0;
+    let most = 0;
+    const started: number[] = [];
+    const task = (id: number, ms: number) => async () => {
+      started.push(id);
+      running++;
+      most = Math.max(most, running);
+      await sleep(ms);
+      running--;
+      // A newcomer arriving while others wait queues behind them.
+      if (id < 4) void gate(task(100 + id, 1));
+      return id;
+    };
+    const results = await Promise.all([0, 1, 2, 3, 4, 5].map((id) => gate(task(id, 5 + id))));
+    await sleep(30);
+    expect(results).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(most).toBe(2);
+    // First come, first served: the six queued before any newcomer start first.
+    expect(started.slice(0, 6)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(started).toHaveLength(10);
+  });
+
+  it('frees the slot of a task that throws', async () => {
+    const gate = limiter(1);
+    await expect(gate(async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await gate(async () => 'next')).toBe('next');
+  });
+
+  it('pool keeps result order', async () => {
+    const out = await pool(
+      [30, 10, 20].map((ms) => async () => (await sleep(ms), ms)),
+      2,
+    );
+    expect(out).toEqual([30, 10, 20]);
+  });
+});
