@@ -36,7 +36,7 @@ describe('limiter', () => {
 
   it('pool keeps result order', async () => {
     const out = await pool(
-      [30, 10, 20].map((ms) => async () => (await sleep(ms), ms)),
+      [30, 10, 20].map((ms) => async () => sleep(ms, ms)),
       2,
     );
     expect(out).toEqual([30, 10, 20]);
