@@ -215,14 +215,15 @@ export async function listAllPackets(path: string, d: Details): Promise<Packets>
  * the last one, which outlasts B-frame reordering (checked below, not assumed).
  * Returns null unless every target is provably covered: a run of contiguous packets (each one's
  * dts is the previous one's dts + duration) holds a keyframe at or before the frame displayed at
- * the target. The caller then lists the whole file instead.
+ * the target and reaches past the target. The caller then lists the whole file instead.
  */
 export async function listPacketsNear(path: string, d: Details, timesMs: number[]): Promise<Packets | null> {
   const sorted = [...new Set(timesMs)].sort((a, b) => a - b);
   const spans: Array<[number, number]> = [];
   for (const t of sorted) {
     const last = spans[spans.length - 1];
-    // A target within 1.5 s of the previous span's end continues it instead of seeking again.
+    // A target within 1 s of the previous span's end (1.5 s of the previous target) extends that
+    // span instead of seeking again.
     if (last && t <= last[1] + 1_000) last[1] = t + 500;
     else spans.push([t, t + 500]);
   }
@@ -244,17 +245,16 @@ export async function listPacketsNear(path: string, d: Details, timesMs: number[
   const us = (p: bigint) => (p * tbNum * 1_000_000n) / tbDen;
   const fileEndUs = d.startUs + BigInt(Math.round(d.duration * 1e6)) - 1_000n;
   const covered = (ms: number) => {
-    const target = d.startUs + BigInt(ms) * 1000n;
-    const atOrBefore = (p: bigint) => p * tbNum * 1_000_000n <= target * tbDen;
+    const shown = atOrBefore(d, ms);
     return runs.some((run) => {
       let frame: bigint | undefined;
-      for (const r of run) if (atOrBefore(r.pts) && (frame === undefined || r.pts > frame)) frame = r.pts;
+      for (const r of run) if (shown(r.pts) && (frame === undefined || r.pts > frame)) frame = r.pts;
       const opened = frame !== undefined && run.some((r) => r.key && r.pts <= (frame as bigint));
       // The run must also reach a packet decoded after the target (dts past it: every later
       // packet shows later too), or the end of the file; else a frame displayed at or before the
       // target could still be missing from it.
       const reaches = run.some(
-        (r) => (r.dts !== undefined && !atOrBefore(r.dts)) || us(r.pts + (r.duration ?? 0n)) >= fileEndUs,
+        (r) => (r.dts !== undefined && !shown(r.dts)) || us(r.pts + (r.duration ?? 0n)) >= fileEndUs,
       );
       return opened && reaches;
     });
@@ -293,10 +293,17 @@ export function lastAtOrBefore<T>(items: T[], le: (item: T) => boolean): number 
 
 /** The frame rule of engine/types.ts: index into `pts` of the frame displayed at `timeMs`. */
 export function frameAt(pts: bigint[], d: Details, timeMs: number): number {
+  return Math.max(lastAtOrBefore(pts, atOrBefore(d, timeMs)), 0);
+}
+
+/**
+ * The comparison the frame rule is made of, in exact integers: is a timestamp (stream time base)
+ * at or before `timeMs` after the container start?
+ */
+function atOrBefore(d: Details, timeMs: number): (ts: bigint) => boolean {
   const [tbNum, tbDen] = d.timeBase;
   const target = (d.startUs + BigInt(timeMs) * 1000n) * tbDen;
-  const i = lastAtOrBefore(pts, (p) => p * tbNum * 1_000_000n <= target);
-  return Math.max(i, 0);
+  return (ts) => ts * tbNum * 1_000_000n <= target;
 }
 
 export const seconds = (p: bigint, d: Details) => Number(p * d.timeBase[0]) / Number(d.timeBase[1]);
