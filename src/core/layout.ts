@@ -9,7 +9,7 @@
  *   |[0:05]    |[0:15]    |[0:25]    |            label box at the bottom-left of each cell
  *   +----------+----------+----------+
  */
-import type { BandPlan, CellPlan, LabelPlan, Rect, SheetPlan, Theme } from '../engine/types.js';
+import type { BandPlan, CellPlan, LabelPlan, Rect, SheetPlan, Theme } from './render-plan.js';
 import { type Density, gridSide } from './density.js';
 import type { PlannedCell } from './plan.js';
 

@@ -4,7 +4,7 @@
  * - Frame exactness: `ffmpeg -ss T` returns the first frame at or after T, not the frame displayed
  *   at T. So the packet timestamps are listed first (ffprobe, demux only; in MP4/MOV only the
  *   packets near each target, the first targets apart so decoding starts early), the frame rule of
- *   engine/types.ts picks each target's frame by its exact pts, and ffmpeg is asked for exactly
+ *   core/render-plan.ts picks each target's frame by its exact pts, and ffmpeg is asked for exactly
  *   those frames (select by time), seeking to the keyframe before them.
  * - Targets that share a GOP are decoded by one process (no re-seek), other groups run in parallel,
  *   one single-threaded process per core. Where every target of a group is a reference frame, the

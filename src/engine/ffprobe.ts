@@ -1,6 +1,6 @@
 /**
  * What the fallback engine learns with ffprobe before it decodes anything: the stream details, and
- * the packet list that the frame rule of engine/types.ts is applied to (exact presentation
+ * the packet list that the frame rule of core/render-plan.ts is applied to (exact presentation
  * timestamps, keyframes, and where each packet's bytes are, so reference frames can be told apart).
  */
 import { open, stat } from 'node:fs/promises';
@@ -291,7 +291,7 @@ export function lastAtOrBefore<T>(items: T[], le: (item: T) => boolean): number 
   return found;
 }
 
-/** The frame rule of engine/types.ts: index into `pts` of the frame displayed at `timeMs`. */
+/** The frame rule of core/render-plan.ts: index into `pts` of the frame displayed at `timeMs`. */
 export function frameAt(pts: bigint[], d: Details, timeMs: number): number {
   return Math.max(lastAtOrBefore(pts, atOrBefore(d, timeMs)), 0);
 }

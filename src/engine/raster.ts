@@ -1,6 +1,6 @@
 /**
  * A tiny RGB canvas for the ffmpeg engine: background, cell blits and the audio band. (The native
- * engine paints the same plan in Rust; both follow the rules written in engine/types.ts.)
+ * engine paints the same plan in Rust; both follow the rules written in core/render-plan.ts.)
  */
 import type { BandPlan, Rect, Rgb, Theme } from './types.js';
 

@@ -113,7 +113,7 @@ impl Canvas {
         );
     }
 
-    /// The audio band, exactly as the BandPlan comment in src/engine/types.ts specifies.
+    /// The audio band, exactly as the BandPlan comment in src/core/render-plan.ts specifies.
     pub(crate) fn band(
         &mut self,
         band: &BandPlan,

@@ -1,4 +1,4 @@
-//! Plain Rust mirror of the plan and result types in src/engine/types.ts.
+//! Plain Rust mirror of the plan types in src/core/render-plan.ts and the result types in src/engine/types.ts.
 
 /// A pixel rectangle on a sheet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -61,7 +61,7 @@ pub struct CellPlan {
     pub label: LabelPlan,
 }
 
-/// The audio-activity band above the grid (painting rule in src/engine/types.ts).
+/// The audio-activity band above the grid (painting rule in src/core/render-plan.ts).
 #[napi(object)]
 pub struct BandPlan {
     pub rect: Rect,
