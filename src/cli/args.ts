@@ -3,9 +3,10 @@
  * exact literal of an unknown flag, "missing value" errors for `--out --json`, and negative numbers
  * as values (`--start -5` reaches the window rule "start must be a time ≥ 0").
  */
-import { DEFAULT_DENSITY, type Density, isDensity } from '../core/density.js';
-import { usageErrors } from '../core/errors.js';
+import { DEFAULT_DENSITY, type Density } from '../core/density.js';
+import { parseDensity } from '../core/request.js';
 import { parseTimeMs } from '../core/time.js';
+import { usageErrors } from './usage.js';
 
 export interface CliArgs {
   help: boolean;
@@ -70,10 +71,12 @@ function splitOnce(text: string): [string, string | undefined] {
 
 function setValue(args: CliArgs, flag: ValueFlag, value: string): void {
   switch (flag) {
-    case 'density':
-      if (!isDensity(value)) throw usageErrors.badDensity();
-      args.density = value;
+    case 'density': {
+      const density = parseDensity(value);
+      if (density === null) throw usageErrors.badDensity();
+      args.density = density;
       return;
+    }
     case 'out':
       args.out = value;
       return;
@@ -85,26 +88,3 @@ function setValue(args: CliArgs, flag: ValueFlag, value: string): void {
     }
   }
 }
-
-export const USAGE = `vidsheet — turn a video into timestamped JPEG contact sheets
-
-Usage:
-  vidsheet <video> [--density 3x3|4x4|5x5|6x6] [--start <t>] [--end <t>] [--out <dir>] [--json]
-  vidsheet mcp
-
-Options:
-  --density <grid>  3x3, 4x4, 5x5 or 6x6 cells per sheet (default 3x3)
-  --start <t>       window start on the source clock (default 0)
-  --end <t>         window end (default: end of clip; later values are clamped)
-  --out <dir>       where sheets go (default: the video's directory; created if missing)
-  --json            print the vidsheet-cli-v0 JSON report instead of the summary
-  -h, --help        show this help
-
-  <t> is seconds (90, 67.4) or a timecode as printed on a sheet (1:30, 1:07.3, 1:02:03).
-  Sheets are written as <basename>.sheet-N.jpg, about one sheet per 90 s of window.
-
-  vidsheet mcp      run the local MCP server on stdio (tool: vidsheet_video)
-
-Navigation: run once for an overview, read the timecodes, run again with --start/--end
-set to labels you saw for a finer look. Timecodes are absolute at every depth.
-`;

@@ -1,46 +1,90 @@
 /**
- * The error catalog: every failure a user can see, with the spec's exact wording, in one table.
+ * The error catalog: every failure a user can see, one row per code, in one table.
  *
- * Adapters never write messages of their own: the CLI prints `message` (plus usage text when
- * `usage` is true), the MCP server returns it as an `isError` text block, the HTTP server maps the
- * code to a status and body.
+ * A row holds the HTTP status and the extras a hosted body carries; the constructors below hold
+ * the public messages, quoted verbatim from the spec where it words them. Adapters never write
+ * messages of their own: the CLI and the local MCP server print `localText` (the message, plus raw
+ * detail the user's own machine produced), the HTTP server answers `status` with `body()`, the
+ * remote MCP endpoint returns `message`. Raw detail (paths on the server, FFmpeg stderr) lives in
+ * `detail` and `cause`: local surfaces may show it, remote surfaces only log it.
  */
 
-export type ErrorCode =
-  | 'usage'
-  | 'input_not_found'
-  | 'bad_time'
-  | 'bad_window'
-  | 'unreadable_video'
-  | 'missing_ffmpeg'
-  | 'processing_failed';
+/** Extras a hosted error body carries next to `error` (DESIGN §5). */
+export interface ErrorExtras {
+  max_mb?: number;
+  max_s?: number;
+  refunded?: boolean;
+}
+
+export const CATALOG = {
+  // Hosted API (spec: "Errors → Hosted API"), plus DESIGN §5's expired or unknown sheet URL.
+  invalid_key: { status: 401 },
+  insufficient_credits: { status: 402 },
+  not_found: { status: 404 },
+  too_large: { status: 413, extras: ['max_mb'] },
+  bad_request: { status: 422 },
+  unreadable_video: { status: 422 },
+  too_long: { status: 422, extras: ['max_s'] },
+  busy: { status: 429 },
+  processing_failed: { status: 500, extras: ['refunded'] },
+  // Local surfaces and the remote tool (window and time errors are the caller's to correct).
+  input_not_found: { status: 422 },
+  bad_time: { status: 422 },
+  bad_window: { status: 422 },
+  missing_ffmpeg: { status: 500 },
+} as const satisfies Record<string, { status: number; extras?: readonly (keyof ErrorExtras)[] }>;
+
+export type ErrorCode = keyof typeof CATALOG;
 
 export class VidsheetError extends Error {
   constructor(
     readonly code: ErrorCode,
+    /** Public text: safe on every surface, never a server path or FFmpeg output. */
     message: string,
-    /** Usage errors are printed with the usage text (CLI). */
-    readonly usage = false,
+    readonly extras: ErrorExtras = {},
+    /** Raw detail for the log and for local surfaces (the user's own machine produced it). */
+    readonly detail?: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
     this.name = 'VidsheetError';
+  }
+
+  get status(): number {
+    return CATALOG[this.code].status;
+  }
+
+  /** The hosted JSON body: `{ error, ...extras }`, nothing else. */
+  body(): { error: ErrorCode } & ErrorExtras {
+    return { error: this.code, ...this.extras };
+  }
+
+  /** What the CLI and the local MCP server show. */
+  get localText(): string {
+    return this.detail ? `${this.message}: ${this.detail}` : this.message;
+  }
+
+  /** The same failure with different extras (e.g. `refunded` once the refund is known). */
+  withExtras(extras: ErrorExtras): VidsheetError {
+    return new VidsheetError(this.code, this.message, { ...this.extras, ...extras }, this.detail, {
+      cause: this.cause,
+    });
   }
 }
 
-const usage = (message: string) => new VidsheetError('usage', message, true);
+/** Anything thrown, as a catalog error: unknown failures become `processing_failed` with detail. */
+export function asVidsheetError(error: unknown): VidsheetError {
+  if (error instanceof VidsheetError) return error;
+  return runtimeErrors.processingFailed(detailOf(error), error);
+}
 
-/** Spec: "Errors → Local command line" (usage errors). */
-export const usageErrors = {
-  missingInput: () => usage('missing <video> input'),
-  secondInput: (arg: string) => usage(`one video per run — got a second input: ${arg}`),
-  unknownFlag: (arg: string) => usage(`unknown flag: ${arg}`),
-  badDensity: () => usage('--density must be one of 3x3|4x4|5x5|6x6'),
-  badTimeFlag: (flag: 'start' | 'end') => usage(`--${flag} needs a time — seconds (90) or a timecode (1:30)`),
-  outNeedsDirectory: () => usage('--out needs a directory'),
-  mcpTakesNoArguments: () => usage('vidsheet mcp takes no arguments'),
-};
+function detailOf(error: unknown): string | undefined {
+  if (error === undefined) return undefined;
+  if (error instanceof VidsheetError) return error.localText;
+  return error instanceof Error ? error.message : String(error);
+}
 
-/** Spec: runtime messages, shared by the command line and the local tool server. */
+/** Spec: runtime messages, shared by the command line, the local tool server and the remote tool. */
 export const runtimeErrors = {
   inputNotFound: (absolutePath: string) =>
     new VidsheetError('input_not_found', `input not found: ${absolutePath}`),
@@ -54,31 +98,50 @@ export const runtimeErrors = {
       'bad_window',
       `window too small to address distinctly: ${cells} cells across ${windowMs} ms (the engine seeks at millisecond precision — minimum ≈ ${2 * cells} ms at this density); zoom out or lower the density`,
     ),
-  /** Local tool server wording for an unparseable `start`/`end`. */
+  /** Tool servers' wording for an unparseable `start`/`end`. */
   unparseableTime: (field: 'start' | 'end', value: unknown) =>
     new VidsheetError(
       'bad_time',
       `could not parse ${field} "${String(value)}" — use seconds (90) or a timecode (1:30, 1:07.3)`,
     ),
-  /** Not worded by the spec; names the file and what to do. */
-  unreadableVideo: (absolutePath: string) =>
+  /** Not worded by the spec; names the input as its caller knows it and says what to do. */
+  unreadableVideo: (inputName: string) =>
     new VidsheetError(
       'unreadable_video',
-      `unreadable video: ${absolutePath} — no decodable video stream (send a real video in a common container)`,
+      `unreadable video: ${inputName} — no decodable video stream (send a real video in a common container)`,
     ),
   missingFfmpeg: (tool: string, hint: string) =>
     new VidsheetError(
       'missing_ffmpeg',
       `${tool} not found on PATH — vidsheet needs ffmpeg and ffprobe. ${hint}`,
     ),
-  processingFailed: (detail: string) =>
-    new VidsheetError('processing_failed', `processing failed: ${detail}`),
+  processingFailed: (detail?: string, cause?: unknown) =>
+    new VidsheetError('processing_failed', 'processing failed', {}, detail, { cause }),
   /**
    * Local tool server: a relative `video_path`/`out_dir`. Not worded by the spec; the server's working
    * directory is the client's choice, not the caller's, so relative paths are refused, not guessed.
    */
   notAbsolutePath: (field: 'video_path' | 'out_dir', value: string) =>
-    new VidsheetError('usage', `${field} must be an absolute path — got "${value}"`),
+    new VidsheetError('bad_request', `${field} must be an absolute path — got "${value}"`),
+};
+
+/**
+ * Hosted API errors (spec: "Errors → Hosted API"). The body is `{ error, ...extras }`; the message
+ * is for logs and for the remote tool's text, worded after the spec's "Condition" column.
+ */
+export const hostedErrors = {
+  invalidKey: () => new VidsheetError('invalid_key', 'the API key is missing, malformed or revoked'),
+  insufficientCredits: () => new VidsheetError('insufficient_credits', 'the balance is too low for this job'),
+  tooLarge: (maxMb: number) =>
+    new VidsheetError('too_large', `the video is larger than ${maxMb} MB`, { max_mb: maxMb }),
+  badRequest: (why: string) => new VidsheetError('bad_request', `bad request: ${why}`),
+  tooLong: (maxS: number) =>
+    new VidsheetError('too_long', `the video is longer than ${maxS} s`, { max_s: maxS }),
+  busy: () => new VidsheetError('busy', 'the service is busy; retry in 10 to 30 seconds'),
+  notFound: () => new VidsheetError('not_found', 'not found'),
+  /** After the charge: the body says whether the refund went through; the cause goes to the log. */
+  processingFailed: (refunded: boolean, cause?: unknown) =>
+    new VidsheetError('processing_failed', 'processing failed', { refunded }, detailOf(cause), { cause }),
 };
 
 /** Per-OS install hint for ffmpeg/ffprobe. */

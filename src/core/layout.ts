@@ -9,9 +9,10 @@
  *   |[0:05]    |[0:15]    |[0:25]    |            label box at the bottom-left of each cell
  *   +----------+----------+----------+
  */
-import type { BandPlan, CellPlan, LabelPlan, Rect, SheetPlan, Theme } from './render-plan.js';
+
 import { type Density, gridSide } from './density.js';
 import type { PlannedCell } from './plan.js';
+import type { BandPlan, CellPlan, LabelPlan, Rect, SheetPlan, Theme } from './render-plan.js';
 
 /** About what vision models ingest without downscaling. */
 export const SHEET_WIDTH = 1568;

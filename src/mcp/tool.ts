@@ -10,10 +10,10 @@ import { isAbsolute } from 'node:path';
 import { debuglog } from 'node:util';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { DEFAULT_DENSITY, DENSITIES, type Density } from '../core/density.js';
-import { runtimeErrors, VidsheetError } from '../core/errors.js';
+import { DEFAULT_DENSITY, type Density } from '../core/density.js';
+import { asVidsheetError, runtimeErrors, VidsheetError } from '../core/errors.js';
 import { mcpReport } from '../core/report.js';
-import { parseTimeMs } from '../core/time.js';
+import { densitySchema, parseWindowArgs, timeValueSchema } from '../core/request.js';
 import { runJob } from '../job.js';
 
 const debug = debuglog('vidsheet');
@@ -23,24 +23,19 @@ export const TOOL_NAME = 'vidsheet_video';
 
 const TITLE = 'Video to timestamped contact sheet';
 
-const timeValue = z.union([z.number(), z.string()]);
-
 /** Fields both surfaces share, defined once. */
 const sharedShape = {
-  density: z
-    .enum(DENSITIES)
-    .default(DEFAULT_DENSITY)
-    .describe(
-      'Grid per sheet: 3x3 (9 frames, default) to recover what happened; 4x4, 5x5 or 6x6 (16, 25, 36 frames) ' +
-        'to recover how it was done. Denser grids put frames closer together in time.',
-    ),
-  start: timeValue
+  density: densitySchema.describe(
+    'Grid per sheet: 3x3 (9 frames, default) to recover what happened; 4x4, 5x5 or 6x6 (16, 25, 36 frames) ' +
+      'to recover how it was done. Denser grids put frames closer together in time.',
+  ),
+  start: timeValueSchema
     .optional()
     .describe(
       'Window start, absolute on the source video clock: seconds (90, 67.4) or any label seen on a sheet ' +
         '("1:30", "1:07.3", "75:03", "1:02:03"). Default 0. Must be at least 0 and before the end of the video.',
     ),
-  end: timeValue
+  end: timeValueSchema
     .optional()
     .describe(
       'Window end, same formats as start. Default: the end of the video; later values are clamped to it. ' +
@@ -144,33 +139,22 @@ export function toolDefinition(options: {
   };
 }
 
-/** `start`/`end` as the tool receives them, in ms; an unparseable value gets the tool's own wording. */
-export function parseWindowArgs(args: { start?: number | string; end?: number | string }): {
-  startMs?: number;
-  endMs?: number;
-} {
-  const parse = (field: 'start' | 'end', value: number | string | undefined) => {
-    if (value === undefined) return undefined;
-    const ms = parseTimeMs(value);
-    if (ms === null) throw runtimeErrors.unparseableTime(field, value);
-    return ms;
-  };
-  return { startMs: parse('start', args.start), endMs: parse('end', args.end) };
-}
-
-/** Any failure as an MCP tool error: the catalog's message, never a raw stack or engine dump. */
-export function toolError(error: unknown): CallToolResult {
-  const known =
-    error instanceof VidsheetError
-      ? error
-      : runtimeErrors.processingFailed(error instanceof Error ? error.message : String(error));
-  if (!(error instanceof VidsheetError)) debug('tool call failed: %O', error);
-  return { isError: true, content: [{ type: 'text', text: known.message }] };
+/**
+ * Any failure as an MCP tool error: the catalog's message, never a raw stack or engine dump. The
+ * local server may add detail its own machine produced; the remote endpoint only logs it.
+ */
+export function toolError(error: unknown, surface: 'local' | 'remote' = 'local'): CallToolResult {
+  const known = asVidsheetError(error);
+  if (!(error instanceof VidsheetError) || known.detail) debug('tool call failed: %O', error);
+  const text = surface === 'local' ? known.localText : known.message;
+  return { isError: true, content: [{ type: 'text', text }] };
 }
 
 export interface LocalCallOptions {
   /** Frames extracted so far, for MCP progress notifications. */
   onProgress?: (done: number, total: number) => void;
+  /** Aborts the job (server shutdown, request cancelled). */
+  signal?: AbortSignal;
 }
 
 /** Handles one local `vidsheet_video` call: one text block holding the vidsheet-mcp-v0 result. */
@@ -187,7 +171,7 @@ export async function callLocalTool(
     const density: Density = args.density ?? DEFAULT_DENSITY;
     const outcome = await runJob(
       { input: args.video_path, density, startMs, endMs, outDir: args.out_dir },
-      { audio: true, onProgress: options.onProgress },
+      { audio: true, onProgress: options.onProgress, signal: options.signal },
     );
     return { content: [{ type: 'text', text: JSON.stringify(mcpReport(outcome)) }] };
   } catch (error) {

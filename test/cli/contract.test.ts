@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { USAGE } from '../../src/cli/args.js';
+import { USAGE } from '../../src/cli/usage.js';
 import type { Density } from '../../src/core/density.js';
 import { computeGrid } from '../../src/core/layout.js';
 import { BIN, ENGINES, runCli } from '../helpers/cli.js';

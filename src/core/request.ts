@@ -1,0 +1,64 @@
+/**
+ * Request validation, written once and used by every surface: the CLI, the local MCP server, the
+ * remote MCP endpoint and the hosted HTTP API. Each surface words a bad value its own way where
+ * the spec says so (the CLI's usage errors), but what counts as valid is decided only here.
+ */
+import { z } from 'zod';
+import { DEFAULT_DENSITY, DENSITIES, type Density } from './density.js';
+import { hostedErrors, runtimeErrors } from './errors.js';
+import { parseTimeMs } from './time.js';
+
+/** `density`: one of the four grids, `3x3` when omitted. */
+export const densitySchema = z.enum(DENSITIES).default(DEFAULT_DENSITY);
+
+/** `start`/`end` as a tool receives them: seconds as a number, or a string the time parser reads. */
+export const timeValueSchema = z.union([z.number(), z.string()]);
+
+/** The hosted API's `response` field (spec: "Hosted API" form fields). */
+export const RESPONSE_MODES = ['json', 'image'] as const;
+export type ResponseMode = (typeof RESPONSE_MODES)[number];
+
+/** A density given as text (CLI flag, form field), or null when it is not one of the four. */
+export function parseDensity(value: unknown): Density | null {
+  const parsed = z.enum(DENSITIES).safeParse(value);
+  return parsed.success ? parsed.data : null;
+}
+
+/** `start`/`end` in ms, for the tool surfaces; an unparseable value gets the tools' wording. */
+export function parseWindowArgs(args: { start?: number | string; end?: number | string }): {
+  startMs?: number;
+  endMs?: number;
+} {
+  const parse = (field: 'start' | 'end', value: number | string | undefined) => {
+    if (value === undefined) return undefined;
+    const ms = parseTimeMs(value);
+    if (ms === null) throw runtimeErrors.unparseableTime(field, value);
+    return ms;
+  };
+  return { startMs: parse('start', args.start), endMs: parse('end', args.end) };
+}
+
+export interface HostedFields {
+  density: Density;
+  response: ResponseMode;
+}
+
+/**
+ * The hosted form's text fields (multipart, each name with every value it was sent with).
+ * `start`/`end` and unknown fields are ignored (a hosted job always covers the whole clip); a
+ * field sent twice or a value outside its enum is `422 bad_request`.
+ */
+export function parseHostedFields(fields: ReadonlyMap<string, string[]>): HostedFields {
+  const one = (name: string): string | undefined => {
+    const values = fields.get(name) ?? [];
+    if (values.length > 1) throw hostedErrors.badRequest(`${name} was sent ${values.length} times`);
+    return values[0];
+  };
+  const densityText = one('density');
+  const density = densityText === undefined ? DEFAULT_DENSITY : parseDensity(densityText);
+  if (density === null) throw hostedErrors.badRequest('density must be one of 3x3|4x4|5x5|6x6');
+  const responseText = one('response') ?? 'json';
+  const response = RESPONSE_MODES.find((mode) => mode === responseText);
+  if (!response) throw hostedErrors.badRequest('response must be json or image');
+  return { density, response };
+}
