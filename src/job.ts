@@ -3,9 +3,12 @@
  *
  * Adapters parse their own input (each surface words a bad time value its own way) and shape the
  * outcome with core/report.ts; everything in between happens here, once.
+ *
+ * A job owns what it makes: its temporary directory and, through the engine, its child processes.
+ * On success, failure or abort it stops its children, waits for them to exit, then removes the
+ * directory. Nothing is process-global, so a server can run jobs side by side and abort one.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, parse, resolve } from 'node:path';
 import { audioReport } from './core/audio.js';
@@ -17,7 +20,6 @@ import type { JobOutcome } from './core/report.js';
 import { durationToMs, resolveWindow } from './core/window.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
-import { killAllChildren } from './engine/process.js';
 import { type Engine, EngineError, type RenderResult } from './engine/types.js';
 
 export interface JobRequest {
@@ -29,6 +31,8 @@ export interface JobRequest {
   endMs?: number;
   /** Output directory; defaults to the input's directory. */
   outDir?: string;
+  /** How reports and messages name the input; defaults to its absolute path (local surfaces). */
+  inputName?: string;
 }
 
 export interface JobOptions {
@@ -40,29 +44,26 @@ export interface JobOptions {
   /** Cap on sheets (hosted/remote); local has none. */
   maxSheets?: number;
   onProgress?: (done: number, total: number) => void;
+  /** Stops the job: children are killed and awaited, then the temporary directory is removed. */
+  signal?: AbortSignal;
+  /** Where the job's temporary directory is made (default: the OS temp directory). */
+  workDir?: string;
   /** Receives the engine's work counters (benchmarks). */
   onStats?: (stats: NonNullable<RenderResult['stats']>) => void;
 }
 
-/** Per-run temporary directories still on disk; removed synchronously on interrupt. */
-const liveTempDirs = new Set<string>();
-
-/** Best-effort synchronous cleanup for signal handlers: children killed, temp dirs removed. */
-export function abortAllJobs(): void {
-  killAllChildren();
-  for (const dir of liveTempDirs) rmSync(dir, { recursive: true, force: true });
-  liveTempDirs.clear();
-}
-
 export async function runJob(request: JobRequest, options: JobOptions): Promise<JobOutcome> {
   const input = resolve(request.input);
+  const inputName = request.inputName ?? input;
   const info = await stat(input).catch(() => null);
-  if (!info?.isFile()) throw runtimeErrors.inputNotFound(input);
+  if (!info?.isFile()) throw runtimeErrors.inputNotFound(inputName);
+  options.signal?.throwIfAborted();
 
   const engine = options.engine ?? selectEngine();
   const probe = await engine.probe(input).catch((error) => {
-    throw engineFailure(error, input);
+    throw engineFailure(error, inputName);
   });
+  options.signal?.throwIfAborted();
   const durationMs = durationToMs(probe.duration);
   const window = resolveWindow(
     { startMs: request.startMs, endMs: request.endMs },
@@ -78,9 +79,9 @@ export async function runJob(request: JobRequest, options: JobOptions): Promise<
   const grid = computeGrid(probe.width, probe.height, request.density, options.audio);
   const sheets = layoutSheets({ grid, sheets: plan.sheets, window, paths: files, hasAudio: probe.hasAudio });
 
-  mkdirSync(tmpdir(), { recursive: true });
-  const tempDir = mkdtempSync(join(tmpdir(), 'vidsheet-'));
-  liveTempDirs.add(tempDir);
+  const workDir = options.workDir ?? tmpdir();
+  await mkdir(workDir, { recursive: true });
+  const tempDir = await mkdtemp(join(workDir, 'vidsheet-'));
   try {
     const result = await engine
       .render(
@@ -95,14 +96,17 @@ export async function runJob(request: JobRequest, options: JobOptions): Promise<
           tempDir,
         },
         options.onProgress,
+        options.signal,
       )
       .catch((error) => {
-        throw engineFailure(error, input);
+        // An abort is the caller's own doing: its reason, not an engine failure.
+        if (options.signal?.aborted) throw options.signal.reason;
+        throw engineFailure(error, inputName);
       });
     if (result.stats) options.onStats?.(result.stats);
     const requestedWindow = request.startMs !== undefined || request.endMs !== undefined;
     return {
-      input,
+      input: inputName,
       duration: durationMs / 1000,
       ...(requestedWindow ? { window } : {}),
       frames: plan.sheets.length * (plan.sheets[0]?.length ?? 0),
@@ -120,18 +124,18 @@ export async function runJob(request: JobRequest, options: JobOptions): Promise<
         : {}),
     };
   } finally {
-    liveTempDirs.delete(tempDir);
-    rmSync(tempDir, { recursive: true, force: true });
+    // The engine settles only once none of its children runs, so nothing writes here any more.
+    await rm(tempDir, { recursive: true, force: true });
   }
 }
 
 /** Engine errors carry codes; users get the catalog's message, never raw FFmpeg text alone. */
-function engineFailure(error: unknown, input: string): Error {
+function engineFailure(error: unknown, inputName: string): Error {
   if (error instanceof VidsheetError) return error;
   if (error instanceof EngineError || (error as { code?: string })?.code) {
     const code = (error as { code?: string }).code;
-    if (code === 'input_not_found') return runtimeErrors.inputNotFound(input);
-    if (code === 'unreadable_video') return runtimeErrors.unreadableVideo(input);
+    if (code === 'input_not_found') return runtimeErrors.inputNotFound(inputName);
+    if (code === 'unreadable_video') return runtimeErrors.unreadableVideo(inputName);
   }
-  return runtimeErrors.processingFailed(error instanceof Error ? error.message : String(error));
+  return runtimeErrors.processingFailed(error instanceof Error ? error.message : String(error), error);
 }

@@ -2,10 +2,11 @@
  * The command line: `main(argv, io)` returns the exit code. Nothing but the report, the summary or
  * the usage text goes to stdout; messages and progress go to stderr.
  */
-import { usageErrors, VidsheetError } from '../core/errors.js';
+import { asVidsheetError } from '../core/errors.js';
 import { cliReport, humanSummary } from '../core/report.js';
-import { abortAllJobs, runJob } from '../job.js';
-import { parseCliArgs, USAGE } from './args.js';
+import { runJob } from '../job.js';
+import { parseCliArgs } from './args.js';
+import { USAGE, UsageError, usageErrors } from './usage.js';
 
 export interface Io {
   stdout: (text: string) => void;
@@ -38,7 +39,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
       return 0;
     }
     if (args.input === undefined) throw usageErrors.missingInput();
-    const stopInterrupts = onInterrupt(io);
+    const interrupt = onInterrupt();
     try {
       const outcome = await runJob(
         {
@@ -48,20 +49,27 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
           endMs: args.endMs,
           outDir: args.out,
         },
-        { audio: true, onProgress: io.stderrIsTty ? progressLine(io) : undefined },
+        {
+          audio: true,
+          onProgress: io.stderrIsTty ? progressLine(io) : undefined,
+          signal: interrupt.signal,
+        },
       );
       if (io.stderrIsTty) io.stderr('\r\x1b[K');
       io.stdout(args.json ? `${JSON.stringify(cliReport(outcome), null, 2)}\n` : humanSummary(outcome));
       return 0;
+    } catch (error) {
+      if (!(error instanceof Interrupted)) throw error;
+      // runJob settled: the job's children have exited and its temporary directory is gone.
+      io.stderr(`\n${error.message}; temporary files removed\n`);
+      // A native render cannot be interrupted mid-call and would keep the process alive.
+      process.exit(1);
     } finally {
-      stopInterrupts();
+      interrupt.dispose();
     }
   } catch (error) {
-    if (error instanceof VidsheetError) {
-      io.stderr(error.usage ? `${error.message}\n\n${USAGE}` : `${error.message}\n`);
-    } else {
-      io.stderr(`${error instanceof Error ? error.message : String(error)}\n`);
-    }
+    if (error instanceof UsageError) io.stderr(`${error.message}\n\n${USAGE}`);
+    else io.stderr(`${asVidsheetError(error).localText}\n`);
     return 1;
   }
 }
@@ -70,17 +78,19 @@ function progressLine(io: Io) {
   return (done: number, total: number) => io.stderr(`\r\x1b[Kextracting frames ${done}/${total}`);
 }
 
-/** Ctrl-C: kill ffmpeg children and remove the run's temporary directory before exiting 1. */
-function onInterrupt(io: Io): () => void {
-  const handler = (signal: NodeJS.Signals) => {
-    abortAllJobs();
-    io.stderr(`\ninterrupted (${signal}); temporary files removed\n`);
-    process.exit(1);
-  };
+class Interrupted extends Error {}
+
+/** Ctrl-C (or SIGTERM) aborts the job; the job then kills its children and removes its files. */
+function onInterrupt(): { signal: AbortSignal; dispose: () => void } {
+  const controller = new AbortController();
+  const handler = (signal: NodeJS.Signals) => controller.abort(new Interrupted(`interrupted (${signal})`));
   process.once('SIGINT', handler);
   process.once('SIGTERM', handler);
-  return () => {
-    process.off('SIGINT', handler);
-    process.off('SIGTERM', handler);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', handler);
+      process.off('SIGTERM', handler);
+    },
   };
 }

@@ -31,7 +31,7 @@ import {
   referenceHints,
   seconds,
 } from './ffprobe.js';
-import { limiter, run } from './process.js';
+import { limiter, run, settleAll } from './process.js';
 import { blit, type Canvas, createCanvas, paintBand, parsePpm } from './raster.js';
 import {
   type AudioEnvelope,
@@ -71,7 +71,7 @@ async function extractGroup(
   group: number[],
   size: { w: number; h: number },
   dir: string,
-  options: { threads: number; skipNonReference: boolean },
+  options: { threads: number; skipNonReference: boolean; signal: AbortSignal },
 ): Promise<Map<bigint, Buffer>> {
   const pts = group.map((f) => packets.pts[f] as bigint);
   const times = pts.map((p) => seconds(p, d));
@@ -137,7 +137,7 @@ async function extractGroup(
       '-y',
       join(dir, 'cell-%d.ppm'),
     ],
-    { timeoutMs: 30_000 + group.length * 5_000 },
+    { timeoutMs: 30_000 + group.length * 5_000, signal: options.signal },
   );
   const out = new Map<bigint, Buffer>();
   for (const [k, p] of pts.entries()) {
@@ -150,7 +150,7 @@ async function extractGroup(
 }
 
 /** Streams the first audio track as raw float PCM and builds the per-ms peak envelope. */
-async function audioEnvelope(path: string, d: Details): Promise<Float32Array | null> {
+async function audioEnvelope(path: string, d: Details, signal: AbortSignal): Promise<Float32Array | null> {
   if (!d.audio) return null;
   const { channels, sampleRate } = d.audio;
   const bins = new Float32Array(Math.ceil(d.duration * 1000) + 1);
@@ -177,6 +177,7 @@ async function audioEnvelope(path: string, d: Details): Promise<Float32Array | n
     ],
     {
       timeoutMs: 30 * 60_000,
+      signal,
       onStdout: (chunk) => {
         const data = carry.length ? Buffer.concat([carry, chunk]) : chunk;
         const whole = data.length - (data.length % frameBytes);
@@ -276,7 +277,9 @@ async function finishSheet(
   plan: RenderPlan,
   path: string,
   scriptPath: string,
+  signal: AbortSignal,
 ) {
+  signal.throwIfAborted();
   await writeFile(scriptPath, labels.flatMap((l) => labelFilters(l, plan)).join(',\n'));
   const tables = ijgTables(plan.quality);
   const partial = `${path}.partial`;
@@ -315,7 +318,7 @@ async function finishSheet(
       '-y',
       partial,
     ],
-    { stdin: canvas.data, timeoutMs: 120_000 },
+    { stdin: canvas.data, timeoutMs: 120_000, signal },
   );
   if (code !== 0) {
     await rm(partial, { force: true });
@@ -334,10 +337,11 @@ async function packetsFor(
   d: Details,
   times: number[],
   whole: () => Promise<Packets>,
+  signal: AbortSignal,
 ): Promise<Packets> {
-  if (d.sampleTable) return (await listPacketsNear(path, d, times)) ?? whole();
+  if (d.sampleTable) return (await listPacketsNear(path, d, times, signal)) ?? whole();
   const first = Math.min(...times);
-  const near = await listPacketsInWindow(path, d, { fromMs: first, toMs: Math.max(...times) });
+  const near = await listPacketsInWindow(path, d, { fromMs: first, toMs: Math.max(...times) }, signal);
   const firstFrame = near.pts.length ? near.pts[frameAt(near.pts, d, first)] : undefined;
   const covered =
     firstFrame !== undefined && near.keyframes[0] !== undefined && near.keyframes[0] <= firstFrame;
@@ -352,136 +356,172 @@ export const ffmpegEngine: Engine = {
     return { duration, startTime, videoStream, width, height, hasAudio };
   },
 
-  async render(plan, onProgress) {
+  async render(plan, onProgress, signal) {
     const d = await probeDetails(plan.input);
-    const audioTask = plan.audio ? audioEnvelope(plan.input, d) : Promise.resolve(null);
+    // The render's own controller: the caller's abort, or this render's first failure, stops every
+    // child; the render settles only once none of them runs, so the caller may remove tempDir.
+    const stop = new AbortController();
+    const abort = () => stop.abort(signal?.reason ?? new Error('render stopped'));
+    if (signal?.aborted) abort();
+    signal?.addEventListener('abort', abort, { once: true });
+    const audioTask = plan.audio ? audioEnvelope(plan.input, d, stop.signal) : Promise.resolve(null);
     audioTask.catch(() => {}); // awaited by the sheets that carry a band, and below
-    const cells = plan.sheets.flatMap((sheet, s) => sheet.cells.map((cell, c) => ({ s, c, cell })));
-    const size = { w: cells[0]?.cell.rect.w ?? 0, h: cells[0]?.cell.rect.h ?? 0 };
-
-    // Each sheet is composed as soon as its cells are in, while later groups still decode.
-    const frameOf: Array<bigint | undefined> = cells.map(() => undefined);
-    const pixels = new Map<bigint, Buffer>();
-    // A frame's pixels are dropped once every cell showing it is on a canvas.
-    const users = new Map<bigint, number>();
-    const release = (pts: bigint) => {
-      const left = (users.get(pts) ?? 1) - 1;
-      users.set(pts, left);
-      if (left === 0) pixels.delete(pts);
-    };
-    const waiting = plan.sheets.map((sheet) => sheet.cells.length);
-    const unreadable: RenderResult['unreadable'][] = plan.sheets.map(() => []);
     const composing: Promise<void>[] = [];
-    const compose = async (s: number) => {
-      const sheet = plan.sheets[s] as RenderPlan['sheets'][number];
-      const canvas = createCanvas(sheet.width, sheet.height, plan.theme.background);
-      const labels: LabelPlan[] = [];
-      for (const [k, { s: cs, c, cell }] of cells.entries()) {
-        if (cs !== s) continue;
-        const pts = frameOf[k];
-        const rgb = pts === undefined ? undefined : pixels.get(pts);
-        if (rgb) blit(canvas, cell.rect, rgb);
-        else unreadable[s]?.push({ sheet: s, cell: c });
-        labels.push(cell.label);
-        if (pts !== undefined) release(pts);
-      }
-      if (sheet.band) {
-        paintBand(canvas, sheet.band, plan.theme, await audioTask, 0);
-        if (sheet.band.message) labels.push(sheet.band.message);
-      }
-      await finishSheet(canvas, labels, plan, sheet.path, join(plan.tempDir, `sheet-${s + 1}.filter`));
-    };
-    let settled = 0;
-    const settle = (ks: number[]) => {
-      for (const k of ks) {
-        onProgress?.(++settled, cells.length);
-        const s = cells[k]?.s as number;
-        waiting[s] = (waiting[s] as number) - 1;
-        if (waiting[s] !== 0) continue;
-        const task = compose(s);
-        task.catch(() => {}); // awaited below; an error must not go unhandled meanwhile
-        composing.push(task);
-      }
-    };
-
-    // Targets in time order. MP4/MOV lists the first ones on their own, so decoding starts while
-    // the rest are still being listed.
-    const byTime = new Map<number, number[]>();
-    for (const [k, { cell }] of cells.entries())
-      byTime.set(cell.timeMs, [...(byTime.get(cell.timeMs) ?? []), k]);
-    const times = [...byTime.keys()].sort((a, b) => a - b);
-    const parallel = Math.max(1, availableParallelism());
-    const parts =
-      d.sampleTable && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
-    let wholeFile: Promise<Packets> | undefined;
-    const whole = () => (wholeFile ??= listAllPackets(plan.input, d));
-    const gate = limiter(parallel);
-    const extractPart = async (partTimes: number[], p: number) => {
-      const packets = await packetsFor(plan.input, d, partTimes, whole);
-      const frameIndex = new Map(
-        partTimes.map((t) => [t, packets.pts.length ? frameAt(packets.pts, d, t) : -1]),
-      );
-      const wanted = [...new Set(frameIndex.values())].filter((f) => f >= 0).sort((a, b) => a - b);
-      const cellsOfFrame = new Map<number, number[]>();
-      for (const [t, f] of frameIndex) {
-        const ks = byTime.get(t) ?? [];
-        if (f < 0) {
-          settle(ks);
-          continue;
-        }
-        const pts = packets.pts[f] as bigint;
-        for (const k of ks) frameOf[k] = pts;
-        users.set(pts, (users.get(pts) ?? 0) + ks.length);
-        cellsOfFrame.set(f, [...(cellsOfFrame.get(f) ?? []), ...ks]);
-      }
-      const hints = await referenceHints(
-        plan.input,
-        d,
-        packets,
-        wanted.map((f) => packets.pts[f] as bigint),
-      );
-      const isReference = new Map(wanted.map((f, i) => [f, hints[i]]));
-      const groups = groupFrames(wanted, packets);
-      // Several groups run one per core, each single-threaded; a lone group gets every thread.
-      const threads = groups.length > 1 || parts.length > 1 ? 1 : 0;
-      await Promise.all(
-        groups.map((group, g) =>
-          gate(async () => {
-            const dir = join(plan.tempDir, `p${p}g${g}`);
-            await mkdir(dir, { recursive: true });
-            const skip = group.every((f) => isReference.get(f) === true);
-            const got = await extractGroup(plan.input, d, packets, group, size, dir, {
-              threads,
-              skipNonReference: skip,
-            });
-            const missing = group.filter((f) => !got.has(packets.pts[f] as bigint));
-            if (skip && missing.length > 0) {
-              debug('%d frame(s) skipped as non-reference; extracting them again', missing.length);
-              const again = await extractGroup(plan.input, d, packets, missing, size, dir, {
-                threads,
-                skipNonReference: false,
-              });
-              for (const [pts, rgb] of again) got.set(pts, rgb);
-            }
-            for (const [pts, rgb] of got) pixels.set(pts, rgb);
-            settle(group.flatMap((f) => cellsOfFrame.get(f) ?? []));
-          }),
-        ),
-      );
-    };
-    await Promise.all(parts.map(extractPart));
-    await Promise.all(composing);
-
-    let audio: AudioEnvelope | null = null;
-    if (plan.audio) {
-      const fullEnvelope = await audioTask;
-      audio = fullEnvelope
-        ? { present: true, envelope: windowOf(fullEnvelope, plan.audio.startMs, plan.audio.endMs) }
-        : { present: false, envelope: new Float32Array(0) };
+    try {
+      return await renderSheets(plan, d, audioTask, composing, stop, onProgress);
+    } catch (error) {
+      abort();
+      await Promise.allSettled([audioTask, ...composing]);
+      throw error;
+    } finally {
+      signal?.removeEventListener('abort', abort);
     }
-    return { unreadable: unreadable.flat(), audio };
   },
 };
+
+/**
+ * The body of `render`. Every task it starts is awaited before it returns, or is in `composing`
+ * (which `render` waits for when this throws); `stop` ends them all at the first failure.
+ */
+async function renderSheets(
+  plan: RenderPlan,
+  d: Details,
+  audioTask: Promise<Float32Array | null>,
+  composing: Promise<void>[],
+  stop: AbortController,
+  onProgress: ((done: number, total: number) => void) | undefined,
+): Promise<RenderResult> {
+  const abortAll = () => stop.abort(new Error('render stopped'));
+  const cells = plan.sheets.flatMap((sheet, s) => sheet.cells.map((cell, c) => ({ s, c, cell })));
+  const size = { w: cells[0]?.cell.rect.w ?? 0, h: cells[0]?.cell.rect.h ?? 0 };
+
+  // Each sheet is composed as soon as its cells are in, while later groups still decode.
+  const frameOf: Array<bigint | undefined> = cells.map(() => undefined);
+  const pixels = new Map<bigint, Buffer>();
+  // A frame's pixels are dropped once every cell showing it is on a canvas.
+  const users = new Map<bigint, number>();
+  const release = (pts: bigint) => {
+    const left = (users.get(pts) ?? 1) - 1;
+    users.set(pts, left);
+    if (left === 0) pixels.delete(pts);
+  };
+  const waiting = plan.sheets.map((sheet) => sheet.cells.length);
+  const unreadable: RenderResult['unreadable'][] = plan.sheets.map(() => []);
+  const compose = async (s: number) => {
+    const sheet = plan.sheets[s] as RenderPlan['sheets'][number];
+    const canvas = createCanvas(sheet.width, sheet.height, plan.theme.background);
+    const labels: LabelPlan[] = [];
+    for (const [k, { s: cs, c, cell }] of cells.entries()) {
+      if (cs !== s) continue;
+      const pts = frameOf[k];
+      const rgb = pts === undefined ? undefined : pixels.get(pts);
+      if (rgb) blit(canvas, cell.rect, rgb);
+      else unreadable[s]?.push({ sheet: s, cell: c });
+      labels.push(cell.label);
+      if (pts !== undefined) release(pts);
+    }
+    if (sheet.band) {
+      paintBand(canvas, sheet.band, plan.theme, await audioTask, 0);
+      if (sheet.band.message) labels.push(sheet.band.message);
+    }
+    const script = join(plan.tempDir, `sheet-${s + 1}.filter`);
+    await finishSheet(canvas, labels, plan, sheet.path, script, stop.signal);
+  };
+  let settled = 0;
+  const settle = (ks: number[]) => {
+    for (const k of ks) {
+      onProgress?.(++settled, cells.length);
+      const s = cells[k]?.s as number;
+      waiting[s] = (waiting[s] as number) - 1;
+      if (waiting[s] !== 0) continue;
+      const task = compose(s);
+      task.catch(() => {}); // awaited below; an error must not go unhandled meanwhile
+      composing.push(task);
+    }
+  };
+
+  // Targets in time order. MP4/MOV lists the first ones on their own, so decoding starts while
+  // the rest are still being listed.
+  const byTime = new Map<number, number[]>();
+  for (const [k, { cell }] of cells.entries())
+    byTime.set(cell.timeMs, [...(byTime.get(cell.timeMs) ?? []), k]);
+  const times = [...byTime.keys()].sort((a, b) => a - b);
+  const parallel = Math.max(1, availableParallelism());
+  const parts =
+    d.sampleTable && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
+  let wholeFile: Promise<Packets> | undefined;
+  const whole = () => (wholeFile ??= listAllPackets(plan.input, d, stop.signal));
+  const gate = limiter(parallel);
+  const extractPart = async (partTimes: number[], p: number) => {
+    const packets = await packetsFor(plan.input, d, partTimes, whole, stop.signal);
+    const frameIndex = new Map(
+      partTimes.map((t) => [t, packets.pts.length ? frameAt(packets.pts, d, t) : -1]),
+    );
+    const wanted = [...new Set(frameIndex.values())].filter((f) => f >= 0).sort((a, b) => a - b);
+    const cellsOfFrame = new Map<number, number[]>();
+    for (const [t, f] of frameIndex) {
+      const ks = byTime.get(t) ?? [];
+      if (f < 0) {
+        settle(ks);
+        continue;
+      }
+      const pts = packets.pts[f] as bigint;
+      for (const k of ks) frameOf[k] = pts;
+      users.set(pts, (users.get(pts) ?? 0) + ks.length);
+      cellsOfFrame.set(f, [...(cellsOfFrame.get(f) ?? []), ...ks]);
+    }
+    const hints = await referenceHints(
+      plan.input,
+      d,
+      packets,
+      wanted.map((f) => packets.pts[f] as bigint),
+    );
+    const isReference = new Map(wanted.map((f, i) => [f, hints[i]]));
+    const groups = groupFrames(wanted, packets);
+    // Several groups run one per core, each single-threaded; a lone group gets every thread.
+    const threads = groups.length > 1 || parts.length > 1 ? 1 : 0;
+    await settleAll(
+      groups.map((group, g) =>
+        gate(async () => {
+          // Queued tasks start after a failure too: they must not recreate tempDir.
+          stop.signal.throwIfAborted();
+          const dir = join(plan.tempDir, `p${p}g${g}`);
+          await mkdir(dir, { recursive: true });
+          const skip = group.every((f) => isReference.get(f) === true);
+          const got = await extractGroup(plan.input, d, packets, group, size, dir, {
+            threads,
+            skipNonReference: skip,
+            signal: stop.signal,
+          });
+          const missing = group.filter((f) => !got.has(packets.pts[f] as bigint));
+          if (skip && missing.length > 0) {
+            debug('%d frame(s) skipped as non-reference; extracting them again', missing.length);
+            const again = await extractGroup(plan.input, d, packets, missing, size, dir, {
+              threads,
+              skipNonReference: false,
+              signal: stop.signal,
+            });
+            for (const [pts, rgb] of again) got.set(pts, rgb);
+          }
+          for (const [pts, rgb] of got) pixels.set(pts, rgb);
+          settle(group.flatMap((f) => cellsOfFrame.get(f) ?? []));
+        }),
+      ),
+      abortAll,
+    );
+  };
+  await settleAll(parts.map(extractPart), abortAll);
+  await settleAll(composing, abortAll);
+
+  let audio: AudioEnvelope | null = null;
+  if (plan.audio) {
+    const fullEnvelope = await audioTask;
+    audio = fullEnvelope
+      ? { present: true, envelope: windowOf(fullEnvelope, plan.audio.startMs, plan.audio.endMs) }
+      : { present: false, envelope: new Float32Array(0) };
+  }
+  return { unreadable: unreadable.flat(), audio };
+}
 
 function windowOf(envelope: Float32Array, startMs: number, endMs: number): Float32Array {
   const out = new Float32Array(Math.max(0, endMs - startMs));

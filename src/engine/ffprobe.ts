@@ -158,7 +158,12 @@ interface Row {
 const int = (value: string | undefined) => (value && /^-?\d+$/.test(value) ? BigInt(value) : undefined);
 
 /** The video packets in read order (demux only, no decoding), within `intervals` (ffprobe syntax). */
-async function readRows(path: string, d: Details, intervals?: string): Promise<Row[]> {
+async function readRows(
+  path: string,
+  d: Details,
+  intervals: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Row[]> {
   const { stdout } = await run(
     'ffprobe',
     [
@@ -173,7 +178,7 @@ async function readRows(path: string, d: Details, intervals?: string): Promise<R
       'compact=p=0',
       path,
     ],
-    { timeoutMs: 120_000 },
+    { timeoutMs: 120_000, signal },
   );
   const rows: Row[] = [];
   for (const line of stdout.toString().split('\n')) {
@@ -205,8 +210,8 @@ function toPackets(rows: Row[]): Packets {
 }
 
 /** Lists every video packet of the file. */
-export async function listAllPackets(path: string, d: Details): Promise<Packets> {
-  return toPackets(await readRows(path, d));
+export async function listAllPackets(path: string, d: Details, signal?: AbortSignal): Promise<Packets> {
+  return toPackets(await readRows(path, d, undefined, signal));
 }
 
 /**
@@ -217,7 +222,12 @@ export async function listAllPackets(path: string, d: Details): Promise<Packets>
  * dts is the previous one's dts + duration) holds a keyframe at or before the frame displayed at
  * the target and reaches past the target. The caller then lists the whole file instead.
  */
-export async function listPacketsNear(path: string, d: Details, timesMs: number[]): Promise<Packets | null> {
+export async function listPacketsNear(
+  path: string,
+  d: Details,
+  timesMs: number[],
+  signal?: AbortSignal,
+): Promise<Packets | null> {
   const sorted = [...new Set(timesMs)].sort((a, b) => a - b);
   const spans: Array<[number, number]> = [];
   for (const t of sorted) {
@@ -228,7 +238,8 @@ export async function listPacketsNear(path: string, d: Details, timesMs: number[
     else spans.push([t, t + 500]);
   }
   const at = (ms: number) => (d.startTime + ms / 1000).toFixed(6);
-  const rows = await readRows(path, d, spans.map(([from, to]) => `${at(from)}%${at(to)}`).join(','));
+  const intervals = spans.map(([from, to]) => `${at(from)}%${at(to)}`).join(',');
+  const rows = await readRows(path, d, intervals, signal);
 
   const runs: Row[][] = [];
   for (const [i, r] of rows.entries()) {
@@ -271,9 +282,10 @@ export async function listPacketsInWindow(
   path: string,
   d: Details,
   range: { fromMs: number; toMs: number },
+  signal?: AbortSignal,
 ): Promise<Packets> {
   const from = range.fromMs > 30_000 ? `${range.fromMs / 1000 - 30 + d.startTime}` : '';
-  return toPackets(await readRows(path, d, `${from}%${range.toMs / 1000 + 1 + d.startTime}`));
+  return toPackets(await readRows(path, d, `${from}%${range.toMs / 1000 + 1 + d.startTime}`, signal));
 }
 
 /** Index of the last element for which `le` holds (the items are sorted), or -1. */

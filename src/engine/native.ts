@@ -110,10 +110,17 @@ function adapt(binding: NativeBinding): Engine {
         throw toEngineError(err, 'unreadable_video');
       }
     },
+    /**
+     * The native call cannot be interrupted once started; on abort this rejects at once and the call
+     * finishes in the background. That keeps the Engine contract: the native core never writes
+     * into `plan.tempDir`, only the sheet files. (The server stops a job by killing its worker.)
+     */
     async render(
       plan: RenderPlan,
       onProgress?: (done: number, total: number) => void,
+      signal?: AbortSignal,
     ): Promise<RenderResult> {
+      signal?.throwIfAborted();
       const progress = onProgress
         ? (done: number, total: number) => {
             try {
@@ -124,17 +131,28 @@ function adapt(binding: NativeBinding): Engine {
           }
         : undefined;
       try {
-        const result = await binding.render(toNativePlan(plan), progress);
+        const call = binding.render(toNativePlan(plan), progress);
+        const result = signal ? await abortable(call, signal) : await call;
         return {
           unreadable: result.unreadable.map((c) => ({ sheet: c.sheet, cell: c.cell })),
           audio: toAudio(result.audio),
           stats: { decodedFrames: result.stats?.decodedFrames },
         };
       } catch (err) {
+        if (signal?.aborted) throw signal.reason;
         throw toEngineError(err, 'render_failed');
       }
     },
   };
+}
+
+/** `promise`, or the signal's reason as soon as it aborts (the promise itself runs on). */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /**

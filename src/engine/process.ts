@@ -15,16 +15,15 @@ export interface RunOptions {
   /** Receives stdout chunks as they arrive instead of buffering them. */
   onStdout?: (chunk: Buffer) => void;
   stdin?: Buffer;
+  /**
+   * The job's signal: once aborted, no new child starts and a running one is killed. The promise
+   * still settles only after the child has exited, so a caller that waits for its runs knows no
+   * child of its own is left writing.
+   */
+  signal?: AbortSignal;
 }
 
 const debug = debuglog('vidsheet');
-
-/** Children still running, killed if the process is interrupted. */
-const live = new Set<import('node:child_process').ChildProcess>();
-
-export function killAllChildren(): void {
-  for (const child of live) child.kill('SIGKILL');
-}
 
 export function run(
   tool: 'ffmpeg' | 'ffprobe',
@@ -32,9 +31,19 @@ export function run(
   options: RunOptions = {},
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
+    const { signal } = options;
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
     debug('spawn %s %s', tool, args.join(' '));
     const child = spawn(tool, args, { stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
-    live.add(child);
+    const kill = () => child.kill('SIGKILL');
+    signal?.addEventListener('abort', kill, { once: true });
+    const done = () => {
+      signal?.removeEventListener('abort', kill);
+      if (timer) clearTimeout(timer);
+    };
     const out: Buffer[] = [];
     let err = '';
     let timedOut = false;
@@ -56,14 +65,16 @@ export function run(
       child.stdin.end(options.stdin);
     }
     child.on('error', (error: NodeJS.ErrnoException) => {
-      live.delete(child);
-      if (timer) clearTimeout(timer);
+      done();
       if (error.code === 'ENOENT') reject(runtimeErrors.missingFfmpeg(tool, ffmpegInstallHint()));
       else reject(error);
     });
     child.on('close', (code) => {
-      live.delete(child);
-      if (timer) clearTimeout(timer);
+      done();
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
       if (code !== 0)
         debug('%s exited %s%s: %s', tool, code, timedOut ? ' (timed out)' : '', err.trim().slice(-500));
       resolve({ code: timedOut ? null : code, stdout: Buffer.concat(out), stderr: err });
@@ -93,4 +104,23 @@ export function limiter(limit: number): <T>(task: () => Promise<T>) => Promise<T
 export function pool<T>(tasks: Array<() => Promise<T>>, limit: number): Promise<T[]> {
   const gate = limiter(limit);
   return Promise.all(tasks.map((task) => gate(task)));
+}
+
+/**
+ * Waits for every task to settle, then rethrows the first failure. At that first failure `abort`
+ * is called, so the others stop early instead of running on; nothing is left running when this
+ * settles (unlike Promise.all, which rejects while siblings still write).
+ */
+export async function settleAll<T>(tasks: Array<Promise<T>>, abort: () => void): Promise<T[]> {
+  const results = await Promise.allSettled(
+    tasks.map((task) =>
+      task.catch((error: unknown) => {
+        abort();
+        throw error;
+      }),
+    ),
+  );
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }

@@ -72,6 +72,14 @@ export class EngineError extends Error {
 export interface Engine {
   readonly name: 'native' | 'ffmpeg';
   probe(path: string): Promise<ProbeInfo>;
-  /** One call per job: writes every sheet of the plan. */
-  render(plan: RenderPlan, onProgress?: (done: number, total: number) => void): Promise<RenderResult>;
+  /**
+   * One call per job: writes every sheet of the plan. When `signal` aborts, the render stops and
+   * rejects, but only once nothing it started still writes into `plan.tempDir`, so the caller may
+   * remove that directory as soon as this settles.
+   */
+  render(
+    plan: RenderPlan,
+    onProgress?: (done: number, total: number) => void,
+    signal?: AbortSignal,
+  ): Promise<RenderResult>;
 }

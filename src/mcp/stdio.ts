@@ -5,13 +5,13 @@
  * Jobs run one at a time (a video job already keeps the machine busy, and two jobs writing the same
  * sheets must not interleave); while one runs, the server keeps answering other requests and later
  * calls wait their turn. When stdin ends, queued jobs still finish and answer, then the promise
- * resolves so the process can exit. A signal aborts at once, removing temporary files.
+ * resolves so the process can exit. A signal aborts the running job (its children are killed and
+ * awaited, its temporary files removed), then the process exits.
  */
 import { createRequire } from 'node:module';
 import { debuglog } from 'node:util';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { abortAllJobs } from '../job.js';
 import { callLocalTool, type LocalInput, toolDefinition, toolError } from './tool.js';
 
 const debug = debuglog('vidsheet');
@@ -47,6 +47,8 @@ export async function serveStdio(): Promise<void> {
   const server = new McpServer({ name: 'vidsheet', version: packageVersion() });
   const queue = serialQueue();
   const tool = toolDefinition({ source: 'path' });
+  // Aborts every job of this server (signals, a client gone); a cancelled request aborts its own.
+  const shutdown = new AbortController();
 
   server.registerTool(tool.name, tool, (args: LocalInput, extra) =>
     queue.run(async () => {
@@ -66,7 +68,8 @@ export async function serveStdio(): Promise<void> {
             };
       const started = Date.now();
       debug('call %s: %o', tool.name, args);
-      const result = await callLocalTool(args, { onProgress });
+      const signal = AbortSignal.any([shutdown.signal, extra.signal]);
+      const result = await callLocalTool(args, { onProgress, signal });
       debug('call %s done in %d ms%s', tool.name, Date.now() - started, result.isError ? ' (error)' : '');
       return result;
     }),
@@ -74,8 +77,9 @@ export async function serveStdio(): Promise<void> {
 
   const onSignal = (signal: NodeJS.Signals) => {
     debug('%s: aborting running jobs', signal);
-    abortAllJobs();
-    process.exit(1);
+    shutdown.abort(new Error(`interrupted (${signal})`));
+    // The running job settles once its children have exited and its files are gone.
+    void queue.idle().then(() => process.exit(1));
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -101,7 +105,7 @@ export async function serveStdio(): Promise<void> {
   // A client that went away makes stdout fail (EPIPE); stop rather than crash on the unhandled error.
   process.stdout.on('error', (error) => {
     debug('stdout failed: %O', error);
-    abortAllJobs();
+    shutdown.abort(error);
     void server.close();
   });
 
