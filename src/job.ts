@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join, parse, resolve } from 'node:path';
 import { audioReport } from './core/audio.js';
 import type { Density } from './core/density.js';
-import { runtimeErrors, VidsheetError } from './core/errors.js';
+import { hostedErrors, runtimeErrors, VidsheetError } from './core/errors.js';
 import { computeGrid, JPEG_QUALITY, layoutSheets, THEME } from './core/layout.js';
-import { makePlan } from './core/plan.js';
+import { makePlan, type SamplingPlan } from './core/plan.js';
 import type { JobOutcome } from './core/report.js';
 import { durationToMs, resolveWindow } from './core/window.js';
 import { labelFontPath } from './engine/font.js';
@@ -43,6 +43,8 @@ export interface JobOptions {
   baseName?: string;
   /** Cap on sheets (hosted/remote); local has none. */
   maxSheets?: number;
+  /** Cap on the clip's duration, seconds (hosted/remote: `422 too_long`); local has none. */
+  maxDurationS?: number;
   onProgress?: (done: number, total: number) => void;
   /** Stops the job: children are killed and awaited, then the temporary directory is removed. */
   signal?: AbortSignal;
@@ -52,7 +54,25 @@ export interface JobOptions {
   onStats?: (stats: NonNullable<RenderResult['stats']>) => void;
 }
 
+/**
+ * A job that has been probed and planned but not rendered: its price is known and no frame has
+ * been extracted yet (the hosted surfaces charge here, between the two steps).
+ */
+export interface PreparedJob {
+  /** Full clip duration in ms. */
+  durationMs: number;
+  plan: SamplingPlan;
+  /** Sheet paths the render will write, in order. */
+  files: string[];
+  render(): Promise<JobOutcome>;
+}
+
 export async function runJob(request: JobRequest, options: JobOptions): Promise<JobOutcome> {
+  return (await prepareJob(request, options)).render();
+}
+
+/** Validate, probe and plan (rules in their spec order); `render()` does the rest. */
+export async function prepareJob(request: JobRequest, options: JobOptions): Promise<PreparedJob> {
   const input = resolve(request.input);
   const inputName = request.inputName ?? input;
   const info = await stat(input).catch(() => null);
@@ -65,68 +85,74 @@ export async function runJob(request: JobRequest, options: JobOptions): Promise<
   });
   options.signal?.throwIfAborted();
   const durationMs = durationToMs(probe.duration);
+  if (options.maxDurationS !== undefined && durationMs > options.maxDurationS * 1000) {
+    throw hostedErrors.tooLong(options.maxDurationS);
+  }
   const window = resolveWindow(
     { startMs: request.startMs, endMs: request.endMs },
     durationMs,
     request.density,
   );
   const plan = makePlan(window, request.density, options.maxSheets);
-
   const outDir = resolve(request.outDir ?? parse(input).dir);
-  await mkdir(outDir, { recursive: true });
   const baseName = options.baseName ?? parse(input).name;
   const files = plan.sheets.map((_, i) => join(outDir, `${baseName}.sheet-${i + 1}.jpg`));
-  const grid = computeGrid(probe.width, probe.height, request.density, options.audio);
-  const sheets = layoutSheets({ grid, sheets: plan.sheets, window, paths: files, hasAudio: probe.hasAudio });
 
-  const workDir = options.workDir ?? tmpdir();
-  await mkdir(workDir, { recursive: true });
-  const tempDir = await mkdtemp(join(workDir, 'vidsheet-'));
-  try {
-    const result = await engine
-      .render(
-        {
-          input,
-          videoStream: probe.videoStream,
-          fontPath: labelFontPath(),
-          quality: JPEG_QUALITY,
-          theme: THEME,
-          sheets,
-          audio: options.audio ? { startMs: window.startMs, endMs: window.endMs } : null,
-          tempDir,
-        },
-        options.onProgress,
-        options.signal,
-      )
-      .catch((error) => {
-        // An abort is the caller's own doing: its reason, not an engine failure.
-        if (options.signal?.aborted) throw options.signal.reason;
-        throw engineFailure(error, inputName);
-      });
-    if (result.stats) options.onStats?.(result.stats);
-    const requestedWindow = request.startMs !== undefined || request.endMs !== undefined;
-    return {
-      input: inputName,
-      duration: durationMs / 1000,
-      ...(requestedWindow ? { window } : {}),
-      frames: plan.sheets.length * (plan.sheets[0]?.length ?? 0),
-      files,
-      timecodes: plan.sheets.map((cells) => cells.map((c) => c.label)),
-      warnings: result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
-      ...(options.audio
-        ? {
-            audio: audioReport(
-              window,
-              result.audio?.present ?? false,
-              result.audio?.envelope ?? new Float32Array(0),
-            ),
-          }
-        : {}),
-    };
-  } finally {
-    // The engine settles only once none of its children runs, so nothing writes here any more.
-    await rm(tempDir, { recursive: true, force: true });
-  }
+  const render = async (): Promise<JobOutcome> => {
+    options.signal?.throwIfAborted();
+    await mkdir(outDir, { recursive: true });
+    const grid = computeGrid(probe.width, probe.height, request.density, options.audio);
+    const sheets = layoutSheets({ grid, sheets: plan.sheets, window, paths: files, hasAudio: probe.hasAudio });
+    const workDir = options.workDir ?? tmpdir();
+    await mkdir(workDir, { recursive: true });
+    const tempDir = await mkdtemp(join(workDir, 'vidsheet-'));
+    try {
+      const result = await engine
+        .render(
+          {
+            input,
+            videoStream: probe.videoStream,
+            fontPath: labelFontPath(),
+            quality: JPEG_QUALITY,
+            theme: THEME,
+            sheets,
+            audio: options.audio ? { startMs: window.startMs, endMs: window.endMs } : null,
+            tempDir,
+          },
+          options.onProgress,
+          options.signal,
+        )
+        .catch((error) => {
+          // An abort is the caller's own doing: its reason, not an engine failure.
+          if (options.signal?.aborted) throw options.signal.reason;
+          throw engineFailure(error, inputName);
+        });
+      if (result.stats) options.onStats?.(result.stats);
+      const requestedWindow = request.startMs !== undefined || request.endMs !== undefined;
+      return {
+        input: inputName,
+        duration: durationMs / 1000,
+        ...(requestedWindow ? { window } : {}),
+        frames: plan.sheets.length * (plan.sheets[0]?.length ?? 0),
+        files,
+        timecodes: plan.sheets.map((cells) => cells.map((c) => c.label)),
+        warnings: result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
+        ...(options.audio
+          ? {
+              audio: audioReport(
+                window,
+                result.audio?.present ?? false,
+                result.audio?.envelope ?? new Float32Array(0),
+              ),
+            }
+          : {}),
+      };
+    } finally {
+      // The engine settles only once none of its children runs, so nothing writes here any more.
+      await rm(tempDir, { recursive: true, force: true });
+    }
+  };
+  return { durationMs, plan, files, render };
 }
 
 /** Engine errors carry codes; users get the catalog's message, never raw FFmpeg text alone. */

@@ -52,6 +52,32 @@ function localReport(o: JobOutcome, contract: string, withTimecodes: boolean) {
 export const cliReport = (o: JobOutcome) => localReport(o, CONTRACTS.cli, false);
 export const mcpReport = (o: JobOutcome) => localReport(o, CONTRACTS.mcp, true);
 
+/** What the hosted surfaces add to a job's outcome (the receipt and the money). */
+export interface HostedJobFacts {
+  jobId: string;
+  density: string;
+  creditsCharged: number;
+  creditsRemaining: number;
+}
+
+/** The hosted job result (contract vidsheet-http-v0), keys in the spec's table order. */
+export function hostedReport(o: JobOutcome, job: HostedJobFacts) {
+  return {
+    job_id: job.jobId,
+    input: o.input,
+    duration: o.duration,
+    frames: o.frames,
+    sheets: o.files.length,
+    density: job.density,
+    credits_charged: job.creditsCharged,
+    credits_remaining: job.creditsRemaining,
+    files: o.files,
+    timecodes: o.timecodes,
+    warnings: o.warnings,
+    contract: CONTRACTS.http,
+  };
+}
+
 /** The human summary the CLI prints without --json (not a stable contract). */
 export function humanSummary(o: JobOutcome): string {
   const lines = [...o.files, ...o.warnings.map((w) => `warning: ${w}`)];

@@ -8,10 +8,10 @@
  * resolves so the process can exit. A signal aborts the running job (its children are killed and
  * awaited, its temporary files removed), then the process exits.
  */
-import { createRequire } from 'node:module';
 import { debuglog } from 'node:util';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { packageVersion } from '../version.js';
 import { callLocalTool, type LocalInput, toolDefinition, toolError } from './tool.js';
 
 const debug = debuglog('vidsheet');
@@ -37,11 +37,6 @@ function serialQueue() {
 }
 
 const nextMacrotask = () => new Promise((resolve) => setImmediate(resolve));
-
-function packageVersion(): string {
-  const require = createRequire(import.meta.url);
-  return (require('../../package.json') as { version: string }).version;
-}
 
 export async function serveStdio(): Promise<void> {
   const server = new McpServer({ name: 'vidsheet', version: packageVersion() });

@@ -1,0 +1,154 @@
+/**
+ * The server's configuration: environment variables only (DESIGN §7; a `.env` file is not read),
+ * validated once at start. Every bad value is reported, each with what was expected, so an operator
+ * fixes them all in one go instead of one per restart.
+ */
+import { resolve } from 'node:path';
+
+export interface ServerConfig {
+  port: number;
+  host: string;
+  /** Public address without a trailing slash: capability URLs, `{keys_url}`, mail links. */
+  baseUrl: string;
+  dataDir: string;
+  /** `postgres://…`; unset means SQLite in the data directory. */
+  databaseUrl: string | undefined;
+  /** `s3://bucket/prefix?…`; unset means sheets in the data directory. */
+  storageUrl: string | undefined;
+  smtpUrl: string | undefined;
+  mailFrom: string | undefined;
+  stripeSecretKey: string | undefined;
+  stripeWebhookSecret: string | undefined;
+  stripeApiUrl: string | undefined;
+  /** `/mcp` Host check: `host:port` entries. */
+  allowedHosts: string[];
+  /** `/mcp` Origin check: `scheme://host:port` entries. */
+  allowedOrigins: string[];
+  trustProxy: boolean;
+  /** `host:port` pairs the URL fetcher may reach although private. */
+  fetchAllow: string[];
+  maxUploadMb: number;
+  maxDurationS: number;
+  maxSheets: number;
+  queueLength: number;
+  sheetTtlS: number;
+  sweepS: number;
+  allowanceFloor: number;
+  anonDaily: number;
+  anonCeiling: number;
+  mcpFloodPerMin: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Reads and validates the environment; throws a ConfigError listing every bad value. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const problems: string[] = [];
+  const text = (name: string): string | undefined => {
+    const value = env[name]?.trim();
+    return value === undefined || value === '' ? undefined : value;
+  };
+  const integer = (name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER) => {
+    const value = text(name);
+    if (value === undefined) return fallback;
+    const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      problems.push(`${name} must be an integer from ${min} to ${max} — got "${value}"`);
+      return fallback;
+    }
+    return n;
+  };
+  const url = (name: string, schemes: string[]): string | undefined => {
+    const value = text(name);
+    if (value === undefined) return undefined;
+    try {
+      const parsed = new URL(value);
+      if (schemes.includes(parsed.protocol.slice(0, -1))) return value;
+    } catch {
+      // reported below
+    }
+    problems.push(`${name} must be a ${schemes.map((s) => `${s}://`).join(' or ')} URL — got "${value}"`);
+    return undefined;
+  };
+  const list = (name: string, check: (item: string) => boolean, shape: string): string[] | undefined => {
+    const value = text(name);
+    if (value === undefined) return undefined;
+    const items = value
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean);
+    const bad = items.filter((item) => !check(item));
+    if (bad.length)
+      problems.push(`${name} must be a comma-separated list of ${shape} — got "${bad.join(',')}"`);
+    return items;
+  };
+
+  const port = integer('PORT', 8080, 0, 65535);
+  const host = text('HOST') ?? '127.0.0.1';
+  const baseUrl = (url('VIDSHEET_BASE_URL', ['http', 'https']) ?? `http://localhost:${port}`).replace(
+    /\/+$/,
+    '',
+  );
+  const base = new URL(baseUrl);
+
+  const trustProxyText = text('VIDSHEET_TRUST_PROXY') ?? 'false';
+  if (!['true', 'false'].includes(trustProxyText)) {
+    problems.push(`VIDSHEET_TRUST_PROXY must be true or false — got "${trustProxyText}"`);
+  }
+  const defaultHosts = [base.host, `localhost:${port}`, `127.0.0.1:${port}`];
+  const config: ServerConfig = {
+    port,
+    host,
+    baseUrl,
+    dataDir: resolve(text('VIDSHEET_DATA_DIR') ?? './vidsheet-data'),
+    databaseUrl: url('VIDSHEET_DATABASE_URL', ['postgres', 'postgresql']),
+    storageUrl: url('VIDSHEET_STORAGE_URL', ['s3']),
+    smtpUrl: url('VIDSHEET_SMTP_URL', ['smtp', 'smtps']),
+    mailFrom: text('VIDSHEET_MAIL_FROM'),
+    stripeSecretKey: text('VIDSHEET_STRIPE_SECRET_KEY'),
+    stripeWebhookSecret: text('VIDSHEET_STRIPE_WEBHOOK_SECRET'),
+    stripeApiUrl: url('VIDSHEET_STRIPE_API_URL', ['http', 'https']),
+    allowedHosts: list(
+      'VIDSHEET_ALLOWED_HOSTS',
+      (h) => /^[^\s/:]+(:\d+)?$/.test(h) || /^\[[0-9a-f:.]+\](:\d+)?$/i.test(h),
+      'host:port',
+    ) ?? [...new Set(defaultHosts)],
+    allowedOrigins: list(
+      'VIDSHEET_ALLOWED_ORIGINS',
+      (o) => /^https?:\/\/[^\s/]+$/.test(o),
+      'scheme://host:port',
+    ) ?? [base.origin],
+    trustProxy: trustProxyText === 'true',
+    fetchAllow: list('VIDSHEET_FETCH_ALLOW', (h) => /^[^\s/]+:\d+$/.test(h), 'host:port') ?? [],
+    maxUploadMb: integer('VIDSHEET_MAX_UPLOAD_MB', 300, 1, 1_000_000),
+    maxDurationS: integer('VIDSHEET_MAX_DURATION_S', 1800, 1),
+    maxSheets: integer('VIDSHEET_MAX_SHEETS', 20, 1),
+    queueLength: integer('VIDSHEET_QUEUE_LENGTH', 4, 0),
+    sheetTtlS: integer('VIDSHEET_SHEET_TTL_S', 86400, 1),
+    sweepS: integer('VIDSHEET_SWEEP_S', 600, 1),
+    allowanceFloor: integer('VIDSHEET_ALLOWANCE_FLOOR', 7, 0),
+    anonDaily: integer('VIDSHEET_ANON_DAILY', 3, 0),
+    anonCeiling: integer('VIDSHEET_ANON_CEILING', 500, 0),
+    mcpFloodPerMin: integer('VIDSHEET_MCP_FLOOD_PER_MIN', 60, 1),
+  };
+  const smtpOnly = Boolean(config.smtpUrl) !== Boolean(config.mailFrom);
+  if (smtpOnly) problems.push('VIDSHEET_SMTP_URL and VIDSHEET_MAIL_FROM must be set together');
+  const stripeOnly = Boolean(config.stripeSecretKey) !== Boolean(config.stripeWebhookSecret);
+  if (stripeOnly) {
+    problems.push('VIDSHEET_STRIPE_SECRET_KEY and VIDSHEET_STRIPE_WEBHOOK_SECRET must be set together');
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return config;
+}
+
+/**
+ * The longest clip a job accepts: the duration cap, and never more than the sheet cap can cover
+ * (one sheet per 90 s), so a clip within it never needs more sheets than allowed.
+ */
+export const effectiveMaxDurationS = (config: Pick<ServerConfig, 'maxDurationS' | 'maxSheets'>): number =>
+  Math.min(config.maxDurationS, config.maxSheets * 90);

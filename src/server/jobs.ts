@@ -1,0 +1,132 @@
+/**
+ * The hosted job, shared by the HTTP API and the remote endpoint: the spec's stages in their order
+ * (probe -> plan and exact price -> allowance and atomic debit -> render -> store), on the video
+ * file the surface has already placed under `<data>/work/<job_id>/`.
+ *
+ * Money rules: nothing is charged before the debit; once charged, any failure (engine error,
+ * worker death, storage) is refunded and reported as `500 processing_failed` with `refunded`.
+ */
+import { join } from 'node:path';
+import { creditsPerSheet, type Density } from '../core/density.js';
+import { hostedErrors, VidsheetError } from '../core/errors.js';
+import type { JobOutcome } from '../core/report.js';
+import { limiter } from '../engine/process.js';
+import type { Ledger, Surface } from './billing/ledger.js';
+import { effectiveMaxDurationS, type ServerConfig } from './config.js';
+import type { SheetStorage } from './storage/storage.js';
+import type { JobWorker } from './worker/worker.js';
+
+export interface JobLog {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+export interface HostedJobRequest {
+  jobId: string;
+  /** The video, already on local disk under the job's work directory. */
+  file: string;
+  /** Its work directory (`<data>/work/<job_id>`); the surface removes it when the request ends. */
+  workDir: string;
+  /** How the result names the input: the upload's filename, or the fetched URL. */
+  inputName: string;
+  density: Density;
+  startMs?: number;
+  endMs?: number;
+  surface: Surface;
+  accountId: number;
+  log: JobLog;
+}
+
+export interface HostedJobResult {
+  jobId: string;
+  /** `files` are capability URLs. */
+  outcome: JobOutcome;
+  creditsCharged: number;
+  creditsRemaining: number;
+}
+
+/** The capability URL of one sheet (spec: `{base_url}/v1/sheets/<job_id>/video.sheet-<N>.jpg`). */
+export const sheetUrl = (baseUrl: string, jobId: string, n: number): string =>
+  `${baseUrl}/v1/sheets/${jobId}/${sheetName(n)}`;
+export const sheetName = (n: number): string => `video.sheet-${n}.jpg`;
+
+export class HostedJobs {
+  /** One job at a time through the worker, in arrival order. */
+  private readonly gate = limiter(1);
+
+  constructor(
+    private readonly deps: {
+      config: ServerConfig;
+      ledger: Ledger;
+      storage: SheetStorage;
+      worker: JobWorker;
+    },
+  ) {}
+
+  run(request: HostedJobRequest): Promise<HostedJobResult> {
+    return this.gate(() => this.runNow(request));
+  }
+
+  private async runNow(request: HostedJobRequest): Promise<HostedJobResult> {
+    const { config, ledger, storage, worker } = this.deps;
+    const { jobId, log } = request;
+    const job = await worker.prepare(
+      {
+        input: request.file,
+        inputName: request.inputName,
+        density: request.density,
+        startMs: request.startMs,
+        endMs: request.endMs,
+        outDir: join(request.workDir, 'sheets'),
+      },
+      {
+        audio: false,
+        baseName: 'video',
+        maxSheets: config.maxSheets,
+        maxDurationS: effectiveMaxDurationS(config),
+        workDir: request.workDir,
+      },
+    );
+    const price = job.sheets * creditsPerSheet(request.density);
+    const charge = await ledger.charge({
+      accountId: request.accountId,
+      jobId,
+      price,
+      surface: request.surface,
+      density: request.density,
+      sheets: job.sheets,
+      ttlSeconds: config.sheetTtlS,
+    });
+    if (charge.allowance > 0) log.info({ allowance: charge.allowance }, 'free daily allowance applied');
+    if (!charge.ok) {
+      job.discard();
+      log.info({ price, balance: charge.balance }, 'insufficient credits');
+      throw hostedErrors.insufficientCredits();
+    }
+    log.info({ price, sheets: job.sheets, durationMs: job.durationMs }, 'job charged');
+
+    try {
+      const outcome = await job.render();
+      await storage.put(jobId, outcome.files);
+      await ledger.finishJob(jobId);
+      return {
+        jobId,
+        outcome: { ...outcome, files: outcome.files.map((_, i) => sheetUrl(config.baseUrl, jobId, i + 1)) },
+        creditsCharged: price,
+        creditsRemaining: charge.balance,
+      };
+    } catch (error) {
+      const refunded = await ledger.refund(jobId).catch((refundError: unknown) => {
+        log.error({ err: refundError }, 'refund failed: the charge stands');
+        return false;
+      });
+      await storage.remove(jobId).catch(() => {});
+      log.error(
+        { refunded, err: error, detail: error instanceof VidsheetError ? error.detail : undefined },
+        'job failed after the charge',
+      );
+      throw hostedErrors.processingFailed(refunded, error);
+    }
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * `POST /v1/vidsheet`: a multipart upload in, sheets out, in DESIGN §5's order of checks:
+ * credential (401) and capacity (429) before any body byte is read, then the upload streamed to
+ * disk under the size cap (413), the request's shape (422), and the hosted job (jobs.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type {} from '@fastify/multipart';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hostedErrors } from '../../core/errors.js';
+import { hostedReport } from '../../core/report.js';
+import { parseHostedFields } from '../../core/request.js';
+import type { Account } from '../billing/ledger.js';
+import type { ServerDeps } from '../deps.js';
+import { sheetName } from '../jobs.js';
+import { hostedJobSchema } from '../schemas.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    account?: Account;
+    /** Gives back this request's place in the job queue (idempotent). */
+    releaseAdmission?: () => void;
+  }
+}
+
+/** 128 random bits, base64url: unguessable, so the sheet URLs are capabilities. */
+export const newJobId = (): string => randomBytes(16).toString('base64url');
+
+/** Multipart framing around a file is a few hundred bytes; this leaves room for the text fields. */
+const FRAMING_SLACK = 1024 * 1024;
+
+/** An early refusal: the body is never read, so the connection cannot be reused for another request. */
+function refuseEarly(reply: FastifyReply, error: ReturnType<typeof hostedErrors.busy>) {
+  return reply.header('connection', 'close').code(error.status).send(error.body());
+}
+
+export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  const { config, ledger, admission, jobs } = deps;
+  const maxBytes = config.maxUploadMb * 1024 * 1024;
+
+  /** `Authorization: Bearer <key>`: missing, malformed or revoked is 401, before the body. */
+  async function authenticate(request: FastifyRequest, reply: FastifyReply) {
+    const match = /^Bearer +(\S+)\s*$/.exec(request.headers.authorization ?? '');
+    const account = match?.[1] ? await ledger.accountForKey(match[1]) : undefined;
+    if (!account) return refuseEarly(reply, hostedErrors.invalidKey());
+    request.account = account;
+  }
+
+  /** A place in the queue, taken before the body is read; 429 at once when there is none. */
+  async function admit(request: FastifyRequest, reply: FastifyReply) {
+    const release = admission.tryEnter();
+    if (!release) return refuseEarly(reply, hostedErrors.busy());
+    request.releaseAdmission = release;
+  }
+
+  /** A body announced larger than the cap allows is refused before it is read. */
+  async function announcedSize(request: FastifyRequest, reply: FastifyReply) {
+    const length = Number(request.headers['content-length']);
+    if (length > maxBytes + FRAMING_SLACK)
+      return refuseEarly(reply, hostedErrors.tooLarge(config.maxUploadMb));
+  }
+
+  app.addHook('onResponse', async (request) => request.releaseAdmission?.());
+
+  app.post('/v1/vidsheet', {
+    schema: hostedJobSchema,
+    // The multipart body is read by the handler as a stream, never parsed into `request.body`;
+    // the body schema above documents it (OpenAPI) and is not validated.
+    validatorCompiler: () => () => true,
+    onRequest: [authenticate, admit, announcedSize],
+    handler: async (request, reply) => {
+      const account = request.account as Account;
+      const jobId = newJobId();
+      const workDir = join(config.dataDir, 'work', jobId);
+      const log = request.log.child({ jobId });
+      try {
+        if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');
+        await mkdir(workDir, { recursive: true });
+        const upload = await receiveUpload(request, workDir, config.maxUploadMb);
+        const { density, response } = parseHostedFields(upload.fields);
+        log.info({ input: upload.filename, bytes: upload.bytes, density }, 'upload received');
+        const result = await jobs.run({
+          jobId,
+          file: upload.path,
+          workDir,
+          inputName: upload.filename,
+          density,
+          surface: 'http',
+          accountId: account.id,
+          log,
+        });
+        log.info({ sheets: result.outcome.files.length, credits: result.creditsCharged }, 'job done');
+        if (response === 'image') {
+          const first = await deps.storage.get(jobId, sheetName(1));
+          if (!first) throw new Error('the first sheet is missing from storage');
+          return reply
+            .header('x-vidsheet-job', jobId)
+            .header('x-credits-remaining', String(result.creditsRemaining))
+            .type('image/jpeg')
+            .send(first);
+        }
+        return reply.send(
+          hostedReport(result.outcome, {
+            jobId,
+            density,
+            creditsCharged: result.creditsCharged,
+            creditsRemaining: result.creditsRemaining,
+          }),
+        );
+      } finally {
+        // The video is used only for its own job: deleted the moment it ends, success or failure.
+        await rm(workDir, { recursive: true, force: true });
+        request.releaseAdmission?.();
+      }
+    },
+  });
+}
+
+interface Upload {
+  path: string;
+  filename: string;
+  bytes: number;
+  fields: Map<string, string[]>;
+}
+
+/**
+ * Streams the one `video` file part to disk (never buffered) and collects the text fields. Other
+ * file parts are read and dropped (an unread part would stall the parser); a second `video` part,
+ * or none, is a bad request.
+ */
+async function receiveUpload(request: FastifyRequest, workDir: string, maxUploadMb: number): Promise<Upload> {
+  let video: { path: string; filename: string; bytes: number } | undefined;
+  const fields = new Map<string, string[]>();
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === 'field') {
+        fields.set(part.fieldname, [...(fields.get(part.fieldname) ?? []), String(part.value)]);
+        continue;
+      }
+      if (part.fieldname !== 'video') {
+        await pipeline(part.file, discard());
+        continue;
+      }
+      if (video) throw hostedErrors.badRequest('more than one file part named video');
+      // The server's own fixed name; the extension helps demuxers that probe by name.
+      const ext = /\.([a-z0-9]{1,8})$/i.exec(part.filename)?.[1]?.toLowerCase();
+      const path = join(workDir, ext ? `upload.${ext}` : 'upload');
+      let bytes = 0;
+      part.file.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+      });
+      await pipeline(part.file, createWriteStream(path));
+      video = { path, filename: part.filename, bytes };
+    }
+  } catch (error) {
+    if ((error as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE')
+      throw hostedErrors.tooLarge(maxUploadMb);
+    throw error;
+  }
+  if (!video) throw hostedErrors.badRequest('no file part named video');
+  return { ...video, fields };
+}
+
+const discard = () =>
+  new Writable({
+    write(_chunk, _encoding, done) {
+      done();
+    },
+  });

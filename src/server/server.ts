@@ -1,0 +1,107 @@
+/**
+ * `vidsheet-server`: assembles the parts from the configuration, recovers from a previous crash,
+ * listens, and stops cleanly on SIGTERM/SIGINT (DESIGN §7): it stops accepting at once, lets the
+ * running job finish (or, past the deadline, stops the worker, which refunds that job), and exits 0.
+ */
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import { pino } from 'pino';
+import { packageVersion } from '../version.js';
+import { Admission } from './admission.js';
+import { buildApp } from './app.js';
+import { type Clock, Ledger } from './billing/ledger.js';
+import type { ServerConfig } from './config.js';
+import { openDatabase } from './db/open.js';
+import type { Database } from './db/schema.js';
+import { HostedJobs } from './jobs.js';
+import { LocalSheetStorage } from './storage/local.js';
+import { startSweeper } from './sweeper.js';
+import { JobWorker } from './worker/worker.js';
+
+/** How long a stop waits for the running job before stopping the worker (the contract says 60 s). */
+const STOP_DEADLINE_MS = 50_000;
+
+export interface RunningServer {
+  app: FastifyInstance;
+  /** Where it listens, e.g. `http://127.0.0.1:8080`. */
+  address: string;
+  worker: JobWorker;
+  stop(): Promise<void>;
+}
+
+/** The configuration's backends that this version cannot use yet are refused, not ignored. */
+function refuseUnsupported(config: ServerConfig) {
+  if (config.databaseUrl) {
+    throw new Error(
+      'VIDSHEET_DATABASE_URL is set, but this version keeps the ledger in SQLite only; unset it',
+    );
+  }
+  if (config.storageUrl) {
+    throw new Error(
+      'VIDSHEET_STORAGE_URL is set, but this version keeps sheets on local disk only; unset it',
+    );
+  }
+}
+
+/** The ledger over the configured database (also used by the admin commands). */
+export async function openLedger(config: ServerConfig, clock: Clock = () => new Date()) {
+  refuseUnsupported(config);
+  const db: Kysely<Database> = await openDatabase({ dataDir: config.dataDir });
+  return { db, ledger: new Ledger(db, { allowanceFloor: config.allowanceFloor, clock }) };
+}
+
+export async function startServer(config: ServerConfig): Promise<RunningServer> {
+  const log = pino({
+    level: process.env.VIDSHEET_LOG_LEVEL ?? 'info',
+    redact: ['req.headers.authorization'],
+  });
+  const clock: Clock = () => new Date();
+  const workDir = join(config.dataDir, 'work');
+  const sheetsDir = join(config.dataDir, 'sheets');
+  await mkdir(workDir, { recursive: true });
+  await mkdir(sheetsDir, { recursive: true });
+
+  // Leftovers of a crash: uploads and half-made sheets are deleted, charged jobs refunded.
+  const leftovers = await readdir(workDir);
+  await Promise.all(leftovers.map((entry) => rm(join(workDir, entry), { recursive: true, force: true })));
+  const { db, ledger } = await openLedger(config, clock);
+  const recovered = await ledger.recoverInterrupted();
+  if (leftovers.length || recovered.length) {
+    log.warn({ removed: leftovers.length, refundedJobs: recovered }, 'recovered from an unclean stop');
+  }
+
+  const storage = new LocalSheetStorage(sheetsDir);
+  const worker = new JobWorker(log);
+  worker.start();
+  const jobs = new HostedJobs({ config, ledger, storage, worker });
+  const admission = new Admission(1 + config.queueLength);
+  const sweeper = startSweeper({ ledger, storage, intervalS: config.sweepS, log });
+  await sweeper.sweep();
+
+  const app = await buildApp(
+    { config, ledger, storage, admission, jobs, clock, version: packageVersion() },
+    { loggerInstance: log },
+  );
+  const address = await app.listen({ port: config.port, host: config.host });
+  log.info({ address, baseUrl: config.baseUrl, dataDir: config.dataDir }, 'vidsheet-server listening');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      log.info({}, 'stopping: no new requests; waiting for the running job');
+      await sweeper.stop();
+      const closed = app.close();
+      const deadline = setTimeout(() => {
+        log.warn({}, 'stop deadline reached: stopping the worker (its job is refunded)');
+        void worker.close();
+      }, STOP_DEADLINE_MS);
+      await closed;
+      clearTimeout(deadline);
+      await worker.close();
+      await db.destroy();
+      log.info({}, 'stopped');
+    })());
+  return { app, address, worker, stop };
+}

@@ -1,0 +1,34 @@
+/** Sheets in a directory: `<dir>/<job_id>/video.sheet-N.jpg`. */
+import { createReadStream } from 'node:fs';
+import { copyFile, mkdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { SheetStorage } from './storage.js';
+
+export class LocalSheetStorage implements SheetStorage {
+  constructor(private readonly dir: string) {}
+
+  async put(jobId: string, files: string[]): Promise<void> {
+    const target = join(this.dir, jobId);
+    await mkdir(target, { recursive: true });
+    for (const file of files) {
+      const to = join(target, basename(file));
+      // A rename within one file system; a copy when the work directory is mounted elsewhere.
+      await rename(file, to).catch(async (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'EXDEV') throw error;
+        await copyFile(file, to);
+        await unlink(file);
+      });
+    }
+  }
+
+  async get(jobId: string, name: string): Promise<Readable | undefined> {
+    const path = join(this.dir, jobId, name);
+    const info = await stat(path).catch(() => null);
+    return info?.isFile() ? createReadStream(path) : undefined;
+  }
+
+  async remove(jobId: string): Promise<void> {
+    await rm(join(this.dir, jobId), { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,15 @@
+/**
+ * Where finished sheets live until they expire. The local directory is the default; S3-compatible
+ * storage implements the same interface when one machine is outgrown (DESIGN §8). Whether a sheet
+ * may still be served is the database's decision (expiry), not the storage's.
+ */
+import type { Readable } from 'node:stream';
+
+export interface SheetStorage {
+  /** Takes ownership of the job's rendered files (moved or uploaded), under their own base names. */
+  put(jobId: string, files: string[]): Promise<void>;
+  /** A stream of one stored sheet, or undefined when it is not there. */
+  get(jobId: string, name: string): Promise<Readable | undefined>;
+  /** Deletes every sheet of a job; deleting what is already gone is not an error. */
+  remove(jobId: string): Promise<void>;
+}

@@ -1,0 +1,56 @@
+/**
+ * The job worker process: runs the shared job runner on behalf of the server, so a crash in native
+ * code ends this process and fails one job, never the server. It holds at most the prepared jobs
+ * the server has asked for, and exits when the server goes away (the IPC channel closes).
+ */
+import { asVidsheetError } from '../../core/errors.js';
+import { selectEngine } from '../../engine/index.js';
+import { type PreparedJob, prepareJob } from '../../job.js';
+import type { FromWorker, ToWorker } from './protocol.js';
+
+const send = (message: FromWorker) => process.send?.(message);
+const prepared = new Map<string, PreparedJob>();
+
+function fail(id: string, error: unknown) {
+  const e = asVidsheetError(error);
+  send({
+    type: 'failed',
+    id,
+    error: { code: e.code, message: e.message, extras: e.extras, detail: e.detail },
+  });
+}
+
+async function handle(message: ToWorker): Promise<void> {
+  switch (message.type) {
+    case 'prepare': {
+      try {
+        const job = await prepareJob(message.request, message.options);
+        prepared.set(message.id, job);
+        const sheets = job.plan.sheets.length;
+        const frames = sheets * (job.plan.sheets[0]?.length ?? 0);
+        send({ type: 'prepared', id: message.id, durationMs: job.durationMs, sheets, frames });
+      } catch (error) {
+        fail(message.id, error);
+      }
+      return;
+    }
+    case 'render': {
+      const job = prepared.get(message.id);
+      prepared.delete(message.id);
+      if (!job) return fail(message.id, new Error(`no prepared job ${message.id}`));
+      try {
+        send({ type: 'done', id: message.id, outcome: await job.render() });
+      } catch (error) {
+        fail(message.id, error);
+      }
+      return;
+    }
+    case 'discard':
+      prepared.delete(message.id);
+      return;
+  }
+}
+
+process.on('message', (message: ToWorker) => void handle(message));
+process.on('disconnect', () => process.exit(0));
+send({ type: 'ready', engine: selectEngine().name });

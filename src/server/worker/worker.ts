@@ -1,0 +1,125 @@
+/**
+ * The server's side of the job worker: one long-lived child process that runs jobs, restarted when
+ * it dies. A death fails the job in flight (the caller refunds it); the next job gets a new process.
+ *
+ * The worker runs one job at a time; callers serialise their jobs (see jobs.ts).
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { runtimeErrors, VidsheetError } from '../../core/errors.js';
+import type { JobOutcome } from '../../core/report.js';
+import type { JobRequest } from '../../job.js';
+import type { FromWorker, ToWorker, WorkerJobOptions } from './protocol.js';
+
+export interface WorkerLog {
+  info(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+/** A probed and planned job inside the worker: render it, or discard it. */
+export interface WorkerJob {
+  durationMs: number;
+  sheets: number;
+  frames: number;
+  render(): Promise<JobOutcome>;
+  discard(): void;
+}
+
+type Pending = { resolve: (message: FromWorker) => void; reject: (error: Error) => void };
+
+const CHILD = fileURLToPath(new URL('./child.js', import.meta.url));
+
+export class JobWorker {
+  private child: ChildProcess | undefined;
+  private readonly pending = new Map<string, Pending>();
+  private sequence = 0;
+  private closing = false;
+
+  constructor(private readonly log: WorkerLog) {}
+
+  /** The worker's pid, once started (operators and tests can see which process runs jobs). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Starts the process now rather than at the first job. */
+  start(): void {
+    this.process();
+  }
+
+  async prepare(request: JobRequest, options: WorkerJobOptions): Promise<WorkerJob> {
+    const id = String(++this.sequence);
+    const reply = await this.call({ type: 'prepare', id, request, options });
+    if (reply.type !== 'prepared') throw new Error(`unexpected worker reply ${reply.type}`);
+    let used = false;
+    return {
+      durationMs: reply.durationMs,
+      sheets: reply.sheets,
+      frames: reply.frames,
+      render: async () => {
+        used = true;
+        const done = await this.call({ type: 'render', id });
+        if (done.type !== 'done') throw new Error(`unexpected worker reply ${done.type}`);
+        return done.outcome;
+      },
+      discard: () => {
+        if (!used) this.child?.send({ type: 'discard', id } satisfies ToWorker);
+      },
+    };
+  }
+
+  /** Stops the worker: the job in flight, if any, fails as a worker death does. */
+  async close(): Promise<void> {
+    this.closing = true;
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  private call(message: ToWorker & { id: string }): Promise<FromWorker> {
+    const child = this.process();
+    return new Promise<FromWorker>((resolve, reject) => {
+      this.pending.set(message.id, { resolve, reject });
+      child.send(message, (error) => {
+        if (!error) return;
+        this.pending.delete(message.id);
+        reject(runtimeErrors.processingFailed(`the job worker could not be reached: ${error.message}`));
+      });
+    }).then((reply) => {
+      if (reply.type !== 'failed') return reply;
+      const { code, message: text, extras, detail } = reply.error;
+      throw new VidsheetError(code, text, extras, detail);
+    });
+  }
+
+  private process(): ChildProcess {
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) return this.child;
+    if (this.closing) throw runtimeErrors.processingFailed('the job worker is shut down');
+    // The worker inherits stdout/stderr (its own logs are debug output only) and speaks over IPC.
+    const child = fork(CHILD, [], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      serialization: 'advanced',
+    });
+    this.child = child;
+    child.on('message', (message: FromWorker) => {
+      if (message.type === 'ready') {
+        this.log.info({ workerPid: child.pid, engine: message.engine }, 'job worker ready');
+        return;
+      }
+      const waiter = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      waiter?.resolve(message);
+    });
+    child.on('exit', (code, signal) => {
+      if (this.child === child) this.child = undefined;
+      if (!this.closing) this.log.error({ workerPid: child.pid, code, signal }, 'job worker exited');
+      const error = runtimeErrors.processingFailed(`the job worker exited (${signal ?? `code ${code}`})`);
+      for (const waiter of this.pending.values()) waiter.reject(error);
+      this.pending.clear();
+    });
+    this.log.info({ workerPid: child.pid }, 'job worker started');
+    return child;
+  }
+}

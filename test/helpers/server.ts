@@ -1,0 +1,174 @@
+/**
+ * Runs the built `vidsheet-server` bin the way an operator would: its own data directory and
+ * temp directory, environment variables only, on loopback, with its JSON log lines collected.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const SERVER_BIN = join(import.meta.dirname, '..', '..', 'bin', 'vidsheet-server.js');
+
+export interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+export interface TestServer {
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+  dataDir: string;
+  /** The server process's own TMPDIR (nothing may be left in it). */
+  tmpDir: string;
+  env: NodeJS.ProcessEnv;
+  process: ChildProcess;
+  logs: LogLine[];
+  /** Raw stdout and stderr, for "never logged" checks. */
+  output(): string;
+  /** Resolves with the first log line (already seen or still to come) that matches. */
+  waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** Runs `vidsheet-server admin ...` against the same data directory. */
+  admin(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
+  /** SIGTERM; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** Files left under `<data>/work` and the server's TMPDIR. */
+  leftovers(): string[];
+}
+
+const roots: string[] = [];
+
+/** Removes every data directory made by `startServer` (call in afterAll). */
+export function removeServerDirs(): void {
+  for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
+}
+
+function runNode(args: string[], env: NodeJS.ProcessEnv) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Runs the bin with arguments and an environment, to completion (config errors, admin). */
+export function runServerBin(args: string[], env: NodeJS.ProcessEnv) {
+  return runNode([SERVER_BIN, ...args], env);
+}
+
+/**
+ * Starts a server on a free loopback port with a fresh data directory. `env` adds or overrides
+ * variables (a `dataDir` may be passed to restart on the same data).
+ */
+export async function startServer(
+  env: Record<string, string> = {},
+  options: { dataDir?: string } = {},
+): Promise<TestServer> {
+  const root = mkdtempSync(join(tmpdir(), 'vidsheet-server-test-'));
+  roots.push(root);
+  const dataDir = options.dataDir ?? join(root, 'data');
+  const tmpDir = join(root, 'tmp');
+  const fullEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    VIDSHEET_DATA_DIR: dataDir,
+    TMPDIR: tmpDir,
+    ...env,
+  };
+  mkdirSync(tmpDir, { recursive: true });
+  const child = spawn(process.execPath, [SERVER_BIN], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: LogLine[] = [];
+  const waiters: Array<{ match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
+  let raw = '';
+  let pending = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    raw += chunk;
+    pending += chunk;
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const text of lines) {
+      if (!text.trim()) continue;
+      let line: LogLine;
+      try {
+        line = JSON.parse(text);
+      } catch {
+        line = { level: 0, msg: text };
+      }
+      logs.push(line);
+      for (const w of [...waiters]) {
+        if (w.match(line)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(line);
+        }
+      }
+    }
+  });
+  child.stderr.on('data', (chunk: Buffer) => (raw += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+
+  const waitForLog = (match: (l: LogLine) => boolean, timeoutMs = 30_000) => {
+    const seen = logs.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise<LogLine>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no matching log line; output:\n${raw}`)), timeoutMs);
+      waiters.push({
+        match,
+        resolve: (line) => {
+          clearTimeout(timer);
+          resolve(line);
+        },
+      });
+      void exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`server exited before the log line; output:\n${raw}`));
+      });
+    });
+  };
+
+  const listening = await waitForLog((l) => l.msg === 'vidsheet-server listening');
+  const url = String(listening.address);
+  return {
+    url,
+    dataDir,
+    tmpDir,
+    env: fullEnv,
+    process: child,
+    logs,
+    output: () => raw,
+    waitForLog,
+    admin: (...args) => runNode([SERVER_BIN, 'admin', ...args], fullEnv),
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+    leftovers: () => [
+      ...readdirSync(join(dataDir, 'work')).map((f) => `work/${f}`),
+      ...readdirSync(tmpDir).map((f) => `tmp/${f}`),
+    ],
+  };
+}
+
+/** A multipart body with a `video` file part and text fields. */
+export function videoForm(
+  video: { bytes: Uint8Array; filename: string } | undefined,
+  fields: Record<string, string> = {},
+): FormData {
+  const form = new FormData();
+  for (const [name, value] of Object.entries(fields)) form.append(name, value);
+  if (video) form.append('video', new Blob([video.bytes]), video.filename);
+  return form;
+}
+
+/** POST /v1/vidsheet with a key (or none) and a form. */
+export function postJob(server: TestServer, key: string | undefined, body: FormData | string) {
+  return fetch(`${server.url}/v1/vidsheet`, {
+    method: 'POST',
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+    body,
+  });
+}
