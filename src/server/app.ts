@@ -60,6 +60,15 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
     if (!request.raw.complete) reply.header('connection', 'close');
     return reply.code(known.status).send(known.body());
   });
+  // While stopping, every answer closes its connection: a kept-alive idle connection would
+  // otherwise hold the stop until the client's keep-alive timeout.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
   app.setNotFoundHandler((_request, reply) => {
     const notFound = hostedErrors.notFound();
     return reply.code(notFound.status).send(notFound.body());

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -72,10 +73,12 @@ export async function startServer(
   roots.push(root);
   const dataDir = options.dataDir ?? join(root, 'data');
   const tmpDir = join(root, 'tmp');
+  const port = env.PORT ?? String(await freePort());
   const fullEnv: NodeJS.ProcessEnv = {
     ...process.env,
     HOST: '127.0.0.1',
-    PORT: '0',
+    PORT: port,
+    VIDSHEET_BASE_URL: `http://127.0.0.1:${port}`,
     VIDSHEET_DATA_DIR: dataDir,
     TMPDIR: tmpDir,
     ...env,
@@ -151,6 +154,18 @@ export async function startServer(
       ...readdirSync(tmpDir).map((f) => `tmp/${f}`),
     ],
   };
+}
+
+/** A port nothing listens on now (the server binds it a moment later). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }
 
 /** A multipart body with a `video` file part and text fields. */

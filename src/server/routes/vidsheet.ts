@@ -11,12 +11,13 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type {} from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Density } from '../../core/density.js';
 import { hostedErrors } from '../../core/errors.js';
 import { hostedReport } from '../../core/report.js';
-import { parseHostedFields } from '../../core/request.js';
+import { parseHostedFields, type ResponseMode } from '../../core/request.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
-import { sheetName } from '../jobs.js';
+import { type HostedJobResult, sheetName } from '../jobs.js';
 import { hostedJobSchema } from '../schemas.js';
 
 declare module 'fastify' {
@@ -77,6 +78,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
       const jobId = newJobId();
       const workDir = join(config.dataDir, 'work', jobId);
       const log = request.log.child({ jobId });
+      let answer: { result: HostedJobResult; density: Density; response: ResponseMode };
       try {
         if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');
         await mkdir(workDir, { recursive: true });
@@ -94,28 +96,33 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
           log,
         });
         log.info({ sheets: result.outcome.files.length, credits: result.creditsCharged }, 'job done');
-        if (response === 'image') {
-          const first = await deps.storage.get(jobId, sheetName(1));
-          if (!first) throw new Error('the first sheet is missing from storage');
-          return reply
-            .header('x-vidsheet-job', jobId)
-            .header('x-credits-remaining', String(result.creditsRemaining))
-            .type('image/jpeg')
-            .send(first);
-        }
-        return reply.send(
-          hostedReport(result.outcome, {
-            jobId,
-            density,
-            creditsCharged: result.creditsCharged,
-            creditsRemaining: result.creditsRemaining,
-          }),
-        );
+        answer = { result, density, response };
       } finally {
-        // The video is used only for its own job: deleted the moment it ends, success or failure.
-        await rm(workDir, { recursive: true, force: true });
+        // The video is used only for its own job: deleted the moment it ends, success or failure,
+        // before the answer leaves. Retried: a killed worker's last writes may still be landing.
+        await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
+          log.error({ err }, 'could not remove the job directory'),
+        );
         request.releaseAdmission?.();
       }
+      const { result, density, response } = answer;
+      if (response === 'image') {
+        const first = await deps.storage.get(jobId, sheetName(1));
+        if (!first) throw new Error('the first sheet is missing from storage');
+        return reply
+          .header('x-vidsheet-job', jobId)
+          .header('x-credits-remaining', String(result.creditsRemaining))
+          .type('image/jpeg')
+          .send(first);
+      }
+      return reply.send(
+        hostedReport(result.outcome, {
+          jobId,
+          density,
+          creditsCharged: result.creditsCharged,
+          creditsRemaining: result.creditsRemaining,
+        }),
+      );
     },
   });
 }

@@ -10,6 +10,9 @@ import type { FromWorker, ToWorker } from './protocol.js';
 
 const send = (message: FromWorker) => process.send?.(message);
 const prepared = new Map<string, PreparedJob>();
+/** Aborts the running job when the server goes away, so its ffmpeg children stop with it. */
+const shutdown = new AbortController();
+let running: Promise<unknown> = Promise.resolve();
 
 function fail(id: string, error: unknown) {
   const e = asVidsheetError(error);
@@ -24,7 +27,7 @@ async function handle(message: ToWorker): Promise<void> {
   switch (message.type) {
     case 'prepare': {
       try {
-        const job = await prepareJob(message.request, message.options);
+        const job = await prepareJob(message.request, { ...message.options, signal: shutdown.signal });
         prepared.set(message.id, job);
         const sheets = job.plan.sheets.length;
         const frames = sheets * (job.plan.sheets[0]?.length ?? 0);
@@ -38,8 +41,10 @@ async function handle(message: ToWorker): Promise<void> {
       const job = prepared.get(message.id);
       prepared.delete(message.id);
       if (!job) return fail(message.id, new Error(`no prepared job ${message.id}`));
+      const rendering = job.render();
+      running = rendering.catch(() => {});
       try {
-        send({ type: 'done', id: message.id, outcome: await job.render() });
+        send({ type: 'done', id: message.id, outcome: await rendering });
       } catch (error) {
         fail(message.id, error);
       }
@@ -52,5 +57,9 @@ async function handle(message: ToWorker): Promise<void> {
 }
 
 process.on('message', (message: ToWorker) => void handle(message));
-process.on('disconnect', () => process.exit(0));
+process.on('disconnect', () => {
+  shutdown.abort(new Error('the server went away'));
+  // The aborted job settles once its children have exited and its temporary files are gone.
+  void running.finally(() => process.exit(0));
+});
 send({ type: 'ready', engine: selectEngine().name });

@@ -74,7 +74,7 @@ export class JobWorker {
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill('SIGKILL');
+    killGroup(child);
     await exited;
   }
 
@@ -98,9 +98,12 @@ export class JobWorker {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) return this.child;
     if (this.closing) throw runtimeErrors.processingFailed('the job worker is shut down');
     // The worker inherits stdout/stderr (its own logs are debug output only) and speaks over IPC.
+    // It leads its own process group, so its ffmpeg children can be killed with it: a worker that
+    // dies must not leave orphans writing into a job directory that is being removed.
     const child = fork(CHILD, [], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'advanced',
+      detached: true,
     });
     this.child = child;
     child.on('message', (message: FromWorker) => {
@@ -114,6 +117,7 @@ export class JobWorker {
     });
     child.on('exit', (code, signal) => {
       if (this.child === child) this.child = undefined;
+      killGroup(child);
       if (!this.closing) this.log.error({ workerPid: child.pid, code, signal }, 'job worker exited');
       const error = runtimeErrors.processingFailed(`the job worker exited (${signal ?? `code ${code}`})`);
       for (const waiter of this.pending.values()) waiter.reject(error);
@@ -121,5 +125,15 @@ export class JobWorker {
     });
     this.log.info({ workerPid: child.pid }, 'job worker started');
     return child;
+  }
+}
+
+/** SIGKILL to the worker's whole process group (the worker and any ffmpeg it started). */
+function killGroup(child: ChildProcess): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // The group is already gone.
   }
 }

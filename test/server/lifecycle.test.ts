@@ -1,0 +1,238 @@
+/**
+ * The server's life around its jobs, against the built bin on loopback: the credential check before
+ * any body byte, a worker killed mid-job, expiry and the sweeper, a clean stop, recovery after a
+ * crash, and configuration errors. Money is checked through the operator's own `admin show`.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { plainClip } from '../helpers/fixtures.js';
+import {
+  type LogLine,
+  postJob,
+  removeServerDirs,
+  runServerBin,
+  startServer,
+  type TestServer,
+  videoForm,
+} from '../helpers/server.js';
+
+afterAll(removeServerDirs);
+
+const SAMPLE = join(import.meta.dirname, '..', '..', 'fixtures', 'sample.mp4');
+const sample = () => ({ bytes: readFileSync(SAMPLE), filename: 'sample.mp4' });
+
+interface Shown {
+  balance: number;
+  purchased: boolean;
+  usage: Array<{ job_id: string; credits: number; refunded: boolean; sheets: number }>;
+}
+
+async function show(server: TestServer, email: string): Promise<Shown> {
+  const r = await server.admin('show', '--email', email);
+  expect(r.stderr).toBe('');
+  return JSON.parse(r.stdout);
+}
+
+/** A new account with a key and `credits` granted by the operator. */
+async function account(server: TestServer, email: string, credits: number): Promise<string> {
+  const created = await server.admin('create-key', '--email', email);
+  expect(created.code).toBe(0);
+  const key = created.stdout.trim();
+  if (credits > 0)
+    expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
+  return key;
+}
+
+/** The pid of the worker that is running now (the last one started). */
+function workerPid(server: TestServer): number {
+  const started = server.logs.filter((l) => l.msg === 'job worker started');
+  return Number(started[started.length - 1]?.workerPid);
+}
+
+const isCharged = (jobId?: string) => (l: LogLine) =>
+  l.msg === 'job charged' && (!jobId || l.jobId === jobId);
+
+describe('credential and capacity checks come before the body', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer();
+  });
+  afterAll(() => server.stop());
+
+  it('401 arrives at once while a 300 MB body has barely started, with Connection: close', async () => {
+    const { port, hostname } = new URL(server.url);
+    const socket = connect(Number(port), hostname);
+    const boundary = 'vidsheetboundary';
+    const head = [
+      'POST /v1/vidsheet HTTP/1.1',
+      `Host: ${hostname}:${port}`,
+      'Authorization: Bearer vs_live_0000000000000000000000000000000000000000',
+      `Content-Type: multipart/form-data; boundary=${boundary}`,
+      `Content-Length: ${300 * 1024 * 1024}`,
+      '',
+      '',
+    ].join('\r\n');
+    const partHead = `--${boundary}\r\nContent-Disposition: form-data; name="video"; filename="big.mp4"\r\n\r\n`;
+    let response = '';
+    const answered = new Promise<string>((resolve, reject) => {
+      socket.on('data', (d) => {
+        response += d;
+        if (response.includes('\r\n\r\n') && response.includes('}')) resolve(response);
+      });
+      socket.on('error', reject);
+    });
+    socket.write(head + partHead);
+    socket.write(Buffer.alloc(4096, 1));
+    const started = Date.now();
+    const text = await answered;
+    socket.destroy();
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(text).toMatch(/^HTTP\/1\.1 401 /);
+    expect(text.toLowerCase()).toContain('connection: close');
+    expect(text.slice(text.indexOf('\r\n\r\n') + 4)).toBe('{"error":"invalid_key"}');
+    expect(server.leftovers()).toEqual([]);
+  });
+});
+
+describe('a worker killed mid-job', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    // The fallback engine on a long clip keeps the job busy long enough to kill its worker.
+    server = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
+  });
+  afterAll(() => server.stop());
+
+  it('fails that job with 500 refunded:true, restores the balance, and the next job succeeds', async () => {
+    const key = await account(server, 'crash@example.com', 200);
+    // A purchase-free account at 200 is above the allowance floor: the balance only moves by the job.
+    const before = await show(server, 'crash@example.com');
+    expect(before.balance).toBe(200);
+    const clip = await plainClip(1800);
+    const firstWorker = workerPid(server);
+    const job = postJob(
+      server,
+      key,
+      videoForm({ bytes: readFileSync(clip), filename: 'long.mp4' }, { density: '6x6' }),
+    );
+    await server.waitForLog(isCharged(), 60_000);
+    process.kill(firstWorker, 'SIGKILL');
+    const response = await job;
+    expect(response.status).toBe(500);
+    expect(await response.text()).toBe('{"error":"processing_failed","refunded":true}');
+
+    const after = await show(server, 'crash@example.com');
+    expect(after.balance).toBe(200);
+    expect(after.usage).toHaveLength(1);
+    expect(after.usage[0]).toMatchObject({ credits: 100, refunded: true, sheets: 20 });
+    // The 5xx body held nothing of the crash; the log has it.
+    expect(server.logs.some((l) => l.msg === 'job worker exited' && l.signal === 'SIGKILL')).toBe(true);
+
+    const next = await postJob(server, key, videoForm(sample()));
+    expect(next.status).toBe(200);
+    const result = await next.json();
+    expect(result.credits_remaining).toBe(198);
+    expect(workerPid(server)).not.toBe(firstWorker);
+    expect(server.leftovers()).toEqual([]);
+  });
+});
+
+describe('sheet expiry', () => {
+  it('404 once expired even before the sweep; the sweep then deletes the file', async () => {
+    const server = await startServer({ VIDSHEET_SHEET_TTL_S: '3', VIDSHEET_SWEEP_S: '10' });
+    try {
+      const key = await account(server, 'expiry@example.com', 20);
+      const response = await postJob(server, key, videoForm(sample()));
+      expect(response.status).toBe(200);
+      const done = Date.now();
+      const { job_id: jobId, files } = await response.json();
+      const file = join(server.dataDir, 'sheets', jobId, 'video.sheet-1.jpg');
+      const fresh = await fetch(files[0]);
+      expect(fresh.status).toBe(200);
+      expect(fresh.headers.get('content-type')).toBe('image/jpeg');
+      await fresh.arrayBuffer();
+
+      await new Promise((r) => setTimeout(r, 3_300 - (Date.now() - done)));
+      const expired = await fetch(files[0]);
+      expect(expired.status).toBe(404);
+      expect(await expired.text()).toBe('{"error":"not_found"}');
+      // Not swept yet (the sweeper runs at start and every 10 s): expiry alone closed the URL.
+      expect(existsSync(file)).toBe(true);
+
+      const deadline = Date.now() + 15_000;
+      while (existsSync(file) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+      expect(existsSync(file)).toBe(false);
+      expect(existsSync(join(server.dataDir, 'sheets', jobId))).toBe(false);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe('stopping', () => {
+  it('SIGTERM lets the running job finish, answers it, and exits 0', async () => {
+    const server = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
+    const key = await account(server, 'stop@example.com', 200);
+    const clip = await plainClip(200);
+    const job = postJob(
+      server,
+      key,
+      videoForm({ bytes: readFileSync(clip), filename: 'mid.mp4' }, { density: '4x4' }),
+    );
+    await server.waitForLog(isCharged(), 60_000);
+    const exit = server.stop();
+    const response = await job;
+    expect(response.status).toBe(200);
+    expect((await response.json()).sheets).toBe(3);
+    expect(await exit).toBe(0);
+    // Stopped for good: nothing listens any more.
+    await expect(fetch(`${server.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('after a crash (SIGKILL mid-job), the next start refunds the job and deletes the upload', async () => {
+    const first = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
+    const key = await account(first, 'recover@example.com', 200);
+    const clip = await plainClip(1800);
+    const job = postJob(
+      first,
+      key,
+      videoForm({ bytes: readFileSync(clip), filename: 'long.mp4' }, { density: '6x6' }),
+    );
+    const charged = await first.waitForLog(isCharged(), 60_000);
+    first.process.kill('SIGKILL');
+    await expect(job).rejects.toThrow();
+    await first.stop();
+    expect(first.leftovers().some((f) => f.startsWith('work/'))).toBe(true);
+
+    const second = await startServer({}, { dataDir: first.dataDir });
+    try {
+      const recovered = await second.waitForLog((l) => l.msg === 'recovered from an unclean stop');
+      expect(recovered.refundedJobs).toEqual([charged.jobId]);
+      expect(second.leftovers()).toEqual([]);
+      const shown = await show(second, 'recover@example.com');
+      expect(shown.balance).toBe(200);
+      expect(shown.usage[0]).toMatchObject({ job_id: charged.jobId, refunded: true });
+    } finally {
+      await second.stop();
+    }
+  });
+});
+
+describe('configuration', () => {
+  it('every bad value is named at start, exit 1', async () => {
+    const r = await runServerBin([], {
+      ...process.env,
+      PORT: 'eighty',
+      VIDSHEET_MAX_SHEETS: '0',
+      VIDSHEET_BASE_URL: 'ftp://example',
+      VIDSHEET_TRUST_PROXY: 'yes',
+    });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('PORT must be an integer from 0 to 65535 — got "eighty"');
+    expect(r.stderr).toContain('VIDSHEET_MAX_SHEETS must be an integer from 1 to');
+    expect(r.stderr).toContain('VIDSHEET_BASE_URL must be a http:// or https:// URL — got "ftp://example"');
+    expect(r.stderr).toContain('VIDSHEET_TRUST_PROXY must be true or false — got "yes"');
+  });
+});
