@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg and its libraries,
-# libclang for the native binding's bindgen), npm dependencies from the lock file, then the native addon and the
-# TypeScript build. Safe to run again: it installs only what is missing.
+# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3), npm dependencies
+# from the lock file, then the native addon and the TypeScript build. Safe to run again: it
+# installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(ffmpeg libavcodec-dev libavformat-dev libavutil-dev libavfilter-dev libavdevice-dev
-  libswscale-dev libswresample-dev libclang-dev pkg-config)
+  libswscale-dev libswresample-dev libclang-dev pkg-config g++ make)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,7 +22,14 @@ fi
 
 # Not `npm ci`: the lock file cannot list other platforms' optional binaries (Biome, napi-rs) where
 # the registry mirror serves only this platform's, and `npm ci` rejects such a lock as out of sync.
-npm install --no-save --no-audit --no-fund
+# better-sqlite3 (the server's ledger) is compiled from its bundled SQLite against this Node's own
+# headers, so nothing is downloaded from outside the npm registry.
+nodedir="$(dirname "$(dirname "$(command -v node)")")"
+if [ ! -f "$nodedir/include/node/node.h" ]; then
+  echo "setup: Node's headers are missing ($nodedir/include/node/node.h); install Node with its headers" >&2
+  exit 1
+fi
+npm_config_build_from_source=true npm_config_nodedir="$nodedir" npm install --no-save --no-audit --no-fund
 if command -v cargo >/dev/null; then
   npm run build
 else
