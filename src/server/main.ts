@@ -21,6 +21,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`unknown argument: ${argv[0]}\n\n${USAGE}`);
     return 1;
   }
+  if (argv[0] === 'admin' && (argv.length === 1 || argv.includes('--help') || argv.includes('-h'))) {
+    const { adminUsage } = await import('./admin.js');
+    process.stdout.write(adminUsage);
+    return argv.length === 1 ? 1 : 0;
+  }
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig();

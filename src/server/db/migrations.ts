@@ -1,0 +1,105 @@
+/**
+ * Schema migrations, in code rather than files on disk, so the published package needs no migrations
+ * directory and a bundler cannot lose one. Written with kysely's schema builder in types both SQLite and
+ * PostgreSQL understand (`integer`, `text`; flags as 0/1; timestamps as ISO-8601 text), so the same
+ * list migrates either database. Names sort in the order they must run; never edit a shipped one, add
+ * the next.
+ */
+import {
+  type ColumnDefinitionBuilder,
+  type Kysely,
+  type Migration,
+  type MigrationProvider,
+  SqliteAdapter,
+  sql,
+} from 'kysely';
+
+/**
+ * An auto-generated integer key. The one place the dialects need different DDL: SQLite's `autoincrement`
+ * (ids never reused, even after a delete) against PostgreSQL's identity column.
+ */
+function idColumn(db: Kysely<unknown>): (col: ColumnDefinitionBuilder) => ColumnDefinitionBuilder {
+  const sqlite = db.getExecutor().adapter instanceof SqliteAdapter;
+  return (col) =>
+    sqlite ? col.primaryKey().autoIncrement() : col.primaryKey().generatedByDefaultAsIdentity();
+}
+
+const initial: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('accounts')
+      .addColumn('id', 'integer', idColumn(db))
+      .addColumn('email', 'text', (col) => col.notNull().unique())
+      .addColumn('balance', 'integer', (col) => col.notNull().defaultTo(0).check(sql`balance >= 0`))
+      .addColumn('purchased', 'integer', (col) => col.notNull().defaultTo(0))
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .execute();
+
+    await db.schema
+      .createTable('api_keys')
+      .addColumn('id', 'integer', idColumn(db))
+      .addColumn('account_id', 'integer', (col) => col.notNull().references('accounts.id'))
+      .addColumn('key_hash', 'text', (col) => col.notNull().unique())
+      .addColumn('prefix', 'text', (col) => col.notNull())
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .addColumn('revoked_at', 'text')
+      .execute();
+    await db.schema.createIndex('api_keys_account').on('api_keys').column('account_id').execute();
+
+    await db.schema
+      .createTable('ledger')
+      .addColumn('id', 'integer', idColumn(db))
+      .addColumn('account_id', 'integer', (col) => col.notNull().references('accounts.id'))
+      .addColumn('kind', 'text', (col) =>
+        col.notNull().check(sql`kind in ('grant', 'allowance', 'purchase', 'charge', 'refund')`),
+      )
+      .addColumn('amount', 'integer', (col) => col.notNull())
+      .addColumn('balance_after', 'integer', (col) => col.notNull())
+      .addColumn('idempotency_key', 'text', (col) => col.notNull().unique())
+      .addColumn('job_id', 'text')
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .execute();
+    await db.schema.createIndex('ledger_account').on('ledger').column('account_id').execute();
+
+    await db.schema
+      .createTable('jobs')
+      .addColumn('job_id', 'text', (col) => col.primaryKey())
+      .addColumn('account_id', 'integer', (col) => col.references('accounts.id'))
+      .addColumn('surface', 'text', (col) => col.notNull().check(sql`surface in ('http', 'mcp')`))
+      .addColumn('density', 'text', (col) => col.notNull())
+      .addColumn('sheets', 'integer', (col) => col.notNull())
+      .addColumn('credits', 'integer', (col) => col.notNull())
+      .addColumn('refunded', 'integer', (col) => col.notNull().defaultTo(0))
+      .addColumn('state', 'text', (col) => col.notNull().check(sql`state in ('charged', 'done', 'failed')`))
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .addColumn('expires_at', 'text', (col) => col.notNull())
+      .addColumn('swept_at', 'text')
+      .execute();
+    // The usage table reads an account's jobs newest first; the sweeper reads unswept jobs by expiry;
+    // recovery at start reads jobs still `charged`.
+    await db.schema
+      .createIndex('jobs_account_created')
+      .on('jobs')
+      .columns(['account_id', 'created_at'])
+      .execute();
+    await db.schema
+      .createIndex('jobs_unswept_expiry')
+      .on('jobs')
+      .column('expires_at')
+      .where(sql.ref('swept_at'), 'is', null)
+      .execute();
+    await db.schema.createIndex('jobs_state').on('jobs').column('state').execute();
+  },
+
+  async down(db: Kysely<unknown>) {
+    for (const table of ['jobs', 'ledger', 'api_keys', 'accounts'])
+      await db.schema.dropTable(table).execute();
+  },
+};
+
+/** Every migration by name; kysely's Migrator runs the missing ones in name order. */
+export const migrationProvider: MigrationProvider = {
+  async getMigrations() {
+    return { '0001_initial': initial };
+  },
+};

@@ -1,0 +1,78 @@
+/**
+ * The server's tables as kysely sees them. The types are written for both dialects the server will
+ * speak (SQLite now, PostgreSQL later): integers for money and flags (booleans are 0/1), and every
+ * timestamp as ISO-8601 UTC text from the application's clock, which sorts correctly as text and
+ * never depends on a database's own notion of "now".
+ */
+import type { Generated } from 'kysely';
+
+/** One row per e-mail address; `balance` is kept in the same transaction as the ledger entry that moves it. */
+export interface AccountsTable {
+  id: Generated<number>;
+  /** Trimmed and lowercased, so one person cannot end up with two accounts by capitalisation. */
+  email: string;
+  /** Credits; a CHECK keeps it from ever going below zero, whatever the code does. */
+  balance: Generated<number>;
+  /** 1 once any purchase was applied: such an account never receives the free allowance again. */
+  purchased: Generated<number>;
+  created_at: string;
+}
+
+/** API keys by hash only (spec: "Only its SHA-256 hash is stored"); a lost key cannot be recovered. */
+export interface ApiKeysTable {
+  id: Generated<number>;
+  account_id: number;
+  /** SHA-256 hex of the whole key. */
+  key_hash: string;
+  /** The first 12 characters (`vs_live_3f9a`), enough to tell keys apart on a page, useless to an attacker. */
+  prefix: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+export type LedgerKind = 'grant' | 'allowance' | 'purchase' | 'charge' | 'refund';
+
+/** Append-only: every change of a balance is one row here, so the sum of `amount` always equals the balance. */
+export interface LedgerTable {
+  id: Generated<number>;
+  account_id: number;
+  kind: LedgerKind;
+  /** Signed: charges are negative. */
+  amount: number;
+  balance_after: number;
+  /**
+   * Unique: what makes a purchase, a refund or a day's allowance happen at most once, enforced by the
+   * database rather than by a check in code that two writers could both pass.
+   */
+  idempotency_key: string;
+  job_id: string | null;
+  created_at: string;
+}
+
+export type JobState = 'charged' | 'done' | 'failed';
+
+/** Every hosted or remote job: the usage table of its account and the registry of its sheet URLs. */
+export interface JobsTable {
+  job_id: string;
+  /** Null for the anonymous remote lane. */
+  account_id: number | null;
+  surface: 'http' | 'mcp';
+  density: string;
+  sheets: number;
+  /** Credits charged (0 on the anonymous lane). */
+  credits: number;
+  refunded: Generated<number>;
+  /** `charged` until the job ends; a row still `charged` at start was left by a crash. */
+  state: JobState;
+  created_at: string;
+  /** When the job's sheets expire: their URLs answer 404 from then on, even before the sweeper ran. */
+  expires_at: string;
+  swept_at: string | null;
+}
+
+export interface Database {
+  accounts: AccountsTable;
+  api_keys: ApiKeysTable;
+  ledger: LedgerTable;
+  jobs: JobsTable;
+}
