@@ -91,7 +91,9 @@ describe('runJob on the ffmpeg engine', () => {
     expect(ownFfmpegChildren()).toEqual([]);
     expect(readdirSync(workDir)).toEqual([]);
     // Sheets after the failure were never finished.
-    expect(readdirSync(out).filter((f) => f.endsWith('.jpg') && f !== 'video.sheet-1.jpg').length).toBeLessThan(20);
+    expect(
+      readdirSync(out).filter((f) => f.endsWith('.jpg') && f !== 'video.sheet-1.jpg').length,
+    ).toBeLessThan(20);
   });
 
   it('an aborted signal before the start does nothing at all', async () => {

@@ -11,6 +11,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { hostedErrors, VidsheetError } from '../core/errors.js';
 import type { ServerDeps } from './deps.js';
+import { answerBeforeBody } from './early-answer.js';
 import { healthRoutes } from './routes/health.js';
 import { sheetRoutes } from './routes/sheets.js';
 import { vidsheetRoutes } from './routes/vidsheet.js';
@@ -56,8 +57,7 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
     } else {
       request.log.info({ error: known.code, why: known.message }, 'request refused');
     }
-    // A refusal before the whole body arrived: the rest of it is never read.
-    if (!request.raw.complete) reply.header('connection', 'close');
+    answerBeforeBody(request, reply);
     return reply.code(known.status).send(known.body());
   });
   // While stopping, every answer closes its connection: a kept-alive idle connection would

@@ -12,11 +12,12 @@ import { pipeline } from 'node:stream/promises';
 import type {} from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Density } from '../../core/density.js';
-import { hostedErrors } from '../../core/errors.js';
+import { hostedErrors, type VidsheetError } from '../../core/errors.js';
 import { hostedReport } from '../../core/report.js';
 import { parseHostedFields, type ResponseMode } from '../../core/request.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
+import { answerBeforeBody } from '../early-answer.js';
 import { type HostedJobResult, sheetName } from '../jobs.js';
 import { hostedJobSchema } from '../schemas.js';
 
@@ -34,9 +35,10 @@ export const newJobId = (): string => randomBytes(16).toString('base64url');
 /** Multipart framing around a file is a few hundred bytes; this leaves room for the text fields. */
 const FRAMING_SLACK = 1024 * 1024;
 
-/** An early refusal: the body is never read, so the connection cannot be reused for another request. */
-function refuseEarly(reply: FastifyReply, error: ReturnType<typeof hostedErrors.busy>) {
-  return reply.header('connection', 'close').code(error.status).send(error.body());
+/** A refusal before any body byte is read. */
+function refuseEarly(request: FastifyRequest, reply: FastifyReply, error: VidsheetError) {
+  answerBeforeBody(request, reply);
+  return reply.code(error.status).send(error.body());
 }
 
 export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
@@ -45,16 +47,16 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
 
   /** `Authorization: Bearer <key>`: missing, malformed or revoked is 401, before the body. */
   async function authenticate(request: FastifyRequest, reply: FastifyReply) {
-    const match = /^Bearer +(\S+)\s*$/.exec(request.headers.authorization ?? '');
+    const match = /^Bearer +(\S+)\s*$/i.exec(request.headers.authorization ?? '');
     const account = match?.[1] ? await ledger.accountForKey(match[1]) : undefined;
-    if (!account) return refuseEarly(reply, hostedErrors.invalidKey());
+    if (!account) return refuseEarly(request, reply, hostedErrors.invalidKey());
     request.account = account;
   }
 
   /** A place in the queue, taken before the body is read; 429 at once when there is none. */
   async function admit(request: FastifyRequest, reply: FastifyReply) {
     const release = admission.tryEnter();
-    if (!release) return refuseEarly(reply, hostedErrors.busy());
+    if (!release) return refuseEarly(request, reply, hostedErrors.busy());
     request.releaseAdmission = release;
   }
 
@@ -62,7 +64,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
   async function announcedSize(request: FastifyRequest, reply: FastifyReply) {
     const length = Number(request.headers['content-length']);
     if (length > maxBytes + FRAMING_SLACK)
-      return refuseEarly(reply, hostedErrors.tooLarge(config.maxUploadMb));
+      return refuseEarly(request, reply, hostedErrors.tooLarge(config.maxUploadMb));
   }
 
   app.addHook('onResponse', async (request) => request.releaseAdmission?.());

@@ -1,0 +1,26 @@
+/**
+ * Answering before the whole request body has arrived (401, 429 and an announced 413 before any
+ * byte of it; a 413 or 422 part-way through an upload).
+ *
+ * Closing the connection at once makes many clients (fetch among them) report a reset instead of
+ * the answer, because they are still sending. So a body announced at most DRAIN_LIMIT_BYTES long
+ * is read to its end and dropped (the connection then stays usable); anything larger, or of
+ * unknown length, gets `Connection: close`, so a huge or endless body costs the server nothing.
+ * Either way the body is never looked at.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+export const DRAIN_LIMIT_BYTES = 32 * 1024 * 1024;
+
+export function answerBeforeBody(request: FastifyRequest, reply: FastifyReply): void {
+  if (request.raw.complete) return;
+  const announced = Number(request.headers['content-length']);
+  if (request.headers['content-length'] !== undefined && announced <= DRAIN_LIMIT_BYTES) {
+    // Whatever was reading the body (the multipart parser) lets go; the rest flows to nowhere.
+    request.raw.unpipe();
+    request.raw.removeAllListeners('data');
+    request.raw.resume();
+  } else {
+    reply.header('connection', 'close');
+  }
+}
