@@ -2,7 +2,8 @@
 /**
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
- * `npm run bench -- --audio` for the cost of the audio envelope on a 60-minute clip.
+ * `npm run bench -- --audio` for the cost of the audio envelope on a 60-minute clip, and
+ * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs).
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -11,13 +12,19 @@
  *                -frames:v 1` process per cell, two at a time, then one ffmpeg tiling pass per sheet
  * Each measurement runs in a fresh child process (bench/measure.mjs) so peak RSS is its own.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { clip, ROOT } from './clip.mjs';
 
-const ROOT = new URL('..', import.meta.url).pathname;
-const CACHE = join(ROOT, 'bench', '.cache');
 const argv = process.argv.slice(2);
+// `--hosted`: the hosted server's added latency and upload memory, in its own script.
+if (argv.includes('--hosted')) {
+  const hosted = join(ROOT, 'bench', 'hosted.mjs');
+  const r = spawnSync(process.execPath, [hosted, ...argv.filter((a) => a !== '--hosted')], {
+    stdio: 'inherit',
+  });
+  process.exit(r.status ?? 1);
+}
 const flag = (name, fallback) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? argv[i + 1] : fallback;
@@ -28,59 +35,6 @@ const METHODS = flag(
   'methods',
   argv.includes('--audio') ? 'native,native+audio,ffmpeg,ffmpeg+audio' : 'native,ffmpeg,peer',
 ).split(',');
-
-/** Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC. */
-function clip(name, { seconds, size }) {
-  const out = join(CACHE, `${name}.mp4`);
-  if (existsSync(out)) return out;
-  mkdirSync(CACHE, { recursive: true });
-  console.error(`bench: synthesising ${name} (${seconds} s, ${size}); once, cached in bench/.cache`);
-  const partial = `${out}.partial.mp4`;
-  execFileSync(
-    'ffmpeg',
-    [
-      '-hide_banner',
-      '-loglevel',
-      'error',
-      '-y',
-      '-f',
-      'lavfi',
-      '-i',
-      `testsrc2=s=${size}:r=30:d=${seconds}`,
-      '-f',
-      'lavfi',
-      '-i',
-      `sine=frequency=440:sample_rate=48000:duration=${seconds}`,
-      '-c:v',
-      'libx264',
-      '-preset',
-      'ultrafast',
-      '-tune',
-      'zerolatency',
-      '-bf',
-      '3',
-      '-x264-params',
-      'b-adapt=0:bframes=3:rc-lookahead=0',
-      '-g',
-      '247',
-      '-keyint_min',
-      '247',
-      '-sc_threshold',
-      '0',
-      '-pix_fmt',
-      'yuv420p',
-      '-c:a',
-      'aac',
-      '-b:a',
-      '96k',
-      '-shortest',
-      partial,
-    ],
-    { stdio: 'inherit' },
-  );
-  renameSync(partial, out);
-  return out;
-}
 
 const clips = {
   '1080p': () => clip('1080p-10min', { seconds: 600, size: '1920x1080' }),
