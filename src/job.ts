@@ -102,7 +102,13 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
     options.signal?.throwIfAborted();
     await mkdir(outDir, { recursive: true });
     const grid = computeGrid(probe.width, probe.height, request.density, options.audio);
-    const sheets = layoutSheets({ grid, sheets: plan.sheets, window, paths: files, hasAudio: probe.hasAudio });
+    const sheets = layoutSheets({
+      grid,
+      sheets: plan.sheets,
+      window,
+      paths: files,
+      hasAudio: probe.hasAudio,
+    });
     const workDir = options.workDir ?? tmpdir();
     await mkdir(workDir, { recursive: true });
     const tempDir = await mkdtemp(join(workDir, 'vidsheet-'));
@@ -136,7 +142,9 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
         frames: plan.sheets.length * (plan.sheets[0]?.length ?? 0),
         files,
         timecodes: plan.sheets.map((cells) => cells.map((c) => c.label)),
-        warnings: result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
+        warnings: result.unreadable.map(
+          ({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`,
+        ),
         ...(options.audio
           ? {
               audio: audioReport(
