@@ -27,6 +27,13 @@ export const CATALOG = {
   too_long: { status: 422, extras: ['max_s'] },
   busy: { status: 429 },
   processing_failed: { status: 500, extras: ['refunded'] },
+  // Remote tool endpoint, at the HTTP level (spec: "Errors → Remote tool endpoint"; bodies not shown).
+  forbidden: { status: 403 },
+  method_not_allowed: { status: 405 },
+  rate_limited: { status: 429 },
+  // Remote tool endpoint, as tool results.
+  fetch_failed: { status: 422 },
+  quota_exhausted: { status: 429 },
   // Local surfaces and the remote tool (window and time errors are the caller's to correct).
   input_not_found: { status: 422 },
   bad_time: { status: 422 },
@@ -137,11 +144,27 @@ export const hostedErrors = {
   badRequest: (why: string) => new VidsheetError('bad_request', `bad request: ${why}`),
   tooLong: (maxS: number) =>
     new VidsheetError('too_long', `the video is longer than ${maxS} s`, { max_s: maxS }),
-  busy: () => new VidsheetError('busy', 'the service is busy; retry in 10 to 30 seconds'),
+  busy: () =>
+    new VidsheetError(
+      'busy',
+      'vidsheet is busy with other videos right now; please retry in about 10 to 30 seconds',
+    ),
   notFound: () => new VidsheetError('not_found', 'not found'),
   /** After the charge: the body says whether the refund went through; the cause goes to the log. */
   processingFailed: (refunded: boolean, cause?: unknown) =>
     new VidsheetError('processing_failed', 'processing failed', { refunded }, detailOf(cause), { cause }),
+};
+
+/** The remote tool endpoint's own failures (DESIGN §6). */
+export const remoteErrors = {
+  /** Host or Origin not allowed: refused before any MCP processing. */
+  forbidden: (what: 'Host' | 'Origin') => new VidsheetError('forbidden', `this ${what} is not allowed`),
+  methodNotAllowed: () =>
+    new VidsheetError('method_not_allowed', 'the endpoint is POST-only (stateless, no streams)'),
+  rateLimited: (retryAfterS: number) =>
+    new VidsheetError('rate_limited', `too many requests; retry in ${retryAfterS} s`),
+  /** Why a video URL could not be fetched, never echoing an internal address or a server's banner. */
+  fetchFailed: (why: string) => new VidsheetError('fetch_failed', `could not fetch the video: ${why}`),
 };
 
 /** Per-OS install hint for ffmpeg/ffprobe. */

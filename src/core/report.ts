@@ -78,6 +78,34 @@ export function hostedReport(o: JobOutcome, job: HostedJobFacts) {
   };
 }
 
+/** The remote tool's lane, as its result reports it. */
+export type RemoteLane =
+  | { kind: 'keyed'; creditsCharged: number; creditsRemaining: number }
+  | { kind: 'anonymous'; freeJobsRemainingToday: number };
+
+/**
+ * The remote tool result (contract vidsheet-mcp-http-v0, DESIGN §6 key order): the local tool
+ * result's fields without `audio`, then the receipt, the sheets' lifetime and the lane's fields.
+ */
+export function remoteReport(o: JobOutcome, job: { jobId: string; sheetTtlHours: number; lane: RemoteLane }) {
+  return {
+    input: o.input,
+    duration: o.duration,
+    ...windowField(o.window),
+    frames: o.frames,
+    sheets: o.files.length,
+    files: o.files,
+    timecodes: o.timecodes,
+    warnings: o.warnings,
+    contract: CONTRACTS.mcpHttp,
+    job_id: job.jobId,
+    sheet_ttl_hours: job.sheetTtlHours,
+    ...(job.lane.kind === 'keyed'
+      ? { credits_charged: job.lane.creditsCharged, credits_remaining: job.lane.creditsRemaining }
+      : { free_jobs_remaining_today: job.lane.freeJobsRemainingToday }),
+  };
+}
+
 /** The human summary the CLI prints without --json (not a stable contract). */
 export function humanSummary(o: JobOutcome): string {
   const lines = [...o.files, ...o.warnings.map((w) => `warning: ${w}`)];

@@ -74,7 +74,17 @@ export async function probeDetails(path: string): Promise<Details> {
 async function probeUncached(path: string): Promise<Details> {
   const { code, stdout } = await run(
     'ffprobe',
-    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', path],
+    [
+      '-v',
+      'error',
+      '-print_format',
+      'json',
+      '-show_format',
+      '-show_streams',
+      '-protocol_whitelist',
+      'file',
+      path,
+    ],
     { timeoutMs: 60_000 },
   );
   let parsed: {
@@ -176,6 +186,8 @@ async function readRows(
       'packet=pts,dts,duration,flags,pos,size',
       '-of',
       'compact=p=0',
+      '-protocol_whitelist',
+      'file',
       path,
     ],
     { timeoutMs: 120_000, signal },

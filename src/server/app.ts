@@ -13,6 +13,7 @@ import { hostedErrors, VidsheetError } from '../core/errors.js';
 import type { ServerDeps } from './deps.js';
 import { answerBeforeBody } from './early-answer.js';
 import { healthRoutes } from './routes/health.js';
+import { mcpRoutes } from './routes/mcp.js';
 import { sheetRoutes } from './routes/sheets.js';
 import { vidsheetRoutes } from './routes/vidsheet.js';
 
@@ -77,6 +78,7 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
   await app.register(healthRoutes, deps);
   await app.register(sheetRoutes, deps);
   await app.register(vidsheetRoutes, deps);
+  await app.register(mcpRoutes, deps);
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

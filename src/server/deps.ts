@@ -1,5 +1,6 @@
 /** What the app is built from: every stateful part is made by server.ts (or a test) and passed in. */
 import type { Admission } from './admission.js';
+import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
 import type { ServerConfig } from './config.js';
 import type { HostedJobs } from './jobs.js';
@@ -11,6 +12,8 @@ export interface ServerDeps {
   storage: SheetStorage;
   admission: Admission;
   jobs: HostedJobs;
+  /** The remote endpoint's anonymous daily quota. */
+  anonymous: AnonymousLane;
   clock: Clock;
   version: string;
 }

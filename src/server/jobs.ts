@@ -8,11 +8,12 @@
  */
 import { join } from 'node:path';
 import { creditsPerSheet, type Density } from '../core/density.js';
-import { hostedErrors, VidsheetError } from '../core/errors.js';
+import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../core/errors.js';
 import type { JobOutcome } from '../core/report.js';
 import { limiter } from '../engine/process.js';
 import type { Ledger, Surface } from './billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from './config.js';
+import { looksLikeText } from './input-check.js';
 import type { SheetStorage } from './storage/storage.js';
 import type { JobWorker } from './worker/worker.js';
 
@@ -34,7 +35,8 @@ export interface HostedJobRequest {
   startMs?: number;
   endMs?: number;
   surface: Surface;
-  accountId: number;
+  /** Who pays: an account's credits, or nobody (the remote endpoint's anonymous lane). */
+  payer: { accountId: number } | 'anonymous';
   log: JobLog;
 }
 
@@ -42,8 +44,10 @@ export interface HostedJobResult {
   jobId: string;
   /** `files` are capability URLs. */
   outcome: JobOutcome;
+  /** 0 on the anonymous lane. */
   creditsCharged: number;
-  creditsRemaining: number;
+  /** The balance after the charge; undefined on the anonymous lane. */
+  creditsRemaining: number | undefined;
 }
 
 /** The capability URL of one sheet (spec: `{base_url}/v1/sheets/<job_id>/video.sheet-<N>.jpg`). */
@@ -71,40 +75,57 @@ export class HostedJobs {
   private async runNow(request: HostedJobRequest): Promise<HostedJobResult> {
     const { config, ledger, storage, worker } = this.deps;
     const { jobId, log } = request;
-    const job = await worker.prepare(
-      {
-        input: request.file,
-        inputName: request.inputName,
-        density: request.density,
-        startMs: request.startMs,
-        endMs: request.endMs,
-        outDir: join(request.workDir, 'sheets'),
-      },
-      {
-        audio: false,
-        baseName: 'video',
-        maxSheets: config.maxSheets,
-        maxDurationS: effectiveMaxDurationS(config),
-        workDir: request.workDir,
-      },
-    );
-    const price = job.sheets * creditsPerSheet(request.density);
-    const charge = await ledger.charge({
-      accountId: request.accountId,
+    if (await looksLikeText(request.file)) {
+      log.info({}, 'refused a text file (a playlist or list would make FFmpeg open other files)');
+      throw runtimeErrors.unreadableVideo(request.inputName);
+    }
+    const job = await worker
+      .prepare(
+        {
+          input: request.file,
+          inputName: request.inputName,
+          density: request.density,
+          startMs: request.startMs,
+          endMs: request.endMs,
+          outDir: join(request.workDir, 'sheets'),
+        },
+        {
+          audio: false,
+          baseName: 'video',
+          maxSheets: config.maxSheets,
+          maxDurationS: effectiveMaxDurationS(config),
+          workDir: request.workDir,
+        },
+      )
+      .catch((error: unknown) => {
+        // Nothing is charged before the debit: a failure here leaves the balance whole.
+        const e = asVidsheetError(error);
+        throw e.code === 'processing_failed' ? e.withExtras({ refunded: true }) : e;
+      });
+    const record = {
       jobId,
-      price,
       surface: request.surface,
       density: request.density,
       sheets: job.sheets,
       ttlSeconds: config.sheetTtlS,
-    });
-    if (charge.allowance > 0) log.info({ allowance: charge.allowance }, 'free daily allowance applied');
-    if (!charge.ok) {
-      job.discard();
-      log.info({ price, balance: charge.balance }, 'insufficient credits');
-      throw hostedErrors.insufficientCredits();
+    };
+    let price = 0;
+    let balance: number | undefined;
+    if (request.payer === 'anonymous') {
+      await ledger.recordFreeJob(record);
+      log.info({ sheets: job.sheets, durationMs: job.durationMs }, 'job started (anonymous lane)');
+    } else {
+      price = job.sheets * creditsPerSheet(request.density);
+      const charge = await ledger.charge({ ...record, accountId: request.payer.accountId, price });
+      if (charge.allowance > 0) log.info({ allowance: charge.allowance }, 'free daily allowance applied');
+      if (!charge.ok) {
+        job.discard();
+        log.info({ price, balance: charge.balance }, 'insufficient credits');
+        throw hostedErrors.insufficientCredits();
+      }
+      balance = charge.balance;
+      log.info({ price, sheets: job.sheets, durationMs: job.durationMs }, 'job charged');
     }
-    log.info({ price, sheets: job.sheets, durationMs: job.durationMs }, 'job charged');
 
     try {
       const outcome = await job.render();
@@ -114,7 +135,7 @@ export class HostedJobs {
         jobId,
         outcome: { ...outcome, files: outcome.files.map((_, i) => sheetUrl(config.baseUrl, jobId, i + 1)) },
         creditsCharged: price,
-        creditsRemaining: charge.balance,
+        creditsRemaining: balance,
       };
     } catch (error) {
       const refunded = await ledger.refund(jobId).catch((refundError: unknown) => {
@@ -124,7 +145,7 @@ export class HostedJobs {
       await storage.remove(jobId).catch(() => {});
       log.error(
         { refunded, err: error, detail: error instanceof VidsheetError ? error.detail : undefined },
-        'job failed after the charge',
+        'job failed after it was charged or recorded',
       );
       throw hostedErrors.processingFailed(refunded, error);
     }

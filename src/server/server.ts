@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { packageVersion } from '../version.js';
 import { Admission } from './admission.js';
 import { buildApp } from './app.js';
+import { AnonymousLane } from './billing/anonymous-lane.js';
 import { type Clock, Ledger } from './billing/ledger.js';
 import type { ServerConfig } from './config.js';
 import { openDatabase } from './db/open.js';
@@ -77,11 +78,16 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   worker.start();
   const jobs = new HostedJobs({ config, ledger, storage, worker });
   const admission = new Admission(1 + config.queueLength);
+  const anonymous = new AnonymousLane(db, {
+    daily: config.anonDaily,
+    ceiling: config.anonCeiling,
+    clock,
+  });
   const sweeper = startSweeper({ ledger, storage, intervalS: config.sweepS, log });
   await sweeper.sweep();
 
   const app = await buildApp(
-    { config, ledger, storage, admission, jobs, clock, version: packageVersion() },
+    { config, ledger, storage, admission, jobs, anonymous, clock, version: packageVersion() },
     { loggerInstance: log },
   );
   const address = await app.listen({ port: config.port, host: config.host });

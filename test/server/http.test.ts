@@ -631,6 +631,26 @@ describe('422 unreadable_video and too_long', () => {
     expect(main.leftovers()).toEqual([]);
   });
 
+  it('a playlist or list naming a video on the server is not a video: 422, nothing of that file read', async () => {
+    // Locally both engines would render the named file (the file protocol stays allowed there).
+    const samplePath = fileURLToPath(new URL('../../fixtures/sample.mp4', import.meta.url));
+    const lists = [
+      ['list.m3u8', `#EXTM3U\n#EXT-X-TARGETDURATION:120\n#EXTINF:120,\n${samplePath}\n#EXT-X-ENDLIST\n`],
+      ['list.mp4', `#EXTM3U\n#EXTINF:120,\nfile://${samplePath}\n#EXT-X-ENDLIST\n`],
+      ['list.ffconcat', `ffconcat version 1.0\nfile ${samplePath}\n`],
+    ];
+    const account = await newAccount(main, 20);
+    const before = await show(main, account.email);
+    for (const [filename, text] of lists) {
+      const res = await post(main, {
+        key: account.key,
+        body: form({ bytes: new TextEncoder().encode(text), filename: filename as string }),
+      });
+      await expectError(res, 422, { error: 'unreadable_video' });
+    }
+    expect(await show(main, account.email)).toEqual(before);
+  });
+
   it('every damaged file the CLI calls unreadable: 422 {"error":"unreadable_video"}, nothing charged', async () => {
     expect(unreadableDamaged.map((file) => file.name).sort()).toEqual(
       [

@@ -97,9 +97,29 @@ const initial: Migration = {
   },
 };
 
+/**
+ * The anonymous remote lane's daily counters (DESIGN §5): one row per UTC day and counter key (a
+ * subject's hash, a client IP, or `*` for the endpoint-wide ceiling). In the database, not in memory,
+ * so the quota holds across server instances.
+ */
+const anonymousLane: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('anonymous_usage')
+      .addColumn('day', 'text', (col) => col.notNull())
+      .addColumn('counter', 'text', (col) => col.notNull())
+      .addColumn('jobs', 'integer', (col) => col.notNull().check(sql`jobs >= 0`))
+      .addPrimaryKeyConstraint('anonymous_usage_pk', ['day', 'counter'])
+      .execute();
+  },
+  async down(db: Kysely<unknown>) {
+    await db.schema.dropTable('anonymous_usage').execute();
+  },
+};
+
 /** Every migration by name; kysely's Migrator runs the missing ones in name order. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {
-    return { '0001_initial': initial };
+    return { '0001_initial': initial, '0002_anonymous_lane': anonymousLane };
   },
 };

@@ -70,9 +70,18 @@ export interface JobsTable {
   swept_at: string | null;
 }
 
+/** Jobs taken on the anonymous remote lane, per UTC day and counter key (`*` is the whole endpoint). */
+export interface AnonymousUsageTable {
+  /** `YYYY-MM-DD`, UTC, from the application's clock. */
+  day: string;
+  counter: string;
+  jobs: number;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   ledger: LedgerTable;
   jobs: JobsTable;
+  anonymous_usage: AnonymousUsageTable;
 }

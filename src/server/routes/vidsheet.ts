@@ -94,7 +94,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
           inputName: upload.filename,
           density,
           surface: 'http',
-          accountId: account.id,
+          payer: { accountId: account.id },
           log,
         });
         log.info({ sheets: result.outcome.files.length, credits: result.creditsCharged }, 'job done');
@@ -113,7 +113,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
         if (!first) throw new Error('the first sheet is missing from storage');
         return reply
           .header('x-vidsheet-job', jobId)
-          .header('x-credits-remaining', String(result.creditsRemaining))
+          .header('x-credits-remaining', String(result.creditsRemaining ?? 0))
           .type('image/jpeg')
           .send(first);
       }
@@ -122,7 +122,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
           jobId,
           density,
           creditsCharged: result.creditsCharged,
-          creditsRemaining: result.creditsRemaining,
+          creditsRemaining: result.creditsRemaining ?? 0,
         }),
       );
     },

@@ -1,0 +1,335 @@
+/**
+ * The remote tool's video fetch (DESIGN §6): a public http(s) URL streamed to a local file, and
+ * nothing else reachable through it.
+ *
+ * The URL is chosen by the caller but fetched from inside the service's network, so:
+ * - each hop (the URL, then at most 5 redirects, followed by hand) is checked from scratch: parsed
+ *   by WHATWG `new URL()` (which normalises `2130706433`, `0x7f000001`, `0177.0.0.1` and `127.1` to
+ *   `127.0.0.1`), http(s) only, no user name or password, an IP literal judged before the request
+ *   and again in the connector;
+ * - a name is resolved once, at connect time, inside the socket's own `lookup`: the addresses that
+ *   were judged are the ones the socket connects to, so DNS rebinding has no second lookup to
+ *   change. If ANY address of the name is refused the host is refused (before any connect);
+ * - exact `host:port` pairs of `allow` (VIDSHEET_FETCH_ALLOW) skip the address rule for that hop;
+ * - the body goes to disk through a byte counter (never buffered), capped by `content-length` up
+ *   front and while streaming; any failure removes the partial file;
+ * - error messages say what was wrong, never the address, the server's banner or its body.
+ */
+
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { open, rm } from 'node:fs/promises';
+import { isIP, type LookupFunction } from 'node:net';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Agent, buildConnector, request } from 'undici';
+import { refusedAddress } from './address-policy.js';
+
+export type FetchReason =
+  | 'bad_url'
+  | 'scheme'
+  | 'userinfo'
+  | 'private_address'
+  | 'too_many_redirects'
+  | 'http_status'
+  | 'too_large'
+  | 'unreachable'
+  | 'timeout'
+  | 'empty';
+
+/**
+ * A refused or failed fetch. `message` is safe to show the caller (no internal address, banner or
+ * body); `cause`, when set, is the underlying error, for server logs only.
+ */
+export class FetchError extends Error {
+  constructor(
+    readonly reason: FetchReason,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'FetchError';
+  }
+}
+
+export interface DownloadOptions {
+  /** Bytes at most (300 MB by default from config); checked against content-length up front and while streaming. */
+  maxBytes: number;
+  /** Exact `host:port` pairs allowed although private (VIDSHEET_FETCH_ALLOW), e.g. `127.0.0.1:4567`, `localhost:4567`. */
+  allow: string[];
+  /** Name resolution, injectable for unit tests; default: dns.lookup(host, { all: true, verbatim: true }). */
+  resolve?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+  /** Aborts the download; the promise then rejects with the signal's reason (not a FetchError). */
+  signal?: AbortSignal;
+  /** Total time budget, connect to last byte (default 120 s). */
+  timeoutMs?: number;
+  /** Idle timeout: for the response headers, and between body chunks (default 20 s). */
+  idleTimeoutMs?: number;
+}
+
+/** Redirects followed at most (DESIGN §6). */
+export const MAX_REDIRECTS = 5;
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+const HEADERS = { 'user-agent': 'vidsheet', accept: '*/*' };
+
+const messages = {
+  badUrl: 'the URL is not valid',
+  badRedirect: 'the server redirected to an invalid URL',
+  scheme: 'only http and https URLs can be fetched',
+  userinfo: 'URLs with a user name or password cannot be fetched',
+  privateAddress: 'the address is private or reserved; only public addresses can be fetched',
+  redirects: `the URL redirected more than ${MAX_REDIRECTS} times`,
+  unreachable: 'could not connect to the server',
+  broken: 'the connection to the server broke off before the download finished',
+  slow: 'the server took too long to answer',
+  budget: 'the download took too long',
+  empty: 'the server sent an empty response',
+} as const;
+
+const tooLarge = (maxBytes: number) => {
+  const mb = Math.round((maxBytes / (1024 * 1024)) * 10) / 10;
+  return new FetchError('too_large', `the download is larger than ${mb} MB`);
+};
+
+/** `host:port` as the allow list spells it: hostname as WHATWG URL writes it, explicit port. */
+function hostPort(url: URL): string {
+  return `${url.hostname}:${url.port || (url.protocol === 'https:' ? '443' : '80')}`;
+}
+
+/** The allow list in hostPort() form (`127.1:80` is `127.0.0.1:80`); malformed entries match nothing. */
+function normaliseAllow(entries: string[]): Set<string> {
+  const out = new Set<string>();
+  for (const entry of entries) {
+    const m = /^(.+):(\d{1,5})$/.exec(entry.trim());
+    if (!m) continue;
+    try {
+      out.add(`${new URL(`http://${m[1]}/`).hostname}:${Number(m[2])}`);
+    } catch {
+      // Not a host: matches nothing.
+    }
+  }
+  return out;
+}
+
+/** A hop's URL, or the reason it may not be requested at all (scheme, user info). */
+function checkUrl(raw: string | URL, base?: URL): URL {
+  let url: URL;
+  try {
+    url = new URL(raw, base);
+  } catch {
+    throw new FetchError('bad_url', base ? messages.badRedirect : messages.badUrl);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new FetchError('scheme', messages.scheme);
+  if (url.username || url.password) throw new FetchError('userinfo', messages.userinfo);
+  url.hash = '';
+  return url;
+}
+
+const bare = (host: string) => (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host);
+
+function notFound(hostname: string): Error {
+  return Object.assign(new Error(`no usable address for ${hostname}`), { code: 'ENOTFOUND' });
+}
+
+/** What one hop's dispatcher found out while connecting (errors may reach us wrapped). */
+interface HopState {
+  refused: boolean;
+}
+
+/**
+ * The hop's Agent: its connector refuses a refused IP literal, and its `lookup` (used by
+ * net/tls.connect for names) resolves once, refuses the host when ANY address is refused, and
+ * hands exactly the judged addresses to the socket.
+ */
+function hopAgent(
+  allowed: boolean,
+  resolve: NonNullable<DownloadOptions['resolve']>,
+  state: HopState,
+): Agent {
+  const refuse = () => {
+    state.refused = true;
+    return new FetchError('private_address', messages.privateAddress);
+  };
+  const lookup = ((hostname, options, callback) => {
+    resolve(hostname)
+      .then((found) => {
+        const addresses = found.map((a) => ({ address: a.address, family: isIP(a.address) }));
+        if (addresses.length === 0 || addresses.some((a) => a.family === 0)) throw notFound(hostname);
+        if (!allowed && addresses.some((a) => refusedAddress(a.address) !== undefined)) throw refuse();
+        const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
+        const usable =
+          family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
+        const first = usable[0];
+        if (!first) throw notFound(hostname);
+        if (options.all) callback(null, usable);
+        else callback(null, first.address, first.family);
+      })
+      .catch((error: NodeJS.ErrnoException) => callback(error, ''));
+  }) as LookupFunction;
+  const base = buildConnector({ lookup, timeout: 10_000 });
+  return new Agent({
+    connections: 1,
+    connect: (options, callback) => {
+      // net.connect skips `lookup` for IP literals: judge them here, at connect time too.
+      const host = bare(options.hostname);
+      if (!allowed && isIP(host) && refusedAddress(host) !== undefined) {
+        callback(refuse(), null);
+        return;
+      }
+      base(options, callback);
+    },
+  });
+}
+
+/**
+ * Drops a response body unread. undici's body errors when destroyed before its end; with no
+ * listener that error would be an uncaught exception (a process crash in the server).
+ */
+function discard(body: NodeJS.ReadableStream & { destroy(): void }): void {
+  body.on('error', () => {});
+  body.destroy();
+}
+
+/** The undici error codes that mean "too slow" rather than "broken". */
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/** Counts the body's bytes; errors once there are more than `maxBytes`. */
+function byteCap(maxBytes: number, counted: { bytes: number }): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      counted.bytes += chunk.length;
+      if (counted.bytes > maxBytes) callback(tooLarge(maxBytes));
+      else callback(null, chunk);
+    },
+  });
+}
+
+/**
+ * Streams the URL's body into `file` (created, must not exist yet; removed again on any failure).
+ * Returns the bytes written and the final URL after redirects. Rejects with a FetchError whose
+ * message can be shown to the caller, or with the signal's reason when `options.signal` aborts.
+ */
+export async function downloadVideo(
+  url: string,
+  file: string,
+  options: DownloadOptions,
+): Promise<{ bytes: number; finalUrl: string; contentType?: string }> {
+  const { maxBytes } = options;
+  const resolve =
+    options.resolve ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
+  const allow = normaliseAllow(options.allow);
+  const idle = options.idleTimeoutMs ?? 20_000;
+  const stop = new AbortController();
+  const timer = setTimeout(
+    () => stop.abort(new FetchError('timeout', messages.budget)),
+    options.timeoutMs ?? 120_000,
+  );
+  const onAbort = () => stop.abort(options.signal?.reason);
+  if (options.signal?.aborted) onAbort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  let headersSeen = false;
+  let created = false;
+  let writeError: unknown;
+  try {
+    let target = checkUrl(url);
+    for (let redirects = 0; ; redirects++) {
+      stop.signal.throwIfAborted();
+      const allowed = allow.has(hostPort(target));
+      const literal = bare(target.hostname);
+      if (!allowed && isIP(literal) && refusedAddress(literal) !== undefined) {
+        throw new FetchError('private_address', messages.privateAddress);
+      }
+      const state: HopState = { refused: false };
+      const agent = hopAgent(allowed, resolve, state);
+      try {
+        let response: Awaited<ReturnType<typeof request>>;
+        try {
+          response = await request(target, {
+            dispatcher: agent,
+            method: 'GET',
+            headers: HEADERS,
+            signal: stop.signal,
+            headersTimeout: idle,
+            bodyTimeout: idle,
+          });
+        } catch (error) {
+          if (state.refused) throw new FetchError('private_address', messages.privateAddress);
+          throw error;
+        }
+        const { statusCode, headers, body } = response;
+        const location = headers.location;
+        if (REDIRECT_STATUSES.has(statusCode) && location !== undefined) {
+          discard(body);
+          if (redirects >= MAX_REDIRECTS) throw new FetchError('too_many_redirects', messages.redirects);
+          target = checkUrl(Array.isArray(location) ? (location[0] ?? '') : location, target);
+          continue;
+        }
+        if (statusCode < 200 || statusCode > 299) {
+          discard(body);
+          throw new FetchError('http_status', `the server answered ${statusCode}`);
+        }
+        const declared = Number(headers['content-length']);
+        if (Number.isFinite(declared) && declared > maxBytes) {
+          discard(body);
+          throw tooLarge(maxBytes);
+        }
+        headersSeen = true;
+        const counted = { bytes: 0 };
+        const cap = byteCap(maxBytes, counted);
+        // 'wx': a file already there (or a link planted there) is never written through or removed.
+        const handle = await open(file, 'wx').catch((error: unknown) => {
+          writeError = error;
+          throw error;
+        });
+        created = true;
+        const out = handle.createWriteStream();
+        // pipeline() hands one stream's error to the others: the disk failed only when the file
+        // stream errored first (then the error is the caller's problem, not the server's).
+        let failed = false;
+        body.once('error', () => (failed = true));
+        cap.once('error', () => (failed = true));
+        out.once('error', (error) => {
+          if (!failed) writeError = error;
+          failed = true;
+        });
+        await pipeline(body, cap, out, { signal: stop.signal });
+        if (counted.bytes === 0) throw new FetchError('empty', messages.empty);
+        const type = headers['content-type'];
+        return {
+          bytes: counted.bytes,
+          finalUrl: target.href,
+          ...(typeof type === 'string' ? { contentType: type } : {}),
+        };
+      } finally {
+        await agent.destroy().catch(() => {});
+      }
+    }
+  } catch (error) {
+    if (created) await rm(file, { force: true });
+    throw translate(error, { stop, signal: options.signal, writeError, headersSeen });
+  } finally {
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Any failure as what the caller may see: a FetchError, the caller's abort reason, or a disk error. */
+function translate(
+  error: unknown,
+  context: { stop: AbortController; signal?: AbortSignal; writeError: unknown; headersSeen: boolean },
+): unknown {
+  if (error instanceof FetchError) return error;
+  if (context.stop.signal.aborted) {
+    const reason: unknown = context.stop.signal.reason;
+    // Our own budget, or the caller's abort (their reason, as given).
+    if (reason instanceof FetchError) return reason;
+    if (context.signal?.aborted) return context.signal.reason;
+  }
+  if (context.writeError !== undefined) return context.writeError;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
+    return new FetchError('timeout', messages.slow, { cause: error });
+  }
+  return new FetchError('unreachable', context.headersSeen ? messages.broken : messages.unreachable, {
+    cause: error,
+  });
+}

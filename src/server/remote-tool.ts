@@ -1,0 +1,178 @@
+/**
+ * One call of the remote `vidsheet_video` tool (DESIGN §6): the lane (API key credits, or the
+ * anonymous daily quota), a place in the shared job queue, the video fetched safely to local disk,
+ * the hosted job on it, and the result with the first sheet inline.
+ *
+ * Every failure is a tool result (`isError`, one text block) a model can relay: window and time
+ * errors in the local wording, the rest from the catalog, never an internal address or FFmpeg text.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { DEFAULT_DENSITY } from '../core/density.js';
+import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '../core/errors.js';
+import { remoteReport } from '../core/report.js';
+import { parseWindowArgs } from '../core/request.js';
+import { type RemoteInput, toolError } from '../mcp/tool.js';
+import type { AnonymousCounter } from './billing/anonymous-lane.js';
+import type { Account } from './billing/ledger.js';
+import type { ServerDeps } from './deps.js';
+import { downloadVideo, FetchError } from './fetch/download.js';
+import { sheetName } from './jobs.js';
+import { newJobId } from './routes/vidsheet.js';
+import { inlineImage } from './thumbnail.js';
+
+/** Who is calling, as the HTTP layer established it. */
+export interface RemoteCaller {
+  /** Set on the keyed lane (a valid `Authorization` header); the anonymous lane has none. */
+  account?: Account;
+  /** The client's IP (behind a proxy: from X-Forwarded-For when VIDSHEET_TRUST_PROXY is set). */
+  ip: string;
+  log: {
+    info(o: object, m: string): void;
+    warn(o: object, m: string): void;
+    error(o: object, m: string): void;
+  };
+}
+
+export const INLINE_REDUCED_WARNING =
+  'the attached image of sheet 1 was reduced to fit about 90 KB; read exact labels from timecodes, and open files[] for full-size sheets where you can';
+
+/** The apps-SDK subject id: a `_meta` entry whose key ends in `/subject`. */
+export function subjectOf(meta: Record<string, unknown> | undefined): string | undefined {
+  for (const [key, value] of Object.entries(meta ?? {})) {
+    if (key.endsWith('/subject') && typeof value === 'string' && value.length > 0) return value;
+  }
+  return undefined;
+}
+
+/** DESIGN §6: the anonymous lane's quota error, with the upsell only where it is allowed. */
+function quotaExhausted(
+  deps: ServerDeps,
+  counter: AnonymousCounter,
+  why: 'counter' | 'ceiling',
+): CallToolResult {
+  const message =
+    why === 'counter'
+      ? `the free lane allows ${deps.config.anonDaily} videos per day and they are used up for today`
+      : 'the free lane is used up for today across all users';
+  const body =
+    counter.kind === 'subject'
+      ? {
+          error: 'quota_exhausted',
+          message,
+          hint: 'wait for the reset at 00:00 UTC, or run vidsheet locally on your own machine, free and without limits',
+        }
+      : {
+          error: 'quota_exhausted',
+          message,
+          hint: `mint a free API key at ${deps.config.baseUrl}/keys (${deps.config.allowanceFloor} free credits per day, no card) and send it as "Authorization: Bearer <key>", or run vidsheet locally on your own machine`,
+          billing_url: `${deps.config.baseUrl}/keys`,
+        };
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
+}
+
+export async function callRemoteTool(
+  args: RemoteInput,
+  meta: Record<string, unknown> | undefined,
+  caller: RemoteCaller,
+  deps: ServerDeps,
+): Promise<CallToolResult> {
+  let window: { startMs?: number; endMs?: number };
+  try {
+    window = parseWindowArgs(args);
+  } catch (error) {
+    return toolError(error, 'remote');
+  }
+  // A place in the shared queue before anything is fetched: downloads in flight never exceed it.
+  const release = deps.admission.tryEnter();
+  if (!release) return toolError(hostedErrors.busy(), 'remote');
+
+  const jobId = newJobId();
+  const workDir = join(deps.config.dataDir, 'work', jobId);
+  const log = caller.log;
+  let counter: AnonymousCounter | undefined;
+  let taken: { day: string; counter: string; remaining: number } | undefined;
+  try {
+    if (!caller.account) {
+      const subject = subjectOf(meta);
+      counter = subject ? { kind: 'subject', subject } : { kind: 'ip', ip: caller.ip };
+      const take = await deps.anonymous.take(counter);
+      if (!take.ok) return quotaExhausted(deps, counter, take.exhausted);
+      taken = take;
+    }
+    await mkdir(workDir, { recursive: true });
+    const file = join(workDir, 'download');
+    try {
+      const got = await downloadVideo(args.video_url, file, {
+        maxBytes: deps.config.maxUploadMb * 1024 * 1024,
+        allow: deps.config.fetchAllow,
+      });
+      log.info({ jobId, bytes: got.bytes }, 'video fetched');
+    } catch (error) {
+      if (error instanceof FetchError) {
+        log.info({ jobId, reason: error.reason }, 'fetch refused or failed');
+        // A URL that could not be fetched used no job: the quota is given back.
+        if (taken) await deps.anonymous.giveBack(taken);
+        return toolError(remoteErrors.fetchFailed(error.message), 'remote');
+      }
+      throw error;
+    }
+
+    const density = args.density ?? DEFAULT_DENSITY;
+    const result = await deps.jobs.run({
+      jobId,
+      file,
+      workDir,
+      inputName: args.video_url,
+      density,
+      ...window,
+      surface: 'mcp',
+      payer: caller.account ? { accountId: caller.account.id } : 'anonymous',
+      log: { info: log.info.bind(log), warn: log.warn.bind(log), error: log.error.bind(log) },
+    });
+    const first = await deps.storage.get(jobId, sheetName(1));
+    if (!first) throw new Error('the first sheet is missing from storage');
+    const inline = await inlineImage(await readAll(first));
+    const outcome = inline.reduced
+      ? { ...result.outcome, warnings: [...result.outcome.warnings, INLINE_REDUCED_WARNING] }
+      : result.outcome;
+    const report = remoteReport(outcome, {
+      jobId,
+      sheetTtlHours: deps.config.sheetTtlS / 3600,
+      lane: caller.account
+        ? {
+            kind: 'keyed',
+            creditsCharged: result.creditsCharged,
+            creditsRemaining: result.creditsRemaining ?? 0,
+          }
+        : { kind: 'anonymous', freeJobsRemainingToday: taken?.remaining ?? 0 },
+    });
+    return {
+      content: [
+        { type: 'text', text: JSON.stringify(report) },
+        { type: 'image', data: inline.jpeg.toString('base64'), mimeType: 'image/jpeg' },
+      ],
+    };
+  } catch (error) {
+    const known = asVidsheetError(error);
+    // The service failed the job: an anonymous caller gets the job back, as a keyed one gets credits.
+    if (taken && known.code === 'processing_failed') await deps.anonymous.giveBack(taken).catch(() => {});
+    if (known.code === 'insufficient_credits') {
+      const topUp = `${known.message}: top up at ${deps.config.baseUrl}/keys, or lower the density`;
+      return toolError(new VidsheetError(known.code, topUp), 'remote');
+    }
+    return toolError(known, 'remote');
+  } finally {
+    await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
+      log.error({ err, jobId }, 'could not remove the job directory'),
+    );
+    release();
+  }
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.from(chunk as Buffer));
+  return Buffer.concat(chunks);
+}
