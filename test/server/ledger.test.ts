@@ -66,7 +66,11 @@ describe('opening the database', () => {
     try {
       expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
       const migrations = raw.prepare('select name from kysely_migration').all();
-      expect(migrations).toEqual([{ name: '0001_initial' }, { name: '0002_anonymous_lane' }]);
+      expect(migrations).toEqual([
+        { name: '0001_initial' },
+        { name: '0002_anonymous_lane' },
+        { name: '0003_keys_page' },
+      ]);
     } finally {
       raw.close();
     }

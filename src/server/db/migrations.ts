@@ -117,9 +117,89 @@ const anonymousLane: Migration = {
   },
 };
 
+/**
+ * The keys page (DESIGN §5, §7): e-mail sign-in codes (only their HMAC), sign-in attempts per IP,
+ * sessions (only the token's hash, so sign-out and expiry hold on every instance), Stripe Checkout
+ * sessions with the pack they sell, and the webhook events already applied. `settings` keeps the
+ * server's own secret (the code HMAC key), made once and shared by every instance.
+ */
+const keysPage: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('settings')
+      .addColumn('name', 'text', (col) => col.primaryKey())
+      .addColumn('value', 'text', (col) => col.notNull())
+      .execute();
+    await db.schema
+      .createTable('sign_in_codes')
+      .addColumn('id', 'integer', idColumn(db))
+      .addColumn('email', 'text', (col) => col.notNull())
+      .addColumn('code_hmac', 'text', (col) => col.notNull())
+      .addColumn('ip', 'text', (col) => col.notNull())
+      .addColumn('attempts', 'integer', (col) => col.notNull().defaultTo(0))
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .addColumn('expires_at', 'text', (col) => col.notNull())
+      .addColumn('used_at', 'text')
+      .execute();
+    await db.schema
+      .createIndex('sign_in_codes_email')
+      .on('sign_in_codes')
+      .columns(['email', 'created_at'])
+      .execute();
+    await db.schema
+      .createIndex('sign_in_codes_ip')
+      .on('sign_in_codes')
+      .columns(['ip', 'created_at'])
+      .execute();
+    await db.schema
+      .createTable('sign_in_tries')
+      .addColumn('id', 'integer', idColumn(db))
+      .addColumn('ip', 'text', (col) => col.notNull())
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .execute();
+    await db.schema
+      .createIndex('sign_in_tries_ip')
+      .on('sign_in_tries')
+      .columns(['ip', 'created_at'])
+      .execute();
+    await db.schema
+      .createTable('sessions')
+      .addColumn('token_hash', 'text', (col) => col.primaryKey())
+      .addColumn('account_id', 'integer', (col) => col.notNull().references('accounts.id'))
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .addColumn('expires_at', 'text', (col) => col.notNull())
+      .execute();
+    await db.schema
+      .createTable('checkout_sessions')
+      .addColumn('session_id', 'text', (col) => col.primaryKey())
+      .addColumn('account_id', 'integer', (col) => col.notNull().references('accounts.id'))
+      .addColumn('pack', 'text', (col) => col.notNull())
+      .addColumn('credits', 'integer', (col) => col.notNull())
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .addColumn('completed_at', 'text')
+      .execute();
+    await db.schema
+      .createTable('stripe_events')
+      .addColumn('event_id', 'text', (col) => col.primaryKey())
+      .addColumn('received_at', 'text', (col) => col.notNull())
+      .execute();
+  },
+  async down(db: Kysely<unknown>) {
+    for (const table of [
+      'stripe_events',
+      'checkout_sessions',
+      'sessions',
+      'sign_in_tries',
+      'sign_in_codes',
+      'settings',
+    ])
+      await db.schema.dropTable(table).execute();
+  },
+};
+
 /** Every migration by name; kysely's Migrator runs the missing ones in name order. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {
-    return { '0001_initial': initial, '0002_anonymous_lane': anonymousLane };
+    return { '0001_initial': initial, '0002_anonymous_lane': anonymousLane, '0003_keys_page': keysPage };
   },
 };

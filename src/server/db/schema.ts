@@ -78,10 +78,67 @@ export interface AnonymousUsageTable {
   jobs: number;
 }
 
+/** Server-wide values made once (e.g. `code_hmac_key`), shared by every instance. */
+export interface SettingsTable {
+  name: string;
+  value: string;
+}
+
+/** A sign-in code, stored only as an HMAC; single use (`used_at`), at most 5 wrong tries. */
+export interface SignInCodesTable {
+  id: Generated<number>;
+  /** Normalised like accounts.email. */
+  email: string;
+  code_hmac: string;
+  /** Who asked for it (send limits per IP). */
+  ip: string;
+  attempts: Generated<number>;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
+/** One row per code submitted, for the per-IP limit on tries. */
+export interface SignInTriesTable {
+  id: Generated<number>;
+  ip: string;
+  created_at: string;
+}
+
+/** A signed-in browser: the cookie holds the token, the database only its SHA-256. */
+export interface SessionsTable {
+  token_hash: string;
+  account_id: number;
+  created_at: string;
+  expires_at: string;
+}
+
+/** A Stripe Checkout Session we created, and the pack it sells (credited once, on its webhook). */
+export interface CheckoutSessionsTable {
+  session_id: string;
+  account_id: number;
+  pack: string;
+  credits: number;
+  created_at: string;
+  completed_at: string | null;
+}
+
+/** Webhook events already applied (a replay changes nothing). */
+export interface StripeEventsTable {
+  event_id: string;
+  received_at: string;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
   ledger: LedgerTable;
   jobs: JobsTable;
   anonymous_usage: AnonymousUsageTable;
+  settings: SettingsTable;
+  sign_in_codes: SignInCodesTable;
+  sign_in_tries: SignInTriesTable;
+  sessions: SessionsTable;
+  checkout_sessions: CheckoutSessionsTable;
+  stripe_events: StripeEventsTable;
 }
