@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg and its libraries,
-# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3), npm dependencies
-# from the lock file, then the native addon and the TypeScript build. Safe to run again: it
-# installs only what is missing.
+# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3, Chromium for the
+# browser tests), npm dependencies from the lock file, then the native addon and the TypeScript
+# build. Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(ffmpeg libavcodec-dev libavformat-dev libavutil-dev libavfilter-dev libavdevice-dev
-  libswscale-dev libswresample-dev libclang-dev pkg-config g++ make)
+  libswscale-dev libswresample-dev libclang-dev pkg-config g++ make
+  # The keys page's tests drive Debian's Chromium (playwright-core downloads no browser).
+  chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

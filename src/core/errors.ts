@@ -167,6 +167,15 @@ export const remoteErrors = {
   fetchFailed: (why: string) => new VidsheetError('fetch_failed', `could not fetch the video: ${why}`),
 };
 
+/** The keys page's own refusal: a form without a valid CSRF token (stale page, or another site). */
+export const webErrors = {
+  staleForm: () =>
+    new VidsheetError(
+      'forbidden',
+      'this form has expired or did not come from the keys page; reload the page',
+    ),
+};
+
 /** Per-OS install hint for ffmpeg/ffprobe. */
 export function ffmpegInstallHint(platform: NodeJS.Platform = process.platform): string {
   switch (platform) {

@@ -9,12 +9,14 @@ import { randomBytes } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { hostedErrors, VidsheetError } from '../core/errors.js';
+import { hostedErrors, VidsheetError, webErrors } from '../core/errors.js';
 import type { ServerDeps } from './deps.js';
 import { answerBeforeBody } from './early-answer.js';
 import { healthRoutes } from './routes/health.js';
+import { keysRoutes } from './routes/keys.js';
 import { mcpRoutes } from './routes/mcp.js';
 import { sheetRoutes } from './routes/sheets.js';
+import { stripeWebhookRoutes } from './routes/stripe-webhook.js';
 import { vidsheetRoutes } from './routes/vidsheet.js';
 
 export interface AppOptions {
@@ -79,6 +81,8 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
   await app.register(sheetRoutes, deps);
   await app.register(vidsheetRoutes, deps);
   await app.register(mcpRoutes, deps);
+  await app.register(keysRoutes, deps);
+  await app.register(stripeWebhookRoutes, { payments: deps.payments });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }
@@ -86,6 +90,7 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
 /** Anything thrown in a request, as a catalog error. */
 function toCatalogError(error: Error & { code?: string; statusCode?: number }, maxUploadMb: number) {
   if (error instanceof VidsheetError) return error;
+  if (error.code?.startsWith('FST_CSRF_')) return webErrors.staleForm();
   if (error.code === 'FST_REQ_FILE_TOO_LARGE' || error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
     return hostedErrors.tooLarge(maxUploadMb);
   }

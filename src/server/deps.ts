@@ -4,6 +4,10 @@ import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
 import type { ServerConfig } from './config.js';
 import type { HostedJobs } from './jobs.js';
+import type { Mailer } from './keys/mail.js';
+import type { Payments } from './keys/payments.js';
+import type { Sessions } from './keys/sessions.js';
+import type { SignIn } from './keys/sign-in.js';
 import type { SheetStorage } from './storage/storage.js';
 
 export interface ServerDeps {
@@ -14,6 +18,11 @@ export interface ServerDeps {
   jobs: HostedJobs;
   /** The remote endpoint's anonymous daily quota. */
   anonymous: AnonymousLane;
+  /** The keys page: browser sessions, e-mail sign-in, mail, Stripe payments. */
+  sessions: Sessions;
+  signIn: SignIn;
+  mailer: Mailer;
+  payments: Payments;
   clock: Clock;
   version: string;
 }

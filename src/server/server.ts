@@ -17,6 +17,10 @@ import type { ServerConfig } from './config.js';
 import { openDatabase } from './db/open.js';
 import type { Database } from './db/schema.js';
 import { HostedJobs } from './jobs.js';
+import { createMailer } from './keys/mail.js';
+import { Payments } from './keys/payments.js';
+import { Sessions } from './keys/sessions.js';
+import { SignIn } from './keys/sign-in.js';
 import { LocalSheetStorage } from './storage/local.js';
 import { startSweeper } from './sweeper.js';
 import { JobWorker } from './worker/worker.js';
@@ -86,8 +90,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const sweeper = startSweeper({ ledger, storage, intervalS: config.sweepS, log });
   await sweeper.sweep();
 
+  const mailer = createMailer(config, log);
+  const keysPage = {
+    sessions: new Sessions(db, { clock }),
+    signIn: new SignIn({ db, ledger, mailer, clock, log }),
+    mailer,
+    payments: new Payments({ config, db, ledger, clock, log }),
+  };
   const app = await buildApp(
-    { config, ledger, storage, admission, jobs, anonymous, clock, version: packageVersion() },
+    { config, ledger, storage, admission, jobs, anonymous, ...keysPage, clock, version: packageVersion() },
     { loggerInstance: log },
   );
   const address = await app.listen({ port: config.port, host: config.host });
@@ -106,6 +117,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       await closed;
       clearTimeout(deadline);
       await worker.close();
+      // Sign-in mails still being handed to the SMTP server are not cut off.
+      await keysPage.signIn.settled();
       await db.destroy();
       log.info({}, 'stopped');
     })());

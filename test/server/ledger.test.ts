@@ -75,7 +75,19 @@ describe('opening the database', () => {
       raw.close();
     }
     const tables = (await db.introspection.getTables()).map((t) => t.name).sort();
-    expect(tables).toEqual(['accounts', 'api_keys', 'jobs', 'ledger']);
+    expect(tables).toEqual([
+      'accounts',
+      'anonymous_usage',
+      'api_keys',
+      'checkout_sessions',
+      'jobs',
+      'ledger',
+      'sessions',
+      'settings',
+      'sign_in_codes',
+      'sign_in_tries',
+      'stripe_events',
+    ]);
   });
 
   it('refuses a balance below zero at the database level too (CHECK)', async () => {

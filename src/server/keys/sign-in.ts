@@ -1,0 +1,284 @@
+/**
+ * Sign-in by e-mail code (DESIGN §5 "Keys page"): 6 digits from a secure random source, valid 10
+ * minutes, single use, stored only as an HMAC, at most 5 wrong tries per code; sending limited per
+ * address and per IP, submitting per IP. Every limit is counted in the database, not in memory, so it
+ * holds across server instances (DESIGN §8).
+ *
+ * No account enumeration: `sendCode` never looks accounts up (an account is created at the first
+ * successful sign-in), so it does the same work and gives the same answer for every address; and it
+ * does not wait for the mail server, so its time does not depend on where (or whether) mail goes.
+ *
+ * Which code counts: only the newest code sent to an address. Sending a new code supersedes the older
+ * ones at once (a code mailed earlier stops working, even if it is still within its 10 minutes), so at
+ * any moment one code is guessable per address, and its 5 tries are the only ones.
+ */
+import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { type Clock, type Ledger, normalizeEmail } from '../billing/ledger.js';
+import { writeTransaction } from '../db/open.js';
+import type { Database } from '../db/schema.js';
+import type { Mailer, MailLog } from './mail.js';
+
+/** How long a code is valid (DESIGN §5: 10 minutes). */
+export const CODE_TTL_S = 600;
+/** Wrong tries that burn a code (DESIGN §5). */
+export const MAX_TRIES_PER_CODE = 5;
+/** Codes sent per address and per IP within a sliding window (DESIGN §5). */
+export const SEND_LIMITS = { perEmail: 5, perIp: 30, windowS: 600 } as const;
+/** Codes submitted per IP within a sliding window (DESIGN §5), whatever the address. */
+export const TRY_LIMIT = { perIp: 60, windowS: 600 } as const;
+
+/** The `settings` row holding the HMAC key (base64 of 32 random bytes), shared by every instance. */
+export const CODE_HMAC_KEY_SETTING = 'code_hmac_key';
+
+export type SendResult = { ok: true } | { ok: false; reason: 'rate_limited' };
+export type VerifyResult =
+  | { ok: true; accountId: number }
+  | { ok: false; reason: 'wrong_code' | 'rate_limited' };
+
+/**
+ * Thrown by `sendCode` for something that is not an e-mail address. Its `message` is a fixed sentence
+ * the route can show on the form as it is (it never echoes the input, so it needs no escaping).
+ */
+export class InvalidEmailError extends Error {
+  constructor() {
+    super('Enter a valid e-mail address.');
+    this.name = 'InvalidEmailError';
+  }
+}
+
+/** Whether `normalizeEmail` (the one spelling accounts use) accepts the address; for form checks. */
+export function isValidEmail(email: string): boolean {
+  try {
+    normalizeEmail(email);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const CODE_PATTERN = /^\d{6}$/;
+const KEY_BYTES = 32;
+
+export class SignIn {
+  readonly #db: Kysely<Database>;
+  readonly #ledger: Ledger;
+  readonly #mailer: Mailer;
+  readonly #clock: Clock;
+  readonly #log: MailLog;
+  #key: Promise<Buffer> | undefined;
+  readonly #deliveries = new Set<Promise<void>>();
+
+  /** `clock` stamps every row (ISO text, compared as text), so tests can step through the windows. */
+  constructor(deps: { db: Kysely<Database>; ledger: Ledger; mailer: Mailer; clock: Clock; log: MailLog }) {
+    this.#db = deps.db;
+    this.#ledger = deps.ledger;
+    this.#mailer = deps.mailer;
+    this.#clock = deps.clock;
+    this.#log = deps.log;
+  }
+
+  /**
+   * Makes a 6-digit code (crypto.randomInt, zero-padded), stores HMAC-SHA256(key, normalizedEmail + ':'
+   * + code), and starts mailing it. Same result whether or not an account exists (no account is looked
+   * up or created here). Resolves once the code is stored and delivery has started, without waiting for
+   * the mail server (a failed delivery is logged); a refused send stores and mails nothing.
+   * Throws InvalidEmailError for something that is not an e-mail address.
+   */
+  async sendCode(email: string, ip: string): Promise<SendResult> {
+    const normalized = normalizeOrUndefined(email);
+    if (normalized === undefined) throw new InvalidEmailError();
+    const key = await this.#hmacKey();
+    const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
+    const codeHmac = hmac(key, normalized, code).toString('hex');
+    const now = this.#clock();
+    const nowText = now.toISOString();
+    const windowStart = shift(now, -SEND_LIMITS.windowS);
+    const stored = await writeTransaction(this.#db, async (trx) => {
+      // Rows older than both the window and a code's lifetime count for nothing any more.
+      await trx
+        .deleteFrom('sign_in_codes')
+        .where('created_at', '<=', shift(now, -Math.max(SEND_LIMITS.windowS, CODE_TTL_S)))
+        .execute();
+      const byEmail = await countSince(trx, 'email', normalized, windowStart);
+      const byIp = await countSince(trx, 'ip', ip, windowStart);
+      if (byEmail >= SEND_LIMITS.perEmail || byIp >= SEND_LIMITS.perIp) return false;
+      await trx
+        .insertInto('sign_in_codes')
+        .values({
+          email: normalized,
+          code_hmac: codeHmac,
+          ip,
+          created_at: nowText,
+          expires_at: shift(now, CODE_TTL_S),
+        })
+        .execute();
+      return true;
+    });
+    if (!stored) {
+      this.#log.warn({ ip }, 'sign-in code refused: send limit reached');
+      return { ok: false, reason: 'rate_limited' };
+    }
+    this.#deliver(normalized, code);
+    return { ok: true };
+  }
+
+  /**
+   * Checks a code against the newest code sent to that e-mail, which must still be live (unused, not
+   * expired, fewer than 5 wrong tries). Every call counts against the IP's try limit; a wrong code also
+   * counts against that code (the 5th wrong try burns it). On success the code is marked used (in the
+   * same transaction as the check, so two racing submissions cannot both win), the account is created
+   * if needed (`ledger.findOrCreateAccount`) and its id returned. Every failure is 'wrong_code' (expired,
+   * burned, used, superseded, malformed and wrong are not told apart: an attacker learns nothing), except
+   * the per-IP try limit. An invalid address is simply a wrong code: there can be no code for it.
+   */
+  async verify(email: string, code: string, ip: string): Promise<VerifyResult> {
+    const normalized = normalizeOrUndefined(email);
+    const submitted = code.replace(/\s+/g, '');
+    const key = await this.#hmacKey();
+    // Computed whatever the input, so a malformed submission takes the same path as a wrong one.
+    const candidate = hmac(key, normalized ?? '', submitted);
+    const now = this.#clock();
+    const nowText = now.toISOString();
+    const windowStart = shift(now, -TRY_LIMIT.windowS);
+    const outcome = await writeTransaction(this.#db, async (trx) => {
+      await trx.deleteFrom('sign_in_tries').where('created_at', '<=', windowStart).execute();
+      const tries = await trx
+        .selectFrom('sign_in_tries')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('ip', '=', ip)
+        .where('created_at', '>', windowStart)
+        .executeTakeFirst();
+      // A refused try is not recorded: the limit is "60 checked tries per window", not a lockout that
+      // every further attempt extends.
+      if (Number(tries?.n ?? 0) >= TRY_LIMIT.perIp) return 'rate_limited' as const;
+      await trx.insertInto('sign_in_tries').values({ ip, created_at: nowText }).execute();
+      if (normalized === undefined) return 'wrong_code' as const;
+      const row = await trx
+        .selectFrom('sign_in_codes')
+        .select(['id', 'code_hmac', 'attempts', 'expires_at', 'used_at'])
+        .where('email', '=', normalized)
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      const live =
+        row !== undefined &&
+        row.used_at === null &&
+        row.expires_at > nowText &&
+        row.attempts < MAX_TRIES_PER_CODE;
+      if (!live) return 'wrong_code' as const;
+      const stored = Buffer.from(row.code_hmac, 'hex');
+      const matches =
+        CODE_PATTERN.test(submitted) &&
+        stored.length === candidate.length &&
+        timingSafeEqual(stored, candidate);
+      if (!matches) {
+        await trx
+          .updateTable('sign_in_codes')
+          .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
+          .where('id', '=', row.id)
+          .execute();
+        if (row.attempts + 1 >= MAX_TRIES_PER_CODE) {
+          this.#log.warn({ email: normalized, ip }, 'sign-in code burned: too many wrong tries');
+        }
+        return 'wrong_code' as const;
+      }
+      await trx.updateTable('sign_in_codes').set({ used_at: nowText }).where('id', '=', row.id).execute();
+      return 'ok' as const;
+    });
+    if (outcome === 'rate_limited') {
+      this.#log.warn({ ip }, 'sign-in try refused: try limit reached');
+      return { ok: false, reason: 'rate_limited' };
+    }
+    if (outcome === 'wrong_code' || normalized === undefined) return { ok: false, reason: 'wrong_code' };
+    // After the commit: the ledger takes its own write transaction (they do not nest). Should this fail,
+    // the code is spent and the person asks for a new one; nothing half-made is left behind.
+    const account = await this.#ledger.findOrCreateAccount(normalized);
+    return { ok: true, accountId: account.id };
+  }
+
+  /**
+   * Resolves when every mail delivery started so far has finished, delivered or failed (failures are
+   * already logged): for a clean shutdown, and for tests that wait for the mail.
+   */
+  async settled(): Promise<void> {
+    while (this.#deliveries.size > 0) await Promise.all(this.#deliveries);
+  }
+
+  /** Starts the delivery and returns at once; its end (either way) is only logged. */
+  #deliver(email: string, code: string): void {
+    const delivery = (async () => this.#mailer.sendSignInCode(email, code))().then(
+      () => undefined,
+      (error: unknown) => {
+        const message = error instanceof Error ? error.message : String(error);
+        this.#log.warn({ email, error: message }, 'sign-in code mail could not be delivered');
+      },
+    );
+    this.#deliveries.add(delivery);
+    void delivery.finally(() => this.#deliveries.delete(delivery));
+  }
+
+  /** The HMAC key, read (or made, by whichever instance comes first) once and then kept in memory. */
+  #hmacKey(): Promise<Buffer> {
+    this.#key ??= loadHmacKey(this.#db).catch((error: unknown) => {
+      this.#key = undefined;
+      throw error;
+    });
+    return this.#key;
+  }
+}
+
+/**
+ * Insert-or-ignore and then read back: two instances starting together both end up with the one key
+ * that won the insert, so a code sent through one verifies on the other.
+ */
+async function loadHmacKey(db: Kysely<Database>): Promise<Buffer> {
+  const read = (conn: Kysely<Database>) =>
+    conn.selectFrom('settings').select('value').where('name', '=', CODE_HMAC_KEY_SETTING).executeTakeFirst();
+  let row = await read(db);
+  if (row === undefined) {
+    row = await writeTransaction(db, async (trx) => {
+      await trx
+        .insertInto('settings')
+        .values({ name: CODE_HMAC_KEY_SETTING, value: randomBytes(KEY_BYTES).toString('base64') })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .execute();
+      return read(trx);
+    });
+  }
+  const key = row === undefined ? undefined : Buffer.from(row.value, 'base64');
+  if (key?.length !== KEY_BYTES) {
+    throw new Error(`settings.${CODE_HMAC_KEY_SETTING} is not a base64 ${KEY_BYTES}-byte key`);
+  }
+  return key;
+}
+
+const hmac = (key: Buffer, email: string, code: string): Buffer =>
+  createHmac('sha256', key).update(`${email}:${code}`).digest();
+
+function normalizeOrUndefined(email: string): string | undefined {
+  try {
+    return normalizeEmail(email);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The clock's time moved by `seconds`, as the ISO text every timestamp column holds. */
+const shift = (now: Date, seconds: number): string => new Date(now.getTime() + seconds * 1000).toISOString();
+
+async function countSince(
+  trx: Kysely<Database>,
+  column: 'email' | 'ip',
+  value: string,
+  since: string,
+): Promise<number> {
+  const row = await trx
+    .selectFrom('sign_in_codes')
+    .select((eb) => eb.fn.countAll().as('n'))
+    .where(column, '=', value)
+    .where('created_at', '>', since)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}

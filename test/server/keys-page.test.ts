@@ -1,0 +1,403 @@
+/**
+ * The keys page as a person uses it: Debian's Chromium driven by playwright-core against the built
+ * server on loopback, a real SMTP server in this process receiving the sign-in codes, and a local
+ * test double standing in for the Stripe API (the one outside service), with webhooks signed by the
+ * Stripe SDK itself. Controls are found by the accessible names DESIGN §7 fixes.
+ */
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { simpleParser } from 'mailparser';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { SMTPServer } from 'smtp-server';
+import Stripe from 'stripe';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const SAMPLE = readFileSync(join(ROOT, 'fixtures', 'sample.mp4'));
+const WEBHOOK_SECRET = 'whsec_test_vidsheet';
+
+interface Mail {
+  to: string;
+  subject: string;
+  text: string;
+  from: string;
+}
+
+const mails: Mail[] = [];
+let smtp: SMTPServer;
+let smtpPort: number;
+/** The Stripe API test double: records Checkout Sessions, serves a stand-in payment page. */
+let stripeApi: Server;
+let stripePort: number;
+const checkoutRequests: URLSearchParams[] = [];
+let browser: Browser;
+let server: TestServer;
+
+async function nextMail(to: string, after: number): Promise<Mail> {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    const mail = mails.slice(after).find((m) => m.to === to);
+    if (mail) return mail;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`no mail to ${to}`);
+}
+
+beforeAll(async () => {
+  smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    onData(stream, session, callback) {
+      simpleParser(stream)
+        .then((parsed) => {
+          mails.push({
+            to: session.envelope.rcptTo.map((r) => r.address).join(','),
+            subject: parsed.subject ?? '',
+            text: parsed.text ?? '',
+            from: parsed.from?.text ?? '',
+          });
+          callback();
+        })
+        .catch(callback);
+    },
+  });
+  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
+  smtpPort = (smtp.server.address() as AddressInfo).port;
+
+  stripeApi = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      if (req.method === 'POST' && req.url === '/v1/checkout/sessions') {
+        const form = new URLSearchParams(body);
+        checkoutRequests.push(form);
+        const id = `cs_test_${checkoutRequests.length}_${Date.now()}`;
+        res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_${id}` });
+        res.end(
+          JSON.stringify({
+            id,
+            object: 'checkout.session',
+            mode: 'payment',
+            payment_status: 'unpaid',
+            status: 'open',
+            client_reference_id: form.get('client_reference_id'),
+            metadata: { pack: form.get('metadata[pack]') },
+            url: `http://127.0.0.1:${stripePort}/pay/${id}`,
+          }),
+        );
+      } else if (req.method === 'GET' && req.url?.startsWith('/pay/')) {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.end('<!doctype html><title>Test checkout</title><h1>Stripe test checkout</h1>');
+      } else {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"not found"}}');
+      }
+    });
+  });
+  await new Promise<void>((resolve) => stripeApi.listen(0, '127.0.0.1', resolve));
+  stripePort = (stripeApi.address() as AddressInfo).port;
+
+  server = await startServer({
+    VIDSHEET_SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+    VIDSHEET_MAIL_FROM: 'vidsheet <noreply@vidsheet.test>',
+    VIDSHEET_STRIPE_SECRET_KEY: 'sk_test_vidsheet',
+    VIDSHEET_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+    VIDSHEET_STRIPE_API_URL: `http://127.0.0.1:${stripePort}`,
+  });
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--disable-background-networking', '--disable-component-update', '--no-first-run', '--no-sandbox'],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+  await new Promise<void>((resolve) => smtp?.close(() => resolve()));
+  stripeApi?.closeAllConnections();
+  await new Promise<void>((resolve) => stripeApi?.close(() => resolve()));
+  removeServerDirs();
+});
+
+/** Signs in through the page with the code from the mail; returns the page, signed in. */
+async function signIn(page: Page, email: string): Promise<void> {
+  await page.goto(`${server.url}/keys`);
+  const before = mails.length;
+  await page.getByLabel('Email').fill(email);
+  await page.getByRole('button', { name: 'Send code' }).click();
+  const mail = await nextMail(email, before);
+  const code = /\b(\d{6})\b/.exec(mail.text)?.[1] as string;
+  await page.getByLabel('Code').fill(code);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await expect.poll(() => page.getByText(/^Balance: \d+ credits$/).count()).toBe(1);
+}
+
+const balanceOf = async (page: Page) =>
+  Number(
+    /Balance: (\d+) credits/.exec((await page.getByText(/^Balance: \d+ credits$/).textContent()) ?? '')?.[1],
+  );
+
+async function postJob(key: string) {
+  const form = new FormData();
+  form.append('video', new Blob([SAMPLE]), 'sample.mp4');
+  return fetch(`${server.url}/v1/vidsheet`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}` },
+    body: form,
+  });
+}
+
+/** A webhook delivery as Stripe would send it, signed with the endpoint's secret. */
+async function deliver(event: object, secret = WEBHOOK_SECRET) {
+  const payload = JSON.stringify(event);
+  const header = new Stripe('sk_test_vidsheet').webhooks.generateTestHeaderString({ payload, secret });
+  return fetch(`${server.url}/stripe/webhook`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'stripe-signature': header },
+    body: payload,
+  });
+}
+
+const completed = (eventId: string, sessionId: string, paymentStatus = 'paid') => ({
+  id: eventId,
+  object: 'event',
+  type: 'checkout.session.completed',
+  api_version: '2025-01-27.acacia',
+  created: Math.floor(Date.now() / 1000),
+  livemode: false,
+  data: {
+    object: { id: sessionId, object: 'checkout.session', payment_status: paymentStatus, mode: 'payment' },
+  },
+});
+
+describe('the keys page in a real browser', () => {
+  it('sign in (a wrong code is refused), create a key and use it, reload, buy a pack, usage, revoke, sign out', async () => {
+    const page = await browser.newPage();
+    const email = 'person@example.com';
+
+    // Signed out: the Email field and Send code; then Code and Sign in. A wrong code is refused.
+    await page.goto(`${server.url}/keys`);
+    expect(await page.getByRole('heading', { level: 1 }).count()).toBe(1);
+    const before = mails.length;
+    await page.getByLabel('Email').fill(email);
+    await page.getByRole('button', { name: 'Send code' }).click();
+    const mail = await nextMail(email, before);
+    expect(mail.subject).toBe('Your vidsheet sign-in code');
+    expect(mail.from).toContain('noreply@vidsheet.test');
+    const code = /\b(\d{6})\b/.exec(mail.text)?.[1] as string;
+    expect(code).toMatch(/^\d{6}$/);
+    const wrong = code === '000000' ? '000001' : '000000';
+    await page.getByLabel('Code').fill(wrong);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByText(/not right/).count()).toBe(1);
+    expect(await page.getByLabel('Code').count()).toBe(1);
+    await page.getByLabel('Code').fill(code);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByText(/^Balance: \d+ credits$/).count()).toBe(1);
+    expect(await balanceOf(page)).toBe(0);
+    const cookies = await page.context().cookies();
+    const session = cookies.find((c) => c.name === 'vidsheet_session');
+    expect(session?.httpOnly).toBe(true);
+    expect(session?.sameSite).toBe('Lax');
+
+    // Create a key: shown once, as text, with the note; it works on the API.
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const keyText = (await page.locator('.key').textContent())?.trim() ?? '';
+    expect(keyText).toMatch(/^vs_live_[0-9a-f]{40}$/);
+    expect(await page.getByText(/cannot be shown again/).count()).toBe(1);
+    const job = await postJob(keyText);
+    expect(job.status).toBe(200);
+    const result = await job.json();
+    // Never purchased: topped up to 7, then charged 2 for two 3x3 sheets.
+    expect(result.credits_remaining).toBe(5);
+
+    // A reload does not show the key again; the key is listed by its prefix; the usage row is there.
+    await page.reload();
+    expect(await page.locator('.key').count()).toBe(0);
+    expect(await page.getByText(keyText).count()).toBe(0);
+    expect(await page.getByText(`${keyText.slice(0, 12)}…`).count()).toBe(1);
+    expect(await balanceOf(page)).toBe(5);
+    for (const name of ['Time', 'Surface', 'Density', 'Sheets', 'Credits']) {
+      expect(await page.getByRole('columnheader', { name, exact: true }).count(), name).toBe(1);
+    }
+    const firstRow = page.locator('tbody tr').first();
+    expect(await firstRow.locator('td').allTextContents()).toEqual([
+      expect.stringMatching(/^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/),
+      'HTTP API',
+      '3x3',
+      '2',
+      '2',
+    ]);
+    if (process.env.UPDATE_SCREENSHOTS) {
+      // The README's picture of the page: `UPDATE_SCREENSHOTS=1 npx vitest run test/server/keys-page.test.ts`.
+      mkdirSync(join(ROOT, 'docs'), { recursive: true });
+      await page.setViewportSize({ width: 1000, height: 1100 });
+      await page.screenshot({ path: join(ROOT, 'docs', 'keys-page.png'), fullPage: true });
+    }
+
+    // Buy 30 credits: Checkout Session as DESIGN §7 says, the browser goes to the payment page.
+    await page.getByRole('button', { name: /^Buy 30 credits/ }).click();
+    await page.waitForURL(/\/pay\/cs_test_/);
+    const checkout = checkoutRequests.at(-1) as URLSearchParams;
+    expect(checkout.get('mode')).toBe('payment');
+    expect(checkout.get('metadata[pack]')).toBe('p30');
+    expect(checkout.get('line_items[0][price_data][unit_amount]')).toBe('300');
+    expect(checkout.get('line_items[0][quantity]')).toBe('1');
+    const sessionId = new URL(page.url()).pathname.split('/').at(-1) as string;
+    // The webhook credits the pack once; a replay and a second event for the session change nothing.
+    expect((await deliver(completed('evt_1', sessionId))).status).toBe(200);
+    expect((await deliver(completed('evt_1', sessionId))).status).toBe(200);
+    expect((await deliver(completed('evt_2', sessionId))).status).toBe(200);
+    expect((await deliver(completed('evt_3', sessionId), 'whsec_wrong')).status).toBe(400);
+    await page.goto(`${server.url}/keys`);
+    expect(await balanceOf(page)).toBe(35);
+
+    // Revoke: the key answers 401 at once.
+    await page.getByRole('button', { name: 'Revoke' }).click();
+    await expect.poll(() => page.getByText(/is revoked/).count()).toBe(1);
+    expect((await postJob(keyText)).status).toBe(401);
+
+    // Sign out: back to the Email field; the old session cookie no longer signs anyone in.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await expect.poll(() => page.getByLabel('Email').count()).toBe(1);
+    const stale = await fetch(`${server.url}/keys`, {
+      headers: { cookie: `vidsheet_session=${session?.value}` },
+    });
+    expect(await stale.text()).not.toMatch(/Balance:/);
+    await page.close();
+  });
+
+  it('sign-in sets a fresh session id (a planted cookie is replaced); a form without its CSRF token is refused', async () => {
+    const context = await browser.newContext();
+    const planted = 'A'.repeat(43);
+    await context.addCookies([{ name: 'vidsheet_session', value: planted, url: server.url }]);
+    const page = await context.newPage();
+    await signIn(page, 'second@example.com');
+    const second = (await context.cookies()).find((c) => c.name === 'vidsheet_session')?.value;
+    expect(second).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(second).not.toBe(planted);
+    const other = await browser.newContext();
+    const otherPage = await other.newPage();
+    await signIn(otherPage, 'second@example.com');
+    const third = (await other.cookies()).find((c) => c.name === 'vidsheet_session')?.value;
+    expect(third).not.toBe(second);
+    await other.close();
+
+    // The session cookie alone (as another site's form would send it) cannot create a key.
+    const forged = await fetch(`${server.url}/keys/create-key`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `vidsheet_session=${second}` },
+      body: '',
+      redirect: 'manual',
+    });
+    expect(forged.status).toBe(403);
+    await page.goto(`${server.url}/keys`);
+    expect(await page.locator('ul.plain li').count()).toBe(0);
+    await context.close();
+  });
+});
+
+describe('the keys page over plain HTTP, with no SMTP and no Stripe configured', () => {
+  let bare: TestServer;
+  beforeAll(async () => {
+    bare = await startServer();
+  });
+  afterAll(() => bare.stop());
+
+  /** A browser-less visitor: GET /keys for the CSRF cookie and token, then form POSTs. */
+  async function visitor() {
+    const jar = new Map<string, string>();
+    const remember = (res: Response) => {
+      for (const line of res.headers.getSetCookie()) {
+        const [pair] = line.split(';');
+        const [name, value] = (pair as string).split('=') as [string, string];
+        if (value === '') jar.delete(name);
+        else jar.set(name, value);
+      }
+    };
+    const cookie = () => [...jar].map(([n, v]) => `${n}=${v}`).join('; ');
+    const get = async () => {
+      const res = await fetch(`${bare.url}/keys`, { headers: { cookie: cookie() } });
+      remember(res);
+      const html = await res.text();
+      return { html, csrf: /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '' };
+    };
+    const post = async (path: string, fields: Record<string, string>) => {
+      const res = await fetch(`${bare.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
+        body: new URLSearchParams(fields).toString(),
+        redirect: 'manual',
+      });
+      remember(res);
+      return { status: res.status, html: await res.text(), location: res.headers.get('location') };
+    };
+    return { get, post };
+  }
+
+  it('warns at start that codes go to the log; the code in the log signs in; buying says it is unavailable', async () => {
+    const warning = bare.logs.find((l) => /development only/.test(l.msg));
+    expect(warning?.level).toBe(40);
+    const v = await visitor();
+    const { csrf } = await v.get();
+    const sent = await v.post('/keys/code', { _csrf: csrf, email: 'logged@example.com' });
+    expect(sent.status).toBe(200);
+    const logged = await bare.waitForLog(
+      (l) => l.email === 'logged@example.com' && typeof l.code === 'string',
+    );
+    const fresh = /name="_csrf" value="([^"]+)"/.exec(sent.html)?.[1] ?? '';
+    const signedIn = await v.post('/keys/sign-in', {
+      _csrf: fresh,
+      email: 'logged@example.com',
+      code: String(logged.code),
+    });
+    expect(signedIn.status).toBe(303);
+    const page = await v.get();
+    expect(page.html).toContain('Balance: 0 credits');
+    expect(page.html).toContain('Buying is unavailable on this server right now.');
+    expect(page.html).toMatch(/<button type="submit" disabled>Buy 30 credits for \$3<\/button>/);
+    const buy = await v.post('/keys/buy', { _csrf: page.csrf, pack: 'p30' });
+    expect(buy.status).toBe(303);
+    expect(buy.location).toBe('/keys');
+  });
+
+  it('no account enumeration: the same answer, in the same time, for a known and an unknown address', async () => {
+    await bare.admin('create-key', '--email', 'known@example.com');
+    const v = await visitor();
+    const answer = async (email: string) => {
+      const { csrf } = await v.get();
+      const started = performance.now();
+      const r = await v.post('/keys/code', { _csrf: csrf, email });
+      const ms = performance.now() - started;
+      return {
+        status: r.status,
+        html: r.html.replace(/value="[^"]*"/g, 'value=""').replaceAll(email, 'EMAIL'),
+        ms,
+      };
+    };
+    const known: number[] = [];
+    const unknown: number[] = [];
+    // Within the per-address send limit (5 per 10 minutes): alternating, 4 each.
+    for (let i = 0; i < 4; i++) {
+      const a = await answer('known@example.com');
+      const b = await answer(`nobody${i}@example.com`);
+      expect({ status: a.status, html: a.html }).toEqual({ status: b.status, html: b.html });
+      known.push(a.ms);
+      unknown.push(b.ms);
+    }
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] as number;
+    expect(Math.abs(median(known) - median(unknown))).toBeLessThan(25);
+  });
+
+  it("a form without its CSRF token, or with another visitor's token, is refused with 403", async () => {
+    const v = await visitor();
+    await v.get();
+    expect((await v.post('/keys/code', { email: 'a@example.com' })).status).toBe(403);
+    const other = await visitor();
+    const { csrf } = await other.get();
+    expect((await v.post('/keys/code', { _csrf: csrf, email: 'a@example.com' })).status).toBe(403);
+  });
+});

@@ -1,0 +1,597 @@
+/**
+ * Buying credit packs (DESIGN §7 "Stripe") against a local test double of the Stripe API on loopback
+ * and a real SQLite file: the Checkout Session's exact parameters, and the signed webhook crediting the
+ * recorded pack exactly once under replays, second events, concurrent deliveries and a database failure
+ * on either side of the credit; bad signatures and stale timestamps change nothing.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Fastify from 'fastify';
+import { type Kysely, sql } from 'kysely';
+import Stripe from 'stripe';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PACKS, type PackId } from '../../src/core/packs.js';
+import { Ledger } from '../../src/server/billing/ledger.js';
+import { openDatabase } from '../../src/server/db/open.js';
+import type { Database } from '../../src/server/db/schema.js';
+import { Payments, type PaymentsDeps } from '../../src/server/keys/payments.js';
+import { stripeWebhookRoutes } from '../../src/server/routes/stripe-webhook.js';
+
+const SECRET_KEY = 'sk_test_vidsheet_double';
+const WEBHOOK_SECRET = 'whsec_vidsheet_test_secret';
+const BASE_URL = 'https://vidsheet.example';
+const FLOOR = 7;
+
+// ---------------------------------------------------------------------------------------------------
+// The Stripe API test double: POST /v1/checkout/sessions only, recording every request it saw.
+
+interface SeenRequest {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  contentType: string | undefined;
+  form: URLSearchParams;
+}
+
+const seen: SeenRequest[] = [];
+/** When set, the double answers this Stripe error once instead of a session. */
+let failNext: { status: number; body: object } | undefined;
+let double: Server;
+let apiUrl = '';
+
+const readBody = async (request: IncomingMessage): Promise<string> => {
+  const chunks: Buffer[] = [];
+  for await (const chunk of request) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+};
+
+async function startDouble(): Promise<void> {
+  double = createServer(async (request, response) => {
+    const form = new URLSearchParams(await readBody(request));
+    seen.push({
+      method: request.method ?? '',
+      path: request.url ?? '',
+      authorization: request.headers.authorization,
+      contentType: request.headers['content-type'],
+      form,
+    });
+    const answer = (status: number, body: object) => {
+      response.writeHead(status, { 'content-type': 'application/json' });
+      response.end(JSON.stringify(body));
+    };
+    if (request.method !== 'POST' || request.url !== '/v1/checkout/sessions') {
+      return answer(404, { error: { type: 'invalid_request_error', message: 'not in the double' } });
+    }
+    if (failNext !== undefined) {
+      const { status, body } = failNext;
+      failNext = undefined;
+      return answer(status, body);
+    }
+    const id = `cs_test_${randomBytes(12).toString('hex')}`;
+    answer(200, {
+      id,
+      object: 'checkout.session',
+      url: `${apiUrl}/pay/${id}`,
+      mode: 'payment',
+      status: 'open',
+      payment_status: 'unpaid',
+      client_reference_id: form.get('client_reference_id'),
+      metadata: { pack: form.get('metadata[pack]'), account_id: form.get('metadata[account_id]') },
+      amount_total: Number(form.get('line_items[0][price_data][unit_amount]')),
+      currency: 'usd',
+      success_url: form.get('success_url'),
+      cancel_url: form.get('cancel_url'),
+    });
+  });
+  await new Promise<void>((resolve) => double.listen(0, '127.0.0.1', resolve));
+  apiUrl = `http://127.0.0.1:${(double.address() as AddressInfo).port}`;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A fresh database, ledger and Payments per test.
+
+const tmp = mkdtempSync(join(tmpdir(), 'vidsheet-payments-'));
+const databases: Kysely<Database>[] = [];
+let dirs = 0;
+
+interface LogLine {
+  level: 'info' | 'warn' | 'error';
+  object: object;
+  message: string;
+}
+
+async function fresh(options: { configured?: boolean } = {}) {
+  const dataDir = join(tmp, `db${++dirs}`);
+  const db = await openDatabase({ dataDir });
+  databases.push(db);
+  const clock = () => new Date('2025-03-01T12:00:00.000Z');
+  const ledger = new Ledger(db, { allowanceFloor: FLOOR, clock });
+  const logs: LogLine[] = [];
+  const log = {
+    info: (object: object, message: string) => logs.push({ level: 'info', object, message }),
+    warn: (object: object, message: string) => logs.push({ level: 'warn', object, message }),
+    error: (object: object, message: string) => logs.push({ level: 'error', object, message }),
+  };
+  const configured = options.configured ?? true;
+  const config: PaymentsDeps['config'] = {
+    baseUrl: BASE_URL,
+    stripeSecretKey: configured ? SECRET_KEY : undefined,
+    stripeWebhookSecret: configured ? WEBHOOK_SECRET : undefined,
+    stripeApiUrl: apiUrl,
+  };
+  const deps = { config, db, ledger, clock, log };
+  const payments = new Payments(deps);
+  const account = await ledger.findOrCreateAccount(`buyer${dirs}@example.com`);
+  return { dataDir, db, ledger, payments, account, logs, deps };
+}
+
+/** Everything a webhook could change, to compare before and after. */
+async function snapshot(db: Kysely<Database>, accountId: number) {
+  const account = await db
+    .selectFrom('accounts')
+    .select(['balance', 'purchased'])
+    .where('id', '=', accountId)
+    .executeTakeFirstOrThrow();
+  const ledger = await db
+    .selectFrom('ledger')
+    .select(['kind', 'amount', 'balance_after', 'idempotency_key'])
+    .where('account_id', '=', accountId)
+    .orderBy('id')
+    .execute();
+  const sessions = await db.selectFrom('checkout_sessions').selectAll().orderBy('session_id').execute();
+  const events = await db.selectFrom('stripe_events').selectAll().orderBy('event_id').execute();
+  return { ...account, ledger, sessions, events };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Webhook events, signed the way Stripe signs them.
+
+let events = 0;
+const eventId = () => `evt_test_${++events}_${randomBytes(6).toString('hex')}`;
+
+function sessionEvent(options: {
+  sessionId: string;
+  id?: string;
+  type?: string;
+  paymentStatus?: 'paid' | 'unpaid' | 'no_payment_required';
+  metadata?: Record<string, string>;
+  clientReferenceId?: string;
+}): string {
+  return JSON.stringify({
+    id: options.id ?? eventId(),
+    object: 'event',
+    api_version: Stripe.API_VERSION,
+    created: Math.floor(Date.now() / 1000),
+    livemode: false,
+    pending_webhooks: 1,
+    request: { id: null, idempotency_key: null },
+    type: options.type ?? 'checkout.session.completed',
+    data: {
+      object: {
+        id: options.sessionId,
+        object: 'checkout.session',
+        mode: 'payment',
+        status: 'complete',
+        payment_status: options.paymentStatus ?? 'paid',
+        client_reference_id: options.clientReferenceId ?? null,
+        metadata: options.metadata ?? {},
+      },
+    },
+  });
+}
+
+const sign = (payload: string, options: { secret?: string; timestamp?: number } = {}): string =>
+  Stripe.webhooks.generateTestHeaderString({
+    payload,
+    secret: options.secret ?? WEBHOOK_SECRET,
+    ...(options.timestamp === undefined ? {} : { timestamp: options.timestamp }),
+  });
+
+/** Delivers a signed payload straight to `handleWebhook`, as the route does. */
+const deliver = (payments: Payments, payload: string, header = sign(payload)) =>
+  payments.handleWebhook(Buffer.from(payload, 'utf8'), header);
+
+/** A checkout created through the double, so the session is recorded exactly as in production. */
+async function checkout(payments: Payments, accountId: number, packId: PackId = 'p30') {
+  const url = await payments.createCheckout(accountId, packId);
+  const sessionId = url.slice(url.lastIndexOf('/') + 1);
+  return { url, sessionId };
+}
+
+beforeAll(startDouble);
+
+afterAll(async () => {
+  for (const db of databases) await db.destroy().catch(() => undefined);
+  double.closeAllConnections();
+  await new Promise((resolve) => double.close(resolve));
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+// ---------------------------------------------------------------------------------------------------
+
+describe('creating a Checkout Session', () => {
+  it.each(PACKS.map((pack) => [pack.id, pack] as const))(
+    'sends the %s pack as one usd line item in payment mode and records the session',
+    async (_id, pack) => {
+      const { payments, account, db } = await fresh();
+      seen.length = 0;
+      const { url, sessionId } = await checkout(payments, account.id, pack.id);
+
+      expect(url).toBe(`${apiUrl}/pay/${sessionId}`);
+      expect(sessionId).toMatch(/^cs_test_[0-9a-f]{24}$/);
+      expect(seen).toHaveLength(1);
+      const request = seen[0];
+      if (request === undefined) throw new Error('the double saw no request');
+      expect(request.method).toBe('POST');
+      expect(request.path).toBe('/v1/checkout/sessions');
+      expect(request.authorization).toBe(`Bearer ${SECRET_KEY}`);
+      expect(request.contentType).toMatch(/^application\/x-www-form-urlencoded/);
+      expect(Object.fromEntries(request.form)).toEqual({
+        mode: 'payment',
+        'line_items[0][price_data][currency]': 'usd',
+        'line_items[0][price_data][unit_amount]': String(pack.cents),
+        'line_items[0][price_data][product_data][name]': `${pack.credits} vidsheet credits`,
+        'line_items[0][quantity]': '1',
+        client_reference_id: String(account.id),
+        'metadata[pack]': pack.id,
+        'metadata[account_id]': String(account.id),
+        success_url: `${BASE_URL}/keys?purchase=success`,
+        cancel_url: `${BASE_URL}/keys?purchase=cancelled`,
+      });
+      expect([300, 900, 2900]).toContain(Number(request.form.get('line_items[0][price_data][unit_amount]')));
+
+      const rows = await db.selectFrom('checkout_sessions').selectAll().execute();
+      expect(rows).toEqual([
+        {
+          session_id: sessionId,
+          account_id: account.id,
+          pack: pack.id,
+          credits: pack.credits,
+          created_at: '2025-03-01T12:00:00.000Z',
+          completed_at: null,
+        },
+      ]);
+    },
+  );
+
+  it('throws and records nothing when Stripe refuses', async () => {
+    const { payments, account, db } = await fresh();
+    failNext = {
+      status: 400,
+      body: { error: { type: 'invalid_request_error', message: 'No such thing (from the double)' } },
+    };
+    await expect(payments.createCheckout(account.id, 'p120')).rejects.toThrow(/from the double/);
+    expect(await db.selectFrom('checkout_sessions').selectAll().execute()).toEqual([]);
+  });
+
+  it('refuses an unknown pack without calling Stripe', async () => {
+    const { payments, account } = await fresh();
+    seen.length = 0;
+    await expect(payments.createCheckout(account.id, 'p999' as PackId)).rejects.toThrow(/unknown pack/);
+    expect(seen).toEqual([]);
+  });
+});
+
+describe('without Stripe configured', () => {
+  it('is not enabled, createCheckout says buying is unavailable, and webhooks are refused', async () => {
+    const { payments, account, db } = await fresh({ configured: false });
+    expect(payments.enabled).toBe(false);
+    seen.length = 0;
+    await expect(payments.createCheckout(account.id, 'p30')).rejects.toThrow(
+      /buying is unavailable: VIDSHEET_STRIPE_SECRET_KEY and VIDSHEET_STRIPE_WEBHOOK_SECRET are not set/,
+    );
+    expect(seen).toEqual([]);
+    const before = await snapshot(db, account.id);
+    expect(await deliver(payments, sessionEvent({ sessionId: 'cs_test_x' }))).toEqual({
+      status: 400,
+      outcome: 'not configured',
+    });
+    expect(await snapshot(db, account.id)).toEqual(before);
+  });
+
+  it('is enabled with both keys', async () => {
+    const { payments } = await fresh();
+    expect(payments.enabled).toBe(true);
+  });
+});
+
+describe('the webhook', () => {
+  it('credits the recorded pack once, marks the account purchased, and ends the free allowance', async () => {
+    const { payments, account, db, ledger } = await fresh();
+    const { sessionId } = await checkout(payments, account.id, 'p30');
+    const payload = sessionEvent({ sessionId });
+
+    expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'credited' });
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(30);
+    expect(after.purchased).toBe(1);
+    expect(after.ledger).toEqual([
+      { kind: 'purchase', amount: 30, balance_after: 30, idempotency_key: `stripe:${sessionId}` },
+    ]);
+    expect(after.sessions[0]?.completed_at).toBe('2025-03-01T12:00:00.000Z');
+    expect(after.events).toHaveLength(1);
+    expect((await ledger.accountById(account.id))?.purchased).toBe(true);
+
+    // The same delivery again (Stripe retries, or an attacker replays it within 300 s): nothing changes.
+    expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'duplicate event' });
+    expect(await deliver(payments, payload, sign(payload))).toEqual({
+      status: 200,
+      outcome: 'duplicate event',
+    });
+    // A second, different event for the same session: nothing changes either.
+    expect(await deliver(payments, sessionEvent({ sessionId }))).toEqual({
+      status: 200,
+      outcome: 'already credited',
+    });
+    const final = await snapshot(db, account.id);
+    expect({ ...final, events: final.events.length }).toEqual({ ...after, events: 2 });
+
+    // Purchased: spending down to zero is not topped up by the allowance any more.
+    const charge = (jobId: string, price: number) =>
+      ledger.charge({
+        accountId: account.id,
+        jobId,
+        price,
+        surface: 'http',
+        density: '3x3',
+        sheets: price,
+        ttlSeconds: 86_400,
+      });
+    expect(await charge('job-a', 30)).toEqual({ ok: true, balance: 0, allowance: 0 });
+    expect(await charge('job-b', 1)).toEqual({ ok: false, balance: 0, allowance: 0 });
+  });
+
+  it("credits the pack recorded for the session, whatever the event's metadata says", async () => {
+    const { payments, account, db } = await fresh();
+    const { sessionId } = await checkout(payments, account.id, 'p120');
+    const payload = sessionEvent({
+      sessionId,
+      metadata: { pack: 'p500', account_id: '999' },
+      clientReferenceId: '999',
+    });
+    expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'credited' });
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(120);
+    expect(after.ledger.map((entry) => entry.amount)).toEqual([120]);
+  });
+
+  it('credits once when deliveries race: the same event twice and a second event at once', async () => {
+    const { payments, account, db } = await fresh();
+    const { sessionId } = await checkout(payments, account.id, 'p500');
+    const first = sessionEvent({ sessionId });
+    const second = sessionEvent({ sessionId });
+    const results = await Promise.all([
+      deliver(payments, first),
+      deliver(payments, first),
+      deliver(payments, second),
+      deliver(payments, second),
+    ]);
+    expect(results.every((result) => result.status === 200)).toBe(true);
+    expect(results.filter((result) => result.outcome === 'credited')).toHaveLength(1);
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(500);
+    expect(after.ledger).toHaveLength(1);
+    expect(after.events).toHaveLength(2);
+  });
+
+  it('refuses a bad signature, a wrong secret, a missing header and a stale timestamp with 400', async () => {
+    const { payments, account, db } = await fresh();
+    const { sessionId } = await checkout(payments, account.id);
+    const payload = sessionEvent({ sessionId });
+    const before = await snapshot(db, account.id);
+
+    const wrongSecret = sign(payload, { secret: 'whsec_someone_else' });
+    expect(await deliver(payments, payload, wrongSecret)).toEqual({ status: 400, outcome: 'bad signature' });
+    const tampered = payload.replace('"paid"', '"paid" ');
+    expect(await deliver(payments, tampered, sign(payload))).toEqual({
+      status: 400,
+      outcome: 'bad signature',
+    });
+    expect(await payments.handleWebhook(Buffer.from(payload), undefined)).toEqual({
+      status: 400,
+      outcome: 'bad signature',
+    });
+    expect(await deliver(payments, payload, 'garbage')).toEqual({ status: 400, outcome: 'bad signature' });
+    const stale = sign(payload, { timestamp: Math.floor(Date.now() / 1000) - 400 });
+    expect(await deliver(payments, payload, stale)).toEqual({ status: 400, outcome: 'bad signature' });
+    expect(await snapshot(db, account.id)).toEqual(before);
+
+    // Inside Stripe's default 300 s tolerance the same event is accepted.
+    const recent = sign(payload, { timestamp: Math.floor(Date.now() / 1000) - 200 });
+    expect(await deliver(payments, payload, recent)).toEqual({ status: 200, outcome: 'credited' });
+  });
+
+  it('refuses a correctly signed body that is not an event with 400', async () => {
+    const { payments, account, db } = await fresh();
+    const before = await snapshot(db, account.id);
+    for (const payload of ['not json', 'null', '{"id":"evt_1","type":"checkout.session.completed"}']) {
+      expect((await deliver(payments, payload)).status).toBe(400);
+    }
+    expect(await snapshot(db, account.id)).toEqual(before);
+  });
+
+  it('ignores an unpaid completion, other event types and unknown sessions', async () => {
+    const { payments, account, db } = await fresh();
+    const { sessionId } = await checkout(payments, account.id);
+    const before = await snapshot(db, account.id);
+
+    expect(await deliver(payments, sessionEvent({ sessionId, paymentStatus: 'unpaid' }))).toEqual({
+      status: 200,
+      outcome: 'ignored',
+    });
+    expect(await deliver(payments, sessionEvent({ sessionId, type: 'checkout.session.expired' }))).toEqual({
+      status: 200,
+      outcome: 'ignored',
+    });
+    expect(await deliver(payments, sessionEvent({ sessionId: 'cs_test_not_ours' }))).toEqual({
+      status: 200,
+      outcome: 'unknown session',
+    });
+    expect(await snapshot(db, account.id)).toEqual(before);
+  });
+
+  it('answers 500 when the database is gone, and changes nothing', async () => {
+    const { payments, account, dataDir, deps } = await fresh();
+    const { sessionId } = await checkout(payments, account.id);
+    const observer = await openDatabase({ dataDir });
+    databases.push(observer);
+    const before = await snapshot(observer, account.id);
+
+    await deps.db.destroy();
+    expect(await deliver(payments, sessionEvent({ sessionId }))).toEqual({
+      status: 500,
+      outcome: 'database error',
+    });
+    expect(await snapshot(observer, account.id)).toEqual(before);
+  });
+
+  it('answers 500 when the credit fails, changing nothing, and the retry credits once', async () => {
+    const { payments, account, db, logs } = await fresh();
+    const { sessionId } = await checkout(payments, account.id);
+    const payload = sessionEvent({ sessionId });
+    const before = await snapshot(db, account.id);
+
+    await sql`create trigger fail_ledger before insert on ledger begin select raise(abort, 'disk full (test)'); end`.execute(
+      db,
+    );
+    expect(await deliver(payments, payload)).toEqual({ status: 500, outcome: 'database error' });
+    expect(await snapshot(db, account.id)).toEqual(before);
+    expect(logs.some((line) => line.level === 'error' && /Stripe will retry/.test(line.message))).toBe(true);
+
+    await sql`drop trigger fail_ledger`.execute(db);
+    expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'credited' });
+    expect((await snapshot(db, account.id)).balance).toBe(30);
+  });
+
+  it('neither loses nor doubles the credit when the step after it fails (as in a crash between them)', async () => {
+    const { payments, account, db } = await fresh();
+    const { sessionId } = await checkout(payments, account.id);
+    const payload = sessionEvent({ sessionId });
+
+    await sql`create trigger fail_events before insert on stripe_events begin select raise(abort, 'crash (test)'); end`.execute(
+      db,
+    );
+    // The credit committed, the bookkeeping did not: 500, so Stripe delivers again.
+    expect(await deliver(payments, payload)).toEqual({ status: 500, outcome: 'database error' });
+    const between = await snapshot(db, account.id);
+    expect(between.balance).toBe(30);
+    expect(between.events).toEqual([]);
+    expect(between.sessions[0]?.completed_at).toBeNull();
+
+    // Still failing: each retry is refused again, and the balance does not move.
+    expect(await deliver(payments, payload)).toEqual({ status: 500, outcome: 'database error' });
+    expect((await snapshot(db, account.id)).balance).toBe(30);
+
+    await sql`drop trigger fail_events`.execute(db);
+    expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'already credited' });
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(30);
+    expect(after.ledger).toHaveLength(1);
+    expect(after.events).toHaveLength(1);
+    expect(after.sessions[0]?.completed_at).not.toBeNull();
+    expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'duplicate event' });
+    expect((await snapshot(db, account.id)).balance).toBe(30);
+  });
+});
+
+describe('POST /stripe/webhook', () => {
+  async function app(payments: Payments) {
+    const server = Fastify();
+    await server.register(stripeWebhookRoutes, { payments });
+    // A sibling route: the raw-body parser must not leak out of the webhook's own plugin.
+    server.post('/echo', async (request) => ({ body: request.body }));
+    await server.ready();
+    return server;
+  }
+
+  it('hands the exact bytes to the verifier and credits once', async () => {
+    const { payments, account, db } = await fresh();
+    const server = await app(payments);
+    try {
+      const { sessionId } = await checkout(payments, account.id);
+      // Pretty-printed with odd spacing: any parse-and-reserialise on the way would break the signature.
+      const payload = `${JSON.stringify(JSON.parse(sessionEvent({ sessionId })), null, 3)}\n`;
+      const post = (body: string, signature: string, contentType = 'application/json') =>
+        server.inject({
+          method: 'POST',
+          url: '/stripe/webhook',
+          headers: { 'content-type': contentType, 'stripe-signature': signature },
+          payload: body,
+        });
+
+      const ok = await post(payload, sign(payload));
+      expect(ok.statusCode).toBe(200);
+      expect(ok.json()).toEqual({ received: true });
+      expect((await snapshot(db, account.id)).balance).toBe(30);
+
+      const again = await post(payload, sign(payload), 'application/json; charset=utf-8');
+      expect(again.statusCode).toBe(200);
+      expect((await snapshot(db, account.id)).balance).toBe(30);
+
+      const tampered = await post(payload.replace('"paid"', '"paid" '), sign(payload));
+      expect(tampered.statusCode).toBe(400);
+      expect(tampered.json()).toEqual({ error: 'bad_signature' });
+
+      const missing = await server.inject({
+        method: 'POST',
+        url: '/stripe/webhook',
+        headers: { 'content-type': 'application/json' },
+        payload,
+      });
+      expect(missing.statusCode).toBe(400);
+      expect(missing.json()).toEqual({ error: 'bad_signature' });
+
+      // Any other content type still reaches the verifier as bytes.
+      const other = sessionEvent({ sessionId });
+      const text = await post(other, sign(other), 'text/plain');
+      expect(text.statusCode).toBe(200);
+      expect((await snapshot(db, account.id)).balance).toBe(30);
+
+      const echo = await server.inject({ method: 'POST', url: '/echo', payload: { a: 1 } });
+      expect(echo.json()).toEqual({ body: { a: 1 } });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers 500 with a retry body when the database fails', async () => {
+    const { payments, account, deps } = await fresh();
+    const server = await app(payments);
+    try {
+      const { sessionId } = await checkout(payments, account.id);
+      await deps.db.destroy();
+      const payload = sessionEvent({ sessionId });
+      const response = await server.inject({
+        method: 'POST',
+        url: '/stripe/webhook',
+        headers: { 'content-type': 'application/json', 'stripe-signature': sign(payload) },
+        payload,
+      });
+      expect(response.statusCode).toBe(500);
+      expect(response.json()).toEqual({ error: 'retry' });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('refuses a body over 1 MB', async () => {
+    const { payments } = await fresh();
+    const server = await app(payments);
+    try {
+      const payload = JSON.stringify({ padding: 'x'.repeat(1024 * 1024) });
+      const response = await server.inject({
+        method: 'POST',
+        url: '/stripe/webhook',
+        headers: { 'content-type': 'application/json', 'stripe-signature': sign(payload) },
+        payload,
+      });
+      expect(response.statusCode).toBe(413);
+    } finally {
+      await server.close();
+    }
+  });
+});
