@@ -89,15 +89,7 @@ export type RemoteLane =
  */
 export function remoteReport(o: JobOutcome, job: { jobId: string; sheetTtlHours: number; lane: RemoteLane }) {
   return {
-    input: o.input,
-    duration: o.duration,
-    ...windowField(o.window),
-    frames: o.frames,
-    sheets: o.files.length,
-    files: o.files,
-    timecodes: o.timecodes,
-    warnings: o.warnings,
-    contract: CONTRACTS.mcpHttp,
+    ...localReport({ ...o, audio: undefined }, CONTRACTS.mcpHttp, true),
     job_id: job.jobId,
     sheet_ttl_hours: job.sheetTtlHours,
     ...(job.lane.kind === 'keyed'

@@ -21,10 +21,20 @@ export function runCli(
   args: string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv; engine?: string } = {},
 ) {
+  const env = {
+    ...process.env,
+    ...(options.engine ? { VIDSHEET_ENGINE: options.engine } : {}),
+    ...options.env,
+  };
+  return runNode([BIN, ...args], { cwd: options.cwd, env });
+}
+
+/** Runs `node <args>` to its end, capturing exit code and both streams. */
+export function runNode(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
   return new Promise<CliRun>((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const child = spawn(process.execPath, args, {
       cwd: options.cwd,
-      env: { ...process.env, ...(options.engine ? { VIDSHEET_ENGINE: options.engine } : {}), ...options.env },
+      env: options.env ?? process.env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runNode } from './cli.js';
 
 export const SERVER_BIN = join(import.meta.dirname, '..', '..', 'bin', 'vidsheet-server.js');
 
@@ -44,21 +45,9 @@ export function removeServerDirs(): void {
   for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
 }
 
-function runNode(args: string[], env: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 /** Runs the bin with arguments and an environment, to completion (config errors, admin). */
 export function runServerBin(args: string[], env: NodeJS.ProcessEnv) {
-  return runNode([SERVER_BIN, ...args], env);
+  return runNode([SERVER_BIN, ...args], { env });
 }
 
 /**
@@ -144,7 +133,7 @@ export async function startServer(
     logs,
     output: () => raw,
     waitForLog,
-    admin: (...args) => runNode([SERVER_BIN, 'admin', ...args], fullEnv),
+    admin: (...args) => runNode([SERVER_BIN, 'admin', ...args], { env: fullEnv }),
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       return exited;
