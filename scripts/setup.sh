@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg and its libraries,
-# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3, Chromium for the
-# browser tests), npm dependencies from the lock file, then the native addon and the TypeScript
-# build. Safe to run again: it installs only what is missing.
+# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3, Chromium and
+# PostgreSQL for the tests), moto's S3 server for the storage tests, npm dependencies from the lock
+# file, then the native addon and the TypeScript build. Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(ffmpeg libavcodec-dev libavformat-dev libavutil-dev libavfilter-dev libavdevice-dev
   libswscale-dev libswresample-dev libclang-dev pkg-config g++ make
-  # The keys page's tests drive Debian's Chromium (playwright-core downloads no browser).
-  chromium)
+  # The keys page's tests drive Debian's Chromium (playwright-core downloads no browser); the
+  # scale-out tests start a throwaway PostgreSQL.
+  chromium postgresql)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -20,6 +21,11 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The S3 storage tests talk to moto's S3-compatible server (Python, from PyPI).
+if ! command -v moto_server >/dev/null; then
+  python3 -m pip install --quiet "moto[server]"
 fi
 
 # Not `npm ci`: the lock file cannot list other platforms' optional binaries (Biome, napi-rs) where

@@ -1,6 +1,6 @@
 /** Sheets in a directory: `<dir>/<job_id>/video.sheet-N.jpg`. */
-import { createReadStream } from 'node:fs';
-import { copyFile, mkdir, rename, rm, stat, unlink } from 'node:fs/promises';
+import { constants, createReadStream } from 'node:fs';
+import { access, copyFile, mkdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { SheetStorage } from './storage.js';
@@ -30,5 +30,14 @@ export class LocalSheetStorage implements SheetStorage {
 
   async remove(jobId: string): Promise<void> {
     await rm(join(this.dir, jobId), { recursive: true, force: true });
+  }
+
+  /** The directory exists and this process may write in it (a missing or read-only mount would fail every job). */
+  async check(): Promise<void> {
+    const info = await stat(this.dir).catch(() => null);
+    if (!info?.isDirectory()) throw new Error(`sheet directory ${this.dir} does not exist`);
+    await access(this.dir, constants.W_OK).catch(() => {
+      throw new Error(`sheet directory ${this.dir} is not writable`);
+    });
   }
 }

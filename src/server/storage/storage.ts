@@ -12,4 +12,9 @@ export interface SheetStorage {
   get(jobId: string, name: string): Promise<Readable | undefined>;
   /** Deletes every sheet of a job; deleting what is already gone is not an error. */
   remove(jobId: string): Promise<void>;
+  /**
+   * Throws a short reason when sheets could not be stored or served now (`/healthz` "storage", and at
+   * start), so a load balancer can take the instance out. Optional: a store without it is assumed fine.
+   */
+  check?(): Promise<void>;
 }
