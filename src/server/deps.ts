@@ -23,6 +23,8 @@ export interface ServerDeps {
   signIn: SignIn;
   mailer: Mailer;
   payments: Payments;
+  /** Resolves when the database answers (health check). */
+  checkDatabase: () => Promise<void>;
   clock: Clock;
   version: string;
 }

@@ -112,18 +112,26 @@ export const sheetSchema = {
   },
 } as const;
 
+function healthResult(description: string) {
+  return {
+    description,
+    type: 'object',
+    properties: {
+      ok: { type: 'boolean' },
+      contract: { type: 'string', enum: [CONTRACTS.http] },
+      version: { type: 'string' },
+      database: { type: 'string', description: '"ok", or a short reason' },
+      storage: { type: 'string', description: '"ok", or a short reason' },
+    },
+    required: ['ok', 'contract', 'version'],
+  } as const;
+}
+
 export const healthSchema = {
   summary: 'Health',
   description: 'No authentication. Tells an outage of the API from a malformed request.',
   response: {
-    200: {
-      type: 'object',
-      properties: {
-        ok: { type: 'boolean' },
-        contract: { type: 'string', enum: [CONTRACTS.http] },
-        version: { type: 'string' },
-      },
-      required: ['ok', 'contract', 'version'],
-    },
+    200: healthResult('Ready.'),
+    503: healthResult('The database or the sheet storage does not answer; `database`/`storage` say which.'),
   },
 } as const;

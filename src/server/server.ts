@@ -6,7 +6,7 @@
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { pino } from 'pino';
 import { packageVersion } from '../version.js';
 import { Admission } from './admission.js';
@@ -22,6 +22,8 @@ import { Payments } from './keys/payments.js';
 import { Sessions } from './keys/sessions.js';
 import { SignIn } from './keys/sign-in.js';
 import { LocalSheetStorage } from './storage/local.js';
+import { S3SheetStorage } from './storage/s3.js';
+import type { SheetStorage } from './storage/storage.js';
 import { startSweeper } from './sweeper.js';
 import { JobWorker } from './worker/worker.js';
 
@@ -41,11 +43,6 @@ function refuseUnsupported(config: ServerConfig) {
   if (config.databaseUrl) {
     throw new Error(
       'VIDSHEET_DATABASE_URL is set, but this version keeps the ledger in SQLite only; unset it',
-    );
-  }
-  if (config.storageUrl) {
-    throw new Error(
-      'VIDSHEET_STORAGE_URL is set, but this version keeps sheets on local disk only; unset it',
     );
   }
 }
@@ -77,7 +74,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     log.warn({ removed: leftovers.length, refundedJobs: recovered }, 'recovered from an unclean stop');
   }
 
-  const storage = new LocalSheetStorage(sheetsDir);
+  // An unreachable bucket is an error at start, not at the first job.
+  const storage: SheetStorage = config.storageUrl
+    ? await S3SheetStorage.open(config.storageUrl)
+    : new LocalSheetStorage(sheetsDir);
   const worker = new JobWorker(log);
   worker.start();
   const jobs = new HostedJobs({ config, ledger, storage, worker });
@@ -98,7 +98,20 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     payments: new Payments({ config, db, ledger, clock, log }),
   };
   const app = await buildApp(
-    { config, ledger, storage, admission, jobs, anonymous, ...keysPage, clock, version: packageVersion() },
+    {
+      config,
+      ledger,
+      storage,
+      admission,
+      jobs,
+      anonymous,
+      ...keysPage,
+      checkDatabase: async () => {
+        await sql`select 1`.execute(db);
+      },
+      clock,
+      version: packageVersion(),
+    },
     { loggerInstance: log },
   );
   const address = await app.listen({ port: config.port, host: config.host });
@@ -119,6 +132,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       await worker.close();
       // Sign-in mails still being handed to the SMTP server are not cut off.
       await keysPage.signIn.settled();
+      if (storage instanceof S3SheetStorage) storage.destroy();
       await db.destroy();
       log.info({}, 'stopped');
     })());

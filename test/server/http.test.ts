@@ -8,9 +8,10 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../dist/server/billing/ledger.js';
@@ -999,13 +1000,32 @@ describe('the API key never appears in the server output', () => {
 });
 
 describe('health, OpenAPI and not found', () => {
-  it('GET /healthz: {"ok":true,"contract":"vidsheet-http-v0","version":<package version>}, no key needed', async () => {
+  it('GET /healthz: {"ok":true,"contract":"vidsheet-http-v0","version":<package version>}, then database and storage', async () => {
     const res = await fetch(`${main.url}/healthz`);
     const text = await res.text();
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(text).toBe(JSON.stringify({ ok: true, contract: CONTRACT, version: VERSION }));
-    expect(Object.keys(JSON.parse(text))).toEqual(['ok', 'contract', 'version']);
+    expect(text).toBe(
+      JSON.stringify({ ok: true, contract: CONTRACT, version: VERSION, database: 'ok', storage: 'ok' }),
+    );
+  });
+
+  it('GET /healthz with unusable sheet storage: 503, ok false, and which part failed', async () => {
+    const server = await startServer();
+    try {
+      const sheets = join(server.dataDir, 'sheets');
+      rmSync(sheets, { recursive: true });
+      const down = await fetch(`${server.url}/healthz`);
+      expect(down.status).toBe(503);
+      const body = await down.json();
+      expect(Object.keys(body)).toEqual(['ok', 'contract', 'version', 'database', 'storage']);
+      expect(body).toMatchObject({ ok: false, contract: CONTRACT, database: 'ok' });
+      expect(body.storage).not.toBe('ok');
+      mkdirSync(sheets);
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+    } finally {
+      await server.stop();
+    }
   });
 
   it('GET /v1/openapi.json is an OpenAPI 3 document of the three routes', async () => {
