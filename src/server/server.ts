@@ -3,7 +3,8 @@
  * listens, and stops cleanly on SIGTERM/SIGINT (DESIGN §7): it stops accepting at once, lets the
  * running job finish (or, past the deadline, stops the worker, which refunds that job), and exits 0.
  */
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
@@ -38,20 +39,29 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/** The configuration's backends that this version cannot use yet are refused, not ignored. */
-function refuseUnsupported(config: ServerConfig) {
-  if (config.databaseUrl) {
-    throw new Error(
-      'VIDSHEET_DATABASE_URL is set, but this version keeps the ledger in SQLite only; unset it',
-    );
-  }
+/**
+ * This instance's name in the shared database: made once per data directory (each instance has its
+ * own), so after a crash the instance refunds the jobs it left running and no other's.
+ */
+async function instanceId(dataDir: string): Promise<string> {
+  const file = join(dataDir, 'instance-id');
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(file, `${randomBytes(8).toString('hex')}\n`, { flag: 'wx' }).catch(
+    (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EEXIST') throw error;
+    },
+  );
+  return (await readFile(file, 'utf8')).trim();
 }
 
-/** The ledger over the configured database (also used by the admin commands). */
+/** The ledger over the configured database (SQLite in the data directory, or PostgreSQL). */
 export async function openLedger(config: ServerConfig, clock: Clock = () => new Date()) {
-  refuseUnsupported(config);
-  const db: Kysely<Database> = await openDatabase({ dataDir: config.dataDir });
-  return { db, ledger: new Ledger(db, { allowanceFloor: config.allowanceFloor, clock }) };
+  const db: Kysely<Database> = await openDatabase({
+    dataDir: config.dataDir,
+    databaseUrl: config.databaseUrl,
+  });
+  const instance = await instanceId(config.dataDir);
+  return { db, instance, ledger: new Ledger(db, { allowanceFloor: config.allowanceFloor, clock, instance }) };
 }
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
@@ -68,10 +78,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   // Leftovers of a crash: uploads and half-made sheets are deleted, charged jobs refunded.
   const leftovers = await readdir(workDir);
   await Promise.all(leftovers.map((entry) => rm(join(workDir, entry), { recursive: true, force: true })));
-  const { db, ledger } = await openLedger(config, clock);
+  const { db, ledger, instance } = await openLedger(config, clock);
   const recovered = await ledger.recoverInterrupted();
   if (leftovers.length || recovered.length) {
-    log.warn({ removed: leftovers.length, refundedJobs: recovered }, 'recovered from an unclean stop');
+    log.warn(
+      { removed: leftovers.length, refundedJobs: recovered, instance },
+      'recovered from an unclean stop',
+    );
   }
 
   // An unreachable bucket is an error at start, not at the first job.

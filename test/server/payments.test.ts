@@ -1,25 +1,23 @@
 /**
  * Buying credit packs (DESIGN §7 "Stripe") against a local test double of the Stripe API on loopback
  * and a real SQLite file: the Checkout Session's exact parameters, and the signed webhook crediting the
- * recorded pack exactly once under replays, second events, concurrent deliveries and a database failure
- * on either side of the credit; bad signatures and stale timestamps change nothing.
+ * recorded pack exactly once under replays, second events, concurrent deliveries (also from two server
+ * instances) and a database failure on either side of the credit, on SQLite and on a real PostgreSQL
+ * (DESIGN §8); bad signatures and stale timestamps change nothing.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import Fastify from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKS, type PackId } from '../../src/core/packs.js';
 import { Ledger } from '../../src/server/billing/ledger.js';
-import { openDatabase } from '../../src/server/db/open.js';
 import type { Database } from '../../src/server/db/schema.js';
 import { Payments, type PaymentsDeps } from '../../src/server/keys/payments.js';
 import { stripeWebhookRoutes } from '../../src/server/routes/stripe-webhook.js';
+import { BACKENDS, type TestBackend, useBackend } from '../helpers/databases.js';
 
 const SECRET_KEY = 'sk_test_vidsheet_double';
 const WEBHOOK_SECRET = 'whsec_vidsheet_test_secret';
@@ -94,9 +92,9 @@ async function startDouble(): Promise<void> {
 // ---------------------------------------------------------------------------------------------------
 // A fresh database, ledger and Payments per test.
 
-const tmp = mkdtempSync(join(tmpdir(), 'vidsheet-payments-'));
-const databases: Kysely<Database>[] = [];
-let dirs = 0;
+/** The tests that are not about the database's part run on SQLite only. */
+const sqlite = useBackend('sqlite');
+let buyers = 0;
 
 interface LogLine {
   level: 'info' | 'warn' | 'error';
@@ -104,10 +102,10 @@ interface LogLine {
   message: string;
 }
 
-async function fresh(options: { configured?: boolean } = {}) {
-  const dataDir = join(tmp, `db${++dirs}`);
-  const db = await openDatabase({ dataDir });
-  databases.push(db);
+async function fresh(options: { configured?: boolean; databases?: TestBackend } = {}) {
+  const databases = options.databases ?? sqlite;
+  const database = await databases.fresh();
+  const db = database.db;
   const clock = () => new Date('2025-03-01T12:00:00.000Z');
   const ledger = new Ledger(db, { allowanceFloor: FLOOR, clock });
   const logs: LogLine[] = [];
@@ -125,8 +123,14 @@ async function fresh(options: { configured?: boolean } = {}) {
   };
   const deps = { config, db, ledger, clock, log };
   const payments = new Payments(deps);
-  const account = await ledger.findOrCreateAccount(`buyer${dirs}@example.com`);
-  return { dataDir, db, ledger, payments, account, logs, deps };
+  const account = await ledger.findOrCreateAccount(`buyer${++buyers}@example.com`);
+  /** The same Payments on a second server instance of the same database. */
+  const instance = async () => {
+    const other = await databases.open(database.options);
+    const otherLedger = new Ledger(other, { allowanceFloor: FLOOR, clock });
+    return new Payments({ ...deps, db: other, ledger: otherLedger });
+  };
+  return { database, databases, db, ledger, payments, account, logs, deps, instance };
 }
 
 /** Everything a webhook could change, to compare before and after. */
@@ -205,11 +209,33 @@ async function checkout(payments: Payments, accountId: number, packId: PackId = 
 beforeAll(startDouble);
 
 afterAll(async () => {
-  for (const db of databases) await db.destroy().catch(() => undefined);
   double.closeAllConnections();
   await new Promise((resolve) => double.close(resolve));
-  rmSync(tmp, { recursive: true, force: true });
 });
+
+/**
+ * Makes every insert into `table` fail with `message` (a failing disk, a crash at that step) until the
+ * returned function is called: a trigger, spelt as each database spells one.
+ */
+async function failInserts(db: Kysely<Database>, backend: TestBackend, table: string, message: string) {
+  const name = `fail_${table}`;
+  if (backend.name === 'sqlite') {
+    await sql`create trigger ${sql.id(name)} before insert on ${sql.table(table)} begin select raise(abort, ${sql.lit(message)}); end`.execute(
+      db,
+    );
+    return async () => void (await sql`drop trigger ${sql.id(name)}`.execute(db));
+  }
+  await sql`create function ${sql.id(name)}() returns trigger language plpgsql as ${sql.lit(
+    `begin raise exception '${message}'; end`,
+  )}`.execute(db);
+  await sql`create trigger ${sql.id(name)} before insert on ${sql.table(table)} for each row execute function ${sql.id(name)}()`.execute(
+    db,
+  );
+  return async () => {
+    await sql`drop trigger ${sql.id(name)} on ${sql.table(table)}`.execute(db);
+    await sql`drop function ${sql.id(name)}()`.execute(db);
+  };
+}
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -299,9 +325,11 @@ describe('without Stripe configured', () => {
   });
 });
 
-describe('the webhook', () => {
+describe.each(BACKENDS)('the webhook on %s', (backend) => {
+  const databases = useBackend(backend);
+
   it('credits the recorded pack once, marks the account purchased, and ends the free allowance', async () => {
-    const { payments, account, db, ledger } = await fresh();
+    const { payments, account, db, ledger } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id, 'p30');
     const payload = sessionEvent({ sessionId });
 
@@ -346,7 +374,7 @@ describe('the webhook', () => {
   });
 
   it("credits the pack recorded for the session, whatever the event's metadata says", async () => {
-    const { payments, account, db } = await fresh();
+    const { payments, account, db } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id, 'p120');
     const payload = sessionEvent({
       sessionId,
@@ -360,7 +388,7 @@ describe('the webhook', () => {
   });
 
   it('credits once when deliveries race: the same event twice and a second event at once', async () => {
-    const { payments, account, db } = await fresh();
+    const { payments, account, db } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id, 'p500');
     const first = sessionEvent({ sessionId });
     const second = sessionEvent({ sessionId });
@@ -378,8 +406,25 @@ describe('the webhook', () => {
     expect(after.events).toHaveLength(2);
   });
 
+  it('credits once when two server instances receive the deliveries at once', async () => {
+    const { payments, account, db, instance } = await fresh({ databases });
+    const other = await instance();
+    const { sessionId } = await checkout(payments, account.id, 'p120');
+    const events = [sessionEvent({ sessionId }), sessionEvent({ sessionId })];
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => deliver(i % 2 ? payments : other, events[i % 3 ? 0 : 1] as string)),
+    );
+    expect(results.every((result) => result.status === 200)).toBe(true);
+    expect(results.filter((result) => result.outcome === 'credited')).toHaveLength(1);
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(120);
+    expect(after.ledger).toHaveLength(1);
+    expect(after.events).toHaveLength(2);
+    expect(after.sessions[0]?.completed_at).not.toBeNull();
+  });
+
   it('refuses a bad signature, a wrong secret, a missing header and a stale timestamp with 400', async () => {
-    const { payments, account, db } = await fresh();
+    const { payments, account, db } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id);
     const payload = sessionEvent({ sessionId });
     const before = await snapshot(db, account.id);
@@ -406,7 +451,7 @@ describe('the webhook', () => {
   });
 
   it('refuses a correctly signed body that is not an event with 400', async () => {
-    const { payments, account, db } = await fresh();
+    const { payments, account, db } = await fresh({ databases });
     const before = await snapshot(db, account.id);
     for (const payload of ['not json', 'null', '{"id":"evt_1","type":"checkout.session.completed"}']) {
       expect((await deliver(payments, payload)).status).toBe(400);
@@ -415,7 +460,7 @@ describe('the webhook', () => {
   });
 
   it('ignores an unpaid completion, other event types and unknown sessions', async () => {
-    const { payments, account, db } = await fresh();
+    const { payments, account, db } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id);
     const before = await snapshot(db, account.id);
 
@@ -435,10 +480,9 @@ describe('the webhook', () => {
   });
 
   it('answers 500 when the database is gone, and changes nothing', async () => {
-    const { payments, account, dataDir, deps } = await fresh();
+    const { payments, account, database, deps } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id);
-    const observer = await openDatabase({ dataDir });
-    databases.push(observer);
+    const observer = await databases.open(database.options);
     const before = await snapshot(observer, account.id);
 
     await deps.db.destroy();
@@ -450,31 +494,27 @@ describe('the webhook', () => {
   });
 
   it('answers 500 when the credit fails, changing nothing, and the retry credits once', async () => {
-    const { payments, account, db, logs } = await fresh();
+    const { payments, account, db, logs } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id);
     const payload = sessionEvent({ sessionId });
     const before = await snapshot(db, account.id);
 
-    await sql`create trigger fail_ledger before insert on ledger begin select raise(abort, 'disk full (test)'); end`.execute(
-      db,
-    );
+    const repair = await failInserts(db, databases, 'ledger', 'disk full (test)');
     expect(await deliver(payments, payload)).toEqual({ status: 500, outcome: 'database error' });
     expect(await snapshot(db, account.id)).toEqual(before);
     expect(logs.some((line) => line.level === 'error' && /Stripe will retry/.test(line.message))).toBe(true);
 
-    await sql`drop trigger fail_ledger`.execute(db);
+    await repair();
     expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'credited' });
     expect((await snapshot(db, account.id)).balance).toBe(30);
   });
 
   it('neither loses nor doubles the credit when the step after it fails (as in a crash between them)', async () => {
-    const { payments, account, db } = await fresh();
+    const { payments, account, db } = await fresh({ databases });
     const { sessionId } = await checkout(payments, account.id);
     const payload = sessionEvent({ sessionId });
 
-    await sql`create trigger fail_events before insert on stripe_events begin select raise(abort, 'crash (test)'); end`.execute(
-      db,
-    );
+    const repair = await failInserts(db, databases, 'stripe_events', 'crash (test)');
     // The credit committed, the bookkeeping did not: 500, so Stripe delivers again.
     expect(await deliver(payments, payload)).toEqual({ status: 500, outcome: 'database error' });
     const between = await snapshot(db, account.id);
@@ -486,7 +526,7 @@ describe('the webhook', () => {
     expect(await deliver(payments, payload)).toEqual({ status: 500, outcome: 'database error' });
     expect((await snapshot(db, account.id)).balance).toBe(30);
 
-    await sql`drop trigger fail_events`.execute(db);
+    await repair();
     expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'already credited' });
     const after = await snapshot(db, account.id);
     expect(after.balance).toBe(30);

@@ -1,14 +1,18 @@
 /**
- * Sheets in S3-compatible storage (DESIGN §8), against the built server and moto's S3 server on
- * loopback: the bucket holds the sheets (not the data directory), capability URLs keep their shape
- * and stream from the bucket, expiry still answers 404 from the database, the sweeper deletes the
- * objects, and a bucket that cannot be used stops the server at start with a clear message.
+ * Past one machine (DESIGN §8), against the built server, a throwaway PostgreSQL and moto's S3
+ * server, all on loopback: the bucket holds the sheets (not the data directory), capability URLs
+ * keep their shape and stream from the bucket, expiry still answers 404 from the database, the
+ * sweeper deletes the objects, a bucket that cannot be used stops the server at start; and two
+ * instances on one database and bucket serve each other's jobs, keys and sessions, and after a
+ * crash each refunds only its own jobs.
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { plainClip } from '../helpers/fixtures.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort, startS3, TEST_AWS_ENV, type TestS3 } from '../helpers/s3.js';
 import { removeServerDirs, runServerBin, startServer, type TestServer } from '../helpers/server.js';
 
@@ -120,5 +124,117 @@ describe('a bucket that cannot be used', () => {
     });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('no such bucket');
+  });
+});
+
+describe('two instances on one PostgreSQL database and one bucket', () => {
+  let pg: TestPostgres;
+  let a: TestServer;
+  let b: TestServer;
+  beforeAll(async () => {
+    pg = await startPostgres();
+    const shared = { ...TEST_AWS_ENV, VIDSHEET_DATABASE_URL: pg.url, VIDSHEET_STORAGE_URL: s3.url };
+    // The fallback engine keeps a long job busy long enough to crash its instance in the middle.
+    a = await startServer({ ...shared, VIDSHEET_ENGINE: 'ffmpeg' });
+    b = await startServer(shared);
+  });
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await pg?.stop();
+  });
+
+  const post = (server: TestServer, key: string, bytes: Buffer, density = '3x3') => {
+    const form = new FormData();
+    form.append('video', new Blob([bytes]), 'clip.mp4');
+    form.append('density', density);
+    return fetch(`${server.url}/v1/vidsheet`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+      body: form,
+    });
+  };
+
+  it('a key made through one instance works on the other; a job made on one is served by the other', async () => {
+    const key = (await a.admin('create-key', '--email', 'both@example.com')).stdout.trim();
+    await b.admin('add-credits', '--email', 'both@example.com', '--credits', '20');
+    const res = await post(b, key, SAMPLE);
+    expect(res.status).toBe(200);
+    const { job_id: jobId, credits_remaining: remaining } = await res.json();
+    expect(remaining).toBe(18);
+    const fromB = Buffer.from(
+      await (await fetch(`${b.url}/v1/sheets/${jobId}/video.sheet-1.jpg`)).arrayBuffer(),
+    );
+    const fromA = await fetch(`${a.url}/v1/sheets/${jobId}/video.sheet-1.jpg`);
+    expect(fromA.status).toBe(200);
+    expect(Buffer.from(await fromA.arrayBuffer()).equals(fromB)).toBe(true);
+    expect(JSON.parse((await a.admin('show', '--email', 'both@example.com')).stdout).balance).toBe(18);
+    for (const server of [a, b]) {
+      expect(await (await fetch(`${server.url}/healthz`)).json()).toMatchObject({
+        ok: true,
+        database: 'ok',
+        storage: 'ok',
+      });
+    }
+  });
+
+  it('a keys page session made on one instance is valid on the other, and sign-out ends it on both', async () => {
+    const jar = new Map<string, string>();
+    const cookie = () => [...jar].map(([n, v]) => `${n}=${v}`).join('; ');
+    const remember = (res: Response) => {
+      for (const line of res.headers.getSetCookie()) {
+        const [name, value] = (line.split(';')[0] as string).split('=') as [string, string];
+        jar.set(name, value);
+      }
+    };
+    const page = async (server: TestServer) => {
+      const res = await fetch(`${server.url}/keys`, { headers: { cookie: cookie() } });
+      remember(res);
+      const html = await res.text();
+      return { html, csrf: /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '' };
+    };
+    const post = async (server: TestServer, path: string, fields: Record<string, string>) => {
+      const res = await fetch(`${server.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
+        body: new URLSearchParams(fields).toString(),
+        redirect: 'manual',
+      });
+      remember(res);
+      return res;
+    };
+    await post(a, '/keys/code', { _csrf: (await page(a)).csrf, email: 'roam@example.com' });
+    const logged = await a.waitForLog((l) => l.email === 'roam@example.com' && typeof l.code === 'string');
+    const signIn = await post(a, '/keys/sign-in', {
+      _csrf: (await page(a)).csrf,
+      email: 'roam@example.com',
+      code: String(logged.code),
+    });
+    expect(signIn.status).toBe(303);
+    expect((await page(b)).html).toContain('Signed in as roam@example.com');
+    const token = jar.get('vidsheet_session') as string;
+    await post(b, '/keys/sign-out', { _csrf: (await page(b)).csrf });
+    const stale = await fetch(`${a.url}/keys`, { headers: { cookie: `vidsheet_session=${token}` } });
+    expect(await stale.text()).not.toContain('Signed in as');
+  });
+
+  it("after a crash an instance refunds its own interrupted job, never the other instance's", async () => {
+    const key = (await a.admin('create-key', '--email', 'crash@example.com')).stdout.trim();
+    await a.admin('add-credits', '--email', 'crash@example.com', '--credits', '200');
+    const job = post(a, key, readFileSync(await plainClip(1800)), '6x6');
+    const charged = await a.waitForLog((l) => l.msg === 'job charged', 60_000);
+    a.process.kill('SIGKILL');
+    await expect(job).rejects.toThrow();
+    await a.stop();
+    // B restarts while A is down: A's job is not B's to refund.
+    await b.stop();
+    b = await startServer(b.env as Record<string, string>, { dataDir: b.dataDir });
+    expect(b.logs.some((l) => l.msg === 'recovered from an unclean stop')).toBe(false);
+    expect(JSON.parse((await b.admin('show', '--email', 'crash@example.com')).stdout).balance).toBe(100);
+    // A comes back and refunds it.
+    a = await startServer(a.env as Record<string, string>, { dataDir: a.dataDir });
+    const recovered = await a.waitForLog((l) => l.msg === 'recovered from an unclean stop');
+    expect(recovered.refundedJobs).toEqual([charged.jobId]);
+    expect(JSON.parse((await b.admin('show', '--email', 'crash@example.com')).stdout).balance).toBe(200);
   });
 });

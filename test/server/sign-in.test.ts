@@ -1,21 +1,16 @@
 /**
- * Keys-page sign-in (DESIGN §5, §7) on real SQLite files: codes stored only as an HMAC, single use,
- * 10 minutes, 5 wrong tries, the send and try limits; the mail through a real SMTP server in this
+ * Keys-page sign-in (DESIGN §5, §7): codes stored only as an HMAC, single use, 10 minutes, 5 wrong
+ * tries, the send and try limits, and sessions stored only as the token's hash, each on SQLite and on a
+ * real PostgreSQL (DESIGN §8), racing instances included; the mail through a real SMTP server in this
  * process (loopback only) and the development log fallback; no account enumeration, in answer or in
- * time; sessions stored only as the token's hash.
+ * time.
  */
 import { createHash, createHmac } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Kysely } from 'kysely';
 import { type ParsedMail, simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/server/billing/ledger.js';
-import { DATABASE_FILE, openDatabase } from '../../src/server/db/open.js';
-import type { Database } from '../../src/server/db/schema.js';
 import { createMailer, LOG_CODE_MESSAGE, type Mailer, SIGN_IN_SUBJECT } from '../../src/server/keys/mail.js';
 import { SESSION_COOKIE, SESSION_TTL_S, Sessions } from '../../src/server/keys/sessions.js';
 import {
@@ -28,11 +23,9 @@ import {
   SignIn,
   TRY_LIMIT,
 } from '../../src/server/keys/sign-in.js';
+import { BACKENDS, type TestBackend, type TestDatabase, useBackend } from '../helpers/databases.js';
 
 const BASE_URL = 'http://127.0.0.1:8080';
-const tmp = mkdtempSync(join(tmpdir(), 'vidsheet-sign-in-'));
-const databases: Kysely<Database>[] = [];
-let dirs = 0;
 
 interface LogLine {
   level: 'info' | 'warn';
@@ -49,11 +42,15 @@ function captureLog() {
   };
 }
 
-/** A fresh database, a clock the test moves, and a mailer that records what it would send. */
-async function fresh(options: { mailer?: Mailer; dataDir?: string } = {}) {
-  const dataDir = options.dataDir ?? join(tmp, `db${++dirs}`);
-  const db = await openDatabase({ dataDir });
-  databases.push(db);
+/**
+ * A fresh database of `databases` (or, with `sameAs`, a second server instance on that one), a clock
+ * the test moves, and a mailer that records what it would send.
+ */
+async function fresh(databases: TestBackend, options: { mailer?: Mailer; sameAs?: TestDatabase } = {}) {
+  const database = options.sameAs
+    ? { db: await databases.open(options.sameAs.options), options: options.sameAs.options }
+    : await databases.fresh();
+  const db = database.db;
   const clock = { now: new Date('2025-03-01T12:00:00.000Z') };
   const now = () => clock.now;
   const ledger = new Ledger(db, { allowanceFloor: 7, clock: now });
@@ -74,21 +71,12 @@ async function fresh(options: { mailer?: Mailer; dataDir?: string } = {}) {
     if (last === undefined) throw new Error('no code was mailed');
     return last.code;
   };
-  return { dataDir, db, ledger, signIn, sent, log, clock, now, advance, lastCode };
+  return { database, db, ledger, signIn, sent, log, clock, now, advance, lastCode };
 }
 
 /** Another code than `code` (the next number, wrapping), so a "wrong" try is never right by chance. */
 const wrong = (code: string, step = 1): string =>
   ((Number(code) + step) % 1_000_000).toString().padStart(6, '0');
-
-/** Every byte SQLite keeps for the database: the file, its WAL and shared-memory index. */
-function rawBytes(dataDir: string): string {
-  const file = join(dataDir, DATABASE_FILE);
-  return [file, `${file}-wal`, `${file}-shm`]
-    .filter((path) => existsSync(path))
-    .map((path) => readFileSync(path).toString('latin1'))
-    .join('');
-}
 
 const median = (values: number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -96,248 +84,352 @@ const median = (values: number[]): number => {
   return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 };
 
-afterAll(async () => {
-  for (const db of databases) await db.destroy();
-  rmSync(tmp, { recursive: true, force: true });
-});
+/** The tests that are not about the database (mail, timing) run on SQLite only. */
+const sqlite = useBackend('sqlite');
 
-describe('sign-in codes', () => {
-  it('mails 6 digits and stores only their HMAC, never the code', async () => {
-    const { dataDir, db, signIn, sent, lastCode } = await fresh();
-    expect(await signIn.sendCode('  Alice@Example.COM ', '192.0.2.1')).toEqual({ ok: true });
-    const code = lastCode();
-    expect(code).toMatch(/^\d{6}$/);
-    expect(sent).toEqual([{ to: 'alice@example.com', code }]);
+describe.each(BACKENDS)('on %s', (backend) => {
+  const databases = useBackend(backend);
 
-    const rows = await db.selectFrom('sign_in_codes').selectAll().execute();
-    expect(rows).toHaveLength(1);
-    const row = rows[0];
-    expect(row).toMatchObject({
-      email: 'alice@example.com',
-      ip: '192.0.2.1',
-      attempts: 0,
-      created_at: '2025-03-01T12:00:00.000Z',
-      expires_at: '2025-03-01T12:10:00.000Z',
-      used_at: null,
+  describe('sign-in codes', () => {
+    it('mails 6 digits and stores only their HMAC, never the code', async () => {
+      const { database, db, signIn, sent, lastCode } = await fresh(databases);
+      expect(await signIn.sendCode('  Alice@Example.COM ', '192.0.2.1')).toEqual({ ok: true });
+      const code = lastCode();
+      expect(code).toMatch(/^\d{6}$/);
+      expect(sent).toEqual([{ to: 'alice@example.com', code }]);
+
+      const rows = await db.selectFrom('sign_in_codes').selectAll().execute();
+      expect(rows).toHaveLength(1);
+      const row = rows[0];
+      expect(row).toMatchObject({
+        email: 'alice@example.com',
+        ip: '192.0.2.1',
+        attempts: 0,
+        created_at: '2025-03-01T12:00:00.000Z',
+        expires_at: '2025-03-01T12:10:00.000Z',
+        used_at: null,
+      });
+      // The stored value is HMAC-SHA256(key, email:code) under the key in settings.
+      const setting = await db
+        .selectFrom('settings')
+        .select('value')
+        .where('name', '=', CODE_HMAC_KEY_SETTING)
+        .executeTakeFirstOrThrow();
+      const key = Buffer.from(setting.value, 'base64');
+      expect(key).toHaveLength(32);
+      expect(row?.code_hmac).toBe(
+        createHmac('sha256', key).update(`alice@example.com:${code}`).digest('hex'),
+      );
+      for (const value of Object.values(row ?? {})) expect(String(value)).not.toContain(code);
+      expect(await databases.storedAnywhere(database, code)).toBe(false);
     });
-    // The stored value is HMAC-SHA256(key, email:code) under the key in settings.
-    const setting = await db
-      .selectFrom('settings')
-      .select('value')
-      .where('name', '=', CODE_HMAC_KEY_SETTING)
-      .executeTakeFirstOrThrow();
-    const key = Buffer.from(setting.value, 'base64');
-    expect(key).toHaveLength(32);
-    expect(row?.code_hmac).toBe(createHmac('sha256', key).update(`alice@example.com:${code}`).digest('hex'));
-    for (const value of Object.values(row ?? {})) expect(String(value)).not.toContain(code);
-    expect(rawBytes(dataDir)).not.toContain(code);
-  });
 
-  it('codes are uniform-looking: always six digits, leading zeros kept', async () => {
-    const { signIn, sent, advance } = await fresh();
-    for (let i = 0; i < 60; i++) {
-      await signIn.sendCode(`user${i}@example.com`, `198.51.100.${i % 2}`);
-      if (i % 20 === 19) advance(SEND_LIMITS.windowS);
-    }
-    expect(sent).toHaveLength(60);
-    for (const { code } of sent) expect(code).toMatch(/^\d{6}$/);
-    expect(new Set(sent.map((s) => s.code)).size).toBeGreaterThan(55);
-  });
-
-  it('creates the account at the first successful sign-in, and the code works once', async () => {
-    const { signIn, ledger, lastCode } = await fresh();
-    await signIn.sendCode('bob@example.com', '192.0.2.1');
-    expect(await ledger.accountByEmail('bob@example.com')).toBeUndefined();
-    const code = lastCode();
-    const first = await signIn.verify('Bob@Example.com', code, '192.0.2.1');
-    const account = await ledger.accountByEmail('bob@example.com');
-    expect(account).toBeDefined();
-    expect(first).toEqual({ ok: true, accountId: account?.id });
-    // Single use.
-    expect(await signIn.verify('bob@example.com', code, '192.0.2.1')).toEqual({
-      ok: false,
-      reason: 'wrong_code',
+    it('codes are uniform-looking: always six digits, leading zeros kept', async () => {
+      const { signIn, sent, advance } = await fresh(databases);
+      for (let i = 0; i < 60; i++) {
+        await signIn.sendCode(`user${i}@example.com`, `198.51.100.${i % 2}`);
+        if (i % 20 === 19) advance(SEND_LIMITS.windowS);
+      }
+      expect(sent).toHaveLength(60);
+      for (const { code } of sent) expect(code).toMatch(/^\d{6}$/);
+      expect(new Set(sent.map((s) => s.code)).size).toBeGreaterThan(55);
     });
-    // The next sign-in finds the same account.
-    await signIn.sendCode('bob@example.com', '192.0.2.1');
-    expect(await signIn.verify('bob@example.com', lastCode(), '192.0.2.1')).toEqual(first);
-  });
 
-  it('a code is valid for 10 minutes: 599 s later it works, 600 s later it does not', async () => {
-    const { signIn, advance, lastCode } = await fresh();
-    await signIn.sendCode('carol@example.com', '192.0.2.1');
-    const late = lastCode();
-    advance(CODE_TTL_S);
-    expect(await signIn.verify('carol@example.com', late, '192.0.2.1')).toEqual({
-      ok: false,
-      reason: 'wrong_code',
-    });
-    await signIn.sendCode('carol@example.com', '192.0.2.1');
-    const inTime = lastCode();
-    advance(CODE_TTL_S - 1);
-    expect(await signIn.verify('carol@example.com', inTime, '192.0.2.1')).toMatchObject({ ok: true });
-  });
-
-  it('5 wrong tries burn the code; 4 do not', async () => {
-    const { signIn, db, lastCode, log } = await fresh();
-    await signIn.sendCode('dave@example.com', '192.0.2.1');
-    const code = lastCode();
-    for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
-      expect(await signIn.verify('dave@example.com', wrong(code, i), '192.0.2.1')).toEqual({
+    it('creates the account at the first successful sign-in, and the code works once', async () => {
+      const { signIn, ledger, lastCode } = await fresh(databases);
+      await signIn.sendCode('bob@example.com', '192.0.2.1');
+      expect(await ledger.accountByEmail('bob@example.com')).toBeUndefined();
+      const code = lastCode();
+      const first = await signIn.verify('Bob@Example.com', code, '192.0.2.1');
+      const account = await ledger.accountByEmail('bob@example.com');
+      expect(account).toBeDefined();
+      expect(first).toEqual({ ok: true, accountId: account?.id });
+      // Single use.
+      expect(await signIn.verify('bob@example.com', code, '192.0.2.1')).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
-    }
-    const row = await db.selectFrom('sign_in_codes').select('attempts').executeTakeFirstOrThrow();
-    expect(row.attempts).toBe(MAX_TRIES_PER_CODE);
-    expect(await signIn.verify('dave@example.com', code, '192.0.2.1')).toEqual({
-      ok: false,
-      reason: 'wrong_code',
+      // The next sign-in finds the same account.
+      await signIn.sendCode('bob@example.com', '192.0.2.1');
+      expect(await signIn.verify('bob@example.com', lastCode(), '192.0.2.1')).toEqual(first);
     });
-    expect(log.lines.some((l) => l.m.includes('burned'))).toBe(true);
 
-    await signIn.sendCode('dave@example.com', '192.0.2.1');
-    const next = lastCode();
-    for (let i = 1; i < MAX_TRIES_PER_CODE; i++)
-      await signIn.verify('dave@example.com', wrong(next, i), '192.0.2.1');
-    expect(await signIn.verify('dave@example.com', next, '192.0.2.1')).toMatchObject({ ok: true });
-  });
-
-  it('malformed codes and invalid addresses are wrong codes; spaces inside a code are ignored', async () => {
-    const { signIn, lastCode } = await fresh();
-    await signIn.sendCode('erin@example.com', '192.0.2.1');
-    const code = lastCode();
-    for (const bad of ['', '12345', 'abcdef', `${code}0`]) {
-      expect(await signIn.verify('erin@example.com', bad, '192.0.2.1')).toEqual({
+    it('a code is valid for 10 minutes: 599 s later it works, 600 s later it does not', async () => {
+      const { signIn, advance, lastCode } = await fresh(databases);
+      await signIn.sendCode('carol@example.com', '192.0.2.1');
+      const late = lastCode();
+      advance(CODE_TTL_S);
+      expect(await signIn.verify('carol@example.com', late, '192.0.2.1')).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
-    }
-    expect(await signIn.verify('not an address', code, '192.0.2.1')).toEqual({
-      ok: false,
-      reason: 'wrong_code',
+      await signIn.sendCode('carol@example.com', '192.0.2.1');
+      const inTime = lastCode();
+      advance(CODE_TTL_S - 1);
+      expect(await signIn.verify('carol@example.com', inTime, '192.0.2.1')).toMatchObject({ ok: true });
     });
-    // Four malformed tries so far; the fifth try is the right code, typed with a space.
-    expect(
-      await signIn.verify('erin@example.com', `${code.slice(0, 3)} ${code.slice(3)}`, '192.0.2.1'),
-    ).toMatchObject({ ok: true });
-  });
 
-  it('only the newest code counts: sending a new one supersedes the older', async () => {
-    const { signIn, lastCode } = await fresh();
-    await signIn.sendCode('frank@example.com', '192.0.2.1');
-    const older = lastCode();
-    await signIn.sendCode('frank@example.com', '192.0.2.1');
-    const newer = lastCode();
-    if (older !== newer) {
-      expect(await signIn.verify('frank@example.com', older, '192.0.2.1')).toEqual({
+    it('5 wrong tries burn the code; 4 do not', async () => {
+      const { signIn, db, lastCode, log } = await fresh(databases);
+      await signIn.sendCode('dave@example.com', '192.0.2.1');
+      const code = lastCode();
+      for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
+        expect(await signIn.verify('dave@example.com', wrong(code, i), '192.0.2.1')).toEqual({
+          ok: false,
+          reason: 'wrong_code',
+        });
+      }
+      const row = await db.selectFrom('sign_in_codes').select('attempts').executeTakeFirstOrThrow();
+      expect(row.attempts).toBe(MAX_TRIES_PER_CODE);
+      expect(await signIn.verify('dave@example.com', code, '192.0.2.1')).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
-    }
-    expect(await signIn.verify('frank@example.com', newer, '192.0.2.1')).toMatchObject({ ok: true });
-  });
+      expect(log.lines.some((l) => l.m.includes('burned'))).toBe(true);
 
-  it('two racing submissions of the right code: exactly one signs in', async () => {
-    const { signIn, lastCode } = await fresh();
-    await signIn.sendCode('gina@example.com', '192.0.2.1');
-    const code = lastCode();
-    const results = await Promise.all([
-      signIn.verify('gina@example.com', code, '192.0.2.1'),
-      signIn.verify('gina@example.com', code, '192.0.2.2'),
-    ]);
-    expect(results.filter((r) => r.ok)).toHaveLength(1);
-  });
-
-  it('refuses the 6th code per address within 10 minutes, and sends again after the window', async () => {
-    const { signIn, sent, db, advance } = await fresh();
-    for (let i = 0; i < SEND_LIMITS.perEmail; i++) {
-      expect(await signIn.sendCode('hank@example.com', `192.0.2.${i}`)).toEqual({ ok: true });
-      advance(10);
-    }
-    // From another IP too: the limit is per address.
-    expect(await signIn.sendCode('HANK@example.com', '203.0.113.9')).toEqual({
-      ok: false,
-      reason: 'rate_limited',
+      await signIn.sendCode('dave@example.com', '192.0.2.1');
+      const next = lastCode();
+      for (let i = 1; i < MAX_TRIES_PER_CODE; i++)
+        await signIn.verify('dave@example.com', wrong(next, i), '192.0.2.1');
+      expect(await signIn.verify('dave@example.com', next, '192.0.2.1')).toMatchObject({ ok: true });
     });
-    expect(sent).toHaveLength(SEND_LIMITS.perEmail);
-    expect(await db.selectFrom('sign_in_codes').select('id').execute()).toHaveLength(SEND_LIMITS.perEmail);
-    // Another address is unaffected.
-    expect(await signIn.sendCode('ivy@example.com', '203.0.113.9')).toEqual({ ok: true });
-    // 600 s after the first code it has left the window; the others are still in it.
-    advance(SEND_LIMITS.windowS - 10 * SEND_LIMITS.perEmail);
-    expect(await signIn.sendCode('hank@example.com', '203.0.113.9')).toEqual({ ok: true });
-    expect(await signIn.sendCode('hank@example.com', '203.0.113.9')).toEqual({
-      ok: false,
-      reason: 'rate_limited',
-    });
-  });
 
-  it('refuses the 31st code per IP within 10 minutes', async () => {
-    const { signIn, advance } = await fresh();
-    for (let i = 0; i < SEND_LIMITS.perIp; i++) {
-      expect(await signIn.sendCode(`user${i}@example.com`, '192.0.2.7')).toEqual({ ok: true });
-    }
-    expect(await signIn.sendCode('one-more@example.com', '192.0.2.7')).toEqual({
-      ok: false,
-      reason: 'rate_limited',
-    });
-    expect(await signIn.sendCode('one-more@example.com', '192.0.2.8')).toEqual({ ok: true });
-    advance(SEND_LIMITS.windowS);
-    expect(await signIn.sendCode('another@example.com', '192.0.2.7')).toEqual({ ok: true });
-  });
-
-  it('refuses the 61st try per IP within 10 minutes, even with the right code, which stays usable', async () => {
-    const { signIn, advance, lastCode } = await fresh();
-    await signIn.sendCode('jane@example.com', '192.0.2.1');
-    const code = lastCode();
-    for (let i = 0; i < TRY_LIMIT.perIp; i++) {
-      expect(await signIn.verify(`nobody${i}@example.com`, '000000', '198.51.100.1')).toEqual({
+    it('malformed codes and invalid addresses are wrong codes; spaces inside a code are ignored', async () => {
+      const { signIn, lastCode } = await fresh(databases);
+      await signIn.sendCode('erin@example.com', '192.0.2.1');
+      const code = lastCode();
+      for (const bad of ['', '12345', 'abcdef', `${code}0`]) {
+        expect(await signIn.verify('erin@example.com', bad, '192.0.2.1')).toEqual({
+          ok: false,
+          reason: 'wrong_code',
+        });
+      }
+      expect(await signIn.verify('not an address', code, '192.0.2.1')).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
-    }
-    expect(await signIn.verify('jane@example.com', code, '198.51.100.1')).toEqual({
-      ok: false,
-      reason: 'rate_limited',
+      // Four malformed tries so far; the fifth try is the right code, typed with a space.
+      expect(
+        await signIn.verify('erin@example.com', `${code.slice(0, 3)} ${code.slice(3)}`, '192.0.2.1'),
+      ).toMatchObject({ ok: true });
     });
-    // The refused try did not touch the code: it works from another IP.
-    expect(await signIn.verify('jane@example.com', code, '198.51.100.2')).toMatchObject({ ok: true });
-    advance(TRY_LIMIT.windowS);
-    expect(await signIn.verify('nobody@example.com', '000000', '198.51.100.1')).toEqual({
-      ok: false,
-      reason: 'wrong_code',
+
+    it('only the newest code counts: sending a new one supersedes the older', async () => {
+      const { signIn, lastCode } = await fresh(databases);
+      await signIn.sendCode('frank@example.com', '192.0.2.1');
+      const older = lastCode();
+      await signIn.sendCode('frank@example.com', '192.0.2.1');
+      const newer = lastCode();
+      if (older !== newer) {
+        expect(await signIn.verify('frank@example.com', older, '192.0.2.1')).toEqual({
+          ok: false,
+          reason: 'wrong_code',
+        });
+      }
+      expect(await signIn.verify('frank@example.com', newer, '192.0.2.1')).toMatchObject({ ok: true });
+    });
+
+    it('two racing submissions of the right code: exactly one signs in', async () => {
+      const { signIn, lastCode } = await fresh(databases);
+      await signIn.sendCode('gina@example.com', '192.0.2.1');
+      const code = lastCode();
+      const results = await Promise.all([
+        signIn.verify('gina@example.com', code, '192.0.2.1'),
+        signIn.verify('gina@example.com', code, '192.0.2.2'),
+      ]);
+      expect(results.filter((r) => r.ok)).toHaveLength(1);
+    });
+
+    it('refuses the 6th code per address within 10 minutes, and sends again after the window', async () => {
+      const { signIn, sent, db, advance } = await fresh(databases);
+      for (let i = 0; i < SEND_LIMITS.perEmail; i++) {
+        expect(await signIn.sendCode('hank@example.com', `192.0.2.${i}`)).toEqual({ ok: true });
+        advance(10);
+      }
+      // From another IP too: the limit is per address.
+      expect(await signIn.sendCode('HANK@example.com', '203.0.113.9')).toEqual({
+        ok: false,
+        reason: 'rate_limited',
+      });
+      expect(sent).toHaveLength(SEND_LIMITS.perEmail);
+      expect(await db.selectFrom('sign_in_codes').select('id').execute()).toHaveLength(SEND_LIMITS.perEmail);
+      // Another address is unaffected.
+      expect(await signIn.sendCode('ivy@example.com', '203.0.113.9')).toEqual({ ok: true });
+      // 600 s after the first code it has left the window; the others are still in it.
+      advance(SEND_LIMITS.windowS - 10 * SEND_LIMITS.perEmail);
+      expect(await signIn.sendCode('hank@example.com', '203.0.113.9')).toEqual({ ok: true });
+      expect(await signIn.sendCode('hank@example.com', '203.0.113.9')).toEqual({
+        ok: false,
+        reason: 'rate_limited',
+      });
+    });
+
+    it('refuses the 31st code per IP within 10 minutes', async () => {
+      const { signIn, advance } = await fresh(databases);
+      for (let i = 0; i < SEND_LIMITS.perIp; i++) {
+        expect(await signIn.sendCode(`user${i}@example.com`, '192.0.2.7')).toEqual({ ok: true });
+      }
+      expect(await signIn.sendCode('one-more@example.com', '192.0.2.7')).toEqual({
+        ok: false,
+        reason: 'rate_limited',
+      });
+      expect(await signIn.sendCode('one-more@example.com', '192.0.2.8')).toEqual({ ok: true });
+      advance(SEND_LIMITS.windowS);
+      expect(await signIn.sendCode('another@example.com', '192.0.2.7')).toEqual({ ok: true });
+    });
+
+    it('refuses the 61st try per IP within 10 minutes, even with the right code, which stays usable', async () => {
+      const { signIn, advance, lastCode } = await fresh(databases);
+      await signIn.sendCode('jane@example.com', '192.0.2.1');
+      const code = lastCode();
+      for (let i = 0; i < TRY_LIMIT.perIp; i++) {
+        expect(await signIn.verify(`nobody${i}@example.com`, '000000', '198.51.100.1')).toEqual({
+          ok: false,
+          reason: 'wrong_code',
+        });
+      }
+      expect(await signIn.verify('jane@example.com', code, '198.51.100.1')).toEqual({
+        ok: false,
+        reason: 'rate_limited',
+      });
+      // The refused try did not touch the code: it works from another IP.
+      expect(await signIn.verify('jane@example.com', code, '198.51.100.2')).toMatchObject({ ok: true });
+      advance(TRY_LIMIT.windowS);
+      expect(await signIn.verify('nobody@example.com', '000000', '198.51.100.1')).toEqual({
+        ok: false,
+        reason: 'wrong_code',
+      });
+    });
+
+    it('an invalid address is refused with a clear error, and nothing is stored or sent', async () => {
+      const { signIn, sent, db } = await fresh(databases);
+      for (const bad of ['', 'no-at-sign', 'two words@example.com', `${'a'.repeat(250)}@example.com`]) {
+        expect(isValidEmail(bad)).toBe(false);
+        await expect(signIn.sendCode(bad, '192.0.2.1')).rejects.toThrow(InvalidEmailError);
+      }
+      await expect(signIn.sendCode('x', '192.0.2.1')).rejects.toThrow('Enter a valid e-mail address.');
+      expect(isValidEmail(' Kim@Example.com ')).toBe(true);
+      expect(sent).toHaveLength(0);
+      expect(await db.selectFrom('sign_in_codes').select('id').execute()).toHaveLength(0);
+    });
+
+    it('two instances on one database share the HMAC key: a code sent by one verifies on the other', async () => {
+      const first = await fresh(databases);
+      const second = await fresh(databases, { sameAs: first.database });
+      // Both make the key at once; one insert wins and both use it.
+      await Promise.all([
+        first.signIn.sendCode('lee@example.com', '192.0.2.1'),
+        second.signIn.sendCode('mia@example.com', '192.0.2.1'),
+      ]);
+      const keys = await first.db.selectFrom('settings').selectAll().execute();
+      expect(keys.map((k) => k.name)).toEqual([CODE_HMAC_KEY_SETTING]);
+      await first.signIn.sendCode('lee@example.com', '192.0.2.1');
+      expect(await second.signIn.verify('lee@example.com', first.lastCode(), '192.0.2.1')).toMatchObject({
+        ok: true,
+      });
+      expect(await first.signIn.verify('mia@example.com', second.lastCode(), '192.0.2.1')).toMatchObject({
+        ok: true,
+      });
+    });
+
+    it('sends racing on two instances: still 5 codes per address', async () => {
+      const first = await fresh(databases);
+      const second = await fresh(databases, { sameAs: first.database });
+      const results = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          (i % 2 ? first : second).signIn.sendCode('race@example.com', `192.0.2.${i}`),
+        ),
+      );
+      expect(results.filter((r) => r.ok)).toHaveLength(SEND_LIMITS.perEmail);
+      expect(await first.db.selectFrom('sign_in_codes').select('id').execute()).toHaveLength(
+        SEND_LIMITS.perEmail,
+      );
+    });
+
+    it('wrong tries racing on two instances: a code still takes at most 5, then is burned', async () => {
+      const first = await fresh(databases);
+      const second = await fresh(databases, { sameAs: first.database });
+      await first.signIn.sendCode('guess@example.com', '192.0.2.1');
+      const code = first.lastCode();
+      const results = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          (i % 2 ? first : second).signIn.verify('guess@example.com', wrong(code, i + 1), `198.51.100.${i}`),
+        ),
+      );
+      expect(results.every((r) => !r.ok && r.reason === 'wrong_code')).toBe(true);
+      const row = await first.db.selectFrom('sign_in_codes').select('attempts').executeTakeFirstOrThrow();
+      expect(row.attempts).toBe(MAX_TRIES_PER_CODE);
+      expect(await second.signIn.verify('guess@example.com', code, '192.0.2.1')).toEqual({
+        ok: false,
+        reason: 'wrong_code',
+      });
     });
   });
 
-  it('an invalid address is refused with a clear error, and nothing is stored or sent', async () => {
-    const { signIn, sent, db } = await fresh();
-    for (const bad of ['', 'no-at-sign', 'two words@example.com', `${'a'.repeat(250)}@example.com`]) {
-      expect(isValidEmail(bad)).toBe(false);
-      await expect(signIn.sendCode(bad, '192.0.2.1')).rejects.toThrow(InvalidEmailError);
-    }
-    await expect(signIn.sendCode('x', '192.0.2.1')).rejects.toThrow('Enter a valid e-mail address.');
-    expect(isValidEmail(' Kim@Example.com ')).toBe(true);
-    expect(sent).toHaveLength(0);
-    expect(await db.selectFrom('sign_in_codes').select('id').execute()).toHaveLength(0);
-  });
-
-  it('two instances on one database share the HMAC key: a code sent by one verifies on the other', async () => {
-    const first = await fresh();
-    const second = await fresh({ dataDir: first.dataDir });
-    // Both make the key at once; one insert wins and both use it.
-    await Promise.all([
-      first.signIn.sendCode('lee@example.com', '192.0.2.1'),
-      second.signIn.sendCode('mia@example.com', '192.0.2.1'),
-    ]);
-    const keys = await first.db.selectFrom('settings').selectAll().execute();
-    expect(keys.map((k) => k.name)).toEqual([CODE_HMAC_KEY_SETTING]);
-    await first.signIn.sendCode('lee@example.com', '192.0.2.1');
-    expect(await second.signIn.verify('lee@example.com', first.lastCode(), '192.0.2.1')).toMatchObject({
-      ok: true,
+  describe('sessions', () => {
+    it('a session names its account; only the SHA-256 of its token is stored', async () => {
+      const { database, db, ledger, now } = await fresh(databases);
+      const account = await ledger.findOrCreateAccount('sam@example.com');
+      const sessions = new Sessions(db, { clock: now });
+      const token = await sessions.create(account.id);
+      expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(await sessions.accountId(token)).toBe(account.id);
+      const rows = await db.selectFrom('sessions').selectAll().execute();
+      expect(rows).toEqual([
+        {
+          token_hash: createHash('sha256').update(token).digest('hex'),
+          account_id: account.id,
+          created_at: '2025-03-01T12:00:00.000Z',
+          expires_at: '2025-03-31T12:00:00.000Z',
+        },
+      ]);
+      expect(await databases.storedAnywhere(database, token)).toBe(false);
+      // A fresh token every time (a new one at every sign-in).
+      expect(await sessions.create(account.id)).not.toBe(token);
     });
-    expect(await first.signIn.verify('mia@example.com', second.lastCode(), '192.0.2.1')).toMatchObject({
-      ok: true,
+
+    it('sign-out works at once, also for another instance on the same database', async () => {
+      const first = await fresh(databases);
+      const second = await fresh(databases, { sameAs: first.database });
+      const account = await first.ledger.findOrCreateAccount('tia@example.com');
+      const here = new Sessions(first.db, { clock: first.now });
+      const there = new Sessions(second.db, { clock: second.now });
+      const token = await here.create(account.id);
+      const other = await here.create(account.id);
+      expect(await there.accountId(token)).toBe(account.id);
+      await there.destroy(token);
+      expect(await here.accountId(token)).toBeUndefined();
+      expect(await there.accountId(token)).toBeUndefined();
+      // Only that session ended.
+      expect(await here.accountId(other)).toBe(account.id);
+      await here.destroy(undefined);
+      await here.destroy('not a token');
+    });
+
+    it('expires after SESSION_TTL_S', async () => {
+      const { db, ledger, now, advance } = await fresh(databases);
+      const account = await ledger.findOrCreateAccount('uma@example.com');
+      const sessions = new Sessions(db, { clock: now });
+      const token = await sessions.create(account.id);
+      advance(SESSION_TTL_S - 1);
+      expect(await sessions.accountId(token)).toBe(account.id);
+      advance(1);
+      expect(await sessions.accountId(token)).toBeUndefined();
+      // The next sign-in clears the expired row away.
+      await sessions.create(account.id);
+      expect(await db.selectFrom('sessions').select('token_hash').execute()).toHaveLength(1);
+    });
+
+    it('unknown and malformed tokens name nobody', async () => {
+      const { db, ledger, now } = await fresh(databases);
+      const account = await ledger.findOrCreateAccount('vic@example.com');
+      const sessions = new Sessions(db, { clock: now });
+      const token = await sessions.create(account.id);
+      const hash = createHash('sha256').update(token).digest('hex');
+      for (const bad of [undefined, '', 'abc', `${token}x`, token.slice(1), hash, `${token.slice(0, 42)}!`]) {
+        expect(await sessions.accountId(bad)).toBeUndefined();
+      }
+      expect(await sessions.accountId('A'.repeat(43))).toBeUndefined();
     });
   });
 });
@@ -346,7 +438,7 @@ describe('no account enumeration', () => {
   it('sendCode answers the same, in the same time, whether or not the address has an account', async () => {
     const log = captureLog();
     const mailer = createMailer({ smtpUrl: undefined, mailFrom: undefined, baseUrl: BASE_URL }, log);
-    const { signIn, ledger, advance } = await fresh({ mailer });
+    const { signIn, ledger, advance } = await fresh(sqlite, { mailer });
     await ledger.findOrCreateAccount('known@example.com');
     const known = 'known@example.com';
     const unknown = 'unknown@example.com';
@@ -439,7 +531,7 @@ describe('the sign-in mail', () => {
       { smtpUrl: `smtp://127.0.0.1:${port}`, mailFrom: 'vidsheet <noreply@example.com>', baseUrl: BASE_URL },
       log,
     );
-    const { signIn } = await fresh({ mailer });
+    const { signIn } = await fresh(sqlite, { mailer });
     const before = received.length;
     expect(await signIn.sendCode('pat@example.com', '192.0.2.1')).toEqual({ ok: true });
     await signIn.settled();
@@ -460,7 +552,7 @@ describe('the sign-in mail', () => {
       { smtpUrl: `smtp://127.0.0.1:${deadPort}`, mailFrom: 'noreply@example.com', baseUrl: BASE_URL },
       log,
     );
-    const { signIn, log: signInLog } = await fresh({ mailer });
+    const { signIn, log: signInLog } = await fresh(sqlite, { mailer });
     expect(await signIn.sendCode('quinn@example.com', '192.0.2.1')).toEqual({ ok: true });
     await signIn.settled();
     expect(signInLog.lines).toContainEqual(
@@ -475,7 +567,7 @@ describe('the sign-in mail', () => {
     expect(log.lines).toHaveLength(1);
     expect(log.lines[0]?.level).toBe('warn');
     expect(log.lines[0]?.m).toContain('development only');
-    const { signIn } = await fresh({ mailer });
+    const { signIn } = await fresh(sqlite, { mailer });
     await signIn.sendCode('rae@example.com', '192.0.2.1');
     const line = log.lines.find((l) => l.m === LOG_CODE_MESSAGE);
     expect(line?.m).toBe('sign-in code (development only: no SMTP configured)');
@@ -486,72 +578,7 @@ describe('the sign-in mail', () => {
   });
 });
 
-describe('sessions', () => {
-  it('a session names its account; only the SHA-256 of its token is stored', async () => {
-    const { dataDir, db, ledger, now } = await fresh();
-    const account = await ledger.findOrCreateAccount('sam@example.com');
-    const sessions = new Sessions(db, { clock: now });
-    const token = await sessions.create(account.id);
-    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(await sessions.accountId(token)).toBe(account.id);
-    const rows = await db.selectFrom('sessions').selectAll().execute();
-    expect(rows).toEqual([
-      {
-        token_hash: createHash('sha256').update(token).digest('hex'),
-        account_id: account.id,
-        created_at: '2025-03-01T12:00:00.000Z',
-        expires_at: '2025-03-31T12:00:00.000Z',
-      },
-    ]);
-    expect(rawBytes(dataDir)).not.toContain(token);
-    // A fresh token every time (a new one at every sign-in).
-    expect(await sessions.create(account.id)).not.toBe(token);
-  });
-
-  it('sign-out works at once, also for another instance on the same database', async () => {
-    const first = await fresh();
-    const second = await fresh({ dataDir: first.dataDir });
-    const account = await first.ledger.findOrCreateAccount('tia@example.com');
-    const here = new Sessions(first.db, { clock: first.now });
-    const there = new Sessions(second.db, { clock: second.now });
-    const token = await here.create(account.id);
-    const other = await here.create(account.id);
-    expect(await there.accountId(token)).toBe(account.id);
-    await there.destroy(token);
-    expect(await here.accountId(token)).toBeUndefined();
-    expect(await there.accountId(token)).toBeUndefined();
-    // Only that session ended.
-    expect(await here.accountId(other)).toBe(account.id);
-    await here.destroy(undefined);
-    await here.destroy('not a token');
-  });
-
-  it('expires after SESSION_TTL_S', async () => {
-    const { db, ledger, now, advance } = await fresh();
-    const account = await ledger.findOrCreateAccount('uma@example.com');
-    const sessions = new Sessions(db, { clock: now });
-    const token = await sessions.create(account.id);
-    advance(SESSION_TTL_S - 1);
-    expect(await sessions.accountId(token)).toBe(account.id);
-    advance(1);
-    expect(await sessions.accountId(token)).toBeUndefined();
-    // The next sign-in clears the expired row away.
-    await sessions.create(account.id);
-    expect(await db.selectFrom('sessions').select('token_hash').execute()).toHaveLength(1);
-  });
-
-  it('unknown and malformed tokens name nobody', async () => {
-    const { db, ledger, now } = await fresh();
-    const account = await ledger.findOrCreateAccount('vic@example.com');
-    const sessions = new Sessions(db, { clock: now });
-    const token = await sessions.create(account.id);
-    const hash = createHash('sha256').update(token).digest('hex');
-    for (const bad of [undefined, '', 'abc', `${token}x`, token.slice(1), hash, `${token.slice(0, 42)}!`]) {
-      expect(await sessions.accountId(bad)).toBeUndefined();
-    }
-    expect(await sessions.accountId('A'.repeat(43))).toBeUndefined();
-  });
-
+describe('the session cookie', () => {
   it('cookie options: http-only, SameSite=Lax, path /, Secure exactly when the base URL is https', () => {
     expect(SESSION_COOKIE).toBe('vidsheet_session');
     expect(Sessions.cookieOptions('https://vidsheet.example.com')).toEqual({

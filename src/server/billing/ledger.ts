@@ -2,7 +2,7 @@
  * Credits, keys and the job registry (DESIGN §5 "Credits", spec "Account, credits and keys").
  *
  * Money rules live in the database rather than in process memory, so they hold for an admin command
- * writing beside the server today and for several servers on one PostgreSQL later (DESIGN §8):
+ * writing beside the server and for several servers sharing one PostgreSQL (DESIGN §8):
  * - every balance change is an append-only ledger entry written in the same transaction, so the sum
  *   of an account's entries always equals its balance;
  * - the debit is one conditional statement that cannot take a balance below zero (and a CHECK backs it);
@@ -92,15 +92,21 @@ export class Ledger {
   readonly #db: Kysely<Database>;
   readonly #floor: number;
   readonly #clock: Clock;
+  readonly #instance: string | null;
 
-  /** `allowanceFloor`: the balance a never-purchased account is raised to once per UTC day (spec: 7). */
-  constructor(db: Kysely<Database>, options: { allowanceFloor: number; clock?: Clock }) {
+  /**
+   * `allowanceFloor`: the balance a never-purchased account is raised to once per UTC day (spec: 7).
+   * `instance` names the server instance whose worker runs the jobs this ledger charges: at start,
+   * an instance refunds only the jobs it left running (several instances share one database).
+   */
+  constructor(db: Kysely<Database>, options: { allowanceFloor: number; clock?: Clock; instance?: string }) {
     if (!Number.isSafeInteger(options.allowanceFloor) || options.allowanceFloor < 0) {
       throw new Error(`allowanceFloor must be an integer ≥ 0, got ${options.allowanceFloor}`);
     }
     this.#db = db;
     this.#floor = options.allowanceFloor;
     this.#clock = options.clock ?? (() => new Date());
+    this.#instance = options.instance ?? null;
   }
 
   /** Signing in and operator commands name accounts by address; the first use creates the account. */
@@ -269,7 +275,7 @@ export class Ledger {
     positiveInteger(input.accountId, 'account id');
     jobId(input.jobId);
     creditAmount(input.price, 'price');
-    const job = jobFields(input);
+    const job = { ...jobFields(input), instance: this.#instance };
     return writeTransaction(this.#db, async (trx) => {
       const now = this.#clock();
       const account = await this.#lockAccount(trx, input.accountId);
@@ -357,7 +363,7 @@ export class Ledger {
   /** A job that cost nothing (the anonymous remote lane): it still needs a row for its sheet URLs. */
   async recordFreeJob(input: Omit<ChargeInput, 'accountId' | 'price'>): Promise<void> {
     jobId(input.jobId);
-    const job = jobFields(input);
+    const job = { ...jobFields(input), instance: this.#instance };
     const now = this.#clock();
     await writeTransaction(this.#db, async (trx) => {
       await trx
@@ -373,7 +379,13 @@ export class Ledger {
    * With several servers on one database this must only run for jobs of the starting instance.
    */
   async recoverInterrupted(): Promise<string[]> {
-    const rows = await this.#db.selectFrom('jobs').select('job_id').where('state', '=', 'charged').execute();
+    // Jobs of this instance, and jobs from before instances were recorded.
+    const rows = await this.#db
+      .selectFrom('jobs')
+      .select('job_id')
+      .where('state', '=', 'charged')
+      .where((eb) => eb.or([eb('instance', '=', this.#instance), eb('instance', 'is', null)]))
+      .execute();
     for (const { job_id } of rows) await this.refund(job_id);
     return rows.map((row) => row.job_id);
   }

@@ -197,9 +197,27 @@ const keysPage: Migration = {
   },
 };
 
+/**
+ * Which server instance runs a job: several instances share one database, and at start each one
+ * refunds only the jobs it left running, never those another instance is still working on.
+ */
+const jobOwner: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema.alterTable('jobs').addColumn('instance', 'text').execute();
+  },
+  async down(db: Kysely<unknown>) {
+    await db.schema.alterTable('jobs').dropColumn('instance').execute();
+  },
+};
+
 /** Every migration by name; kysely's Migrator runs the missing ones in name order. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {
-    return { '0001_initial': initial, '0002_anonymous_lane': anonymousLane, '0003_keys_page': keysPage };
+    return {
+      '0001_initial': initial,
+      '0002_anonymous_lane': anonymousLane,
+      '0003_keys_page': keysPage,
+      '0004_job_owner': jobOwner,
+    };
   },
 };

@@ -1,6 +1,6 @@
 /**
- * The server's tables as kysely sees them. The types are written for both dialects the server will
- * speak (SQLite now, PostgreSQL later): integers for money and flags (booleans are 0/1), and every
+ * The server's tables as kysely sees them. The types are written for both dialects the server speaks
+ * (SQLite, PostgreSQL): integers for money and flags (booleans are 0/1), and every
  * timestamp as ISO-8601 UTC text from the application's clock, which sorts correctly as text and
  * never depends on a database's own notion of "now".
  */
@@ -68,6 +68,8 @@ export interface JobsTable {
   /** When the job's sheets expire: their URLs answer 404 from then on, even before the sweeper ran. */
   expires_at: string;
   swept_at: string | null;
+  /** The server instance whose worker runs the job (null for rows from before it was recorded). */
+  instance: string | null;
 }
 
 /** Jobs taken on the anonymous remote lane, per UTC day and counter key (`*` is the whole endpoint). */

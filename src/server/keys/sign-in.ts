@@ -15,7 +15,7 @@
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { type Clock, type Ledger, normalizeEmail } from '../billing/ledger.js';
-import { writeTransaction } from '../db/open.js';
+import { serializeOn, writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';
 import type { Mailer, MailLog } from './mail.js';
 
@@ -95,6 +95,8 @@ export class SignIn {
     const nowText = now.toISOString();
     const windowStart = shift(now, -SEND_LIMITS.windowS);
     const stored = await writeTransaction(this.#db, async (trx) => {
+      // Two instances sending to the same address or for the same IP at once count one after the other.
+      await serializeOn(trx, emailLock(normalized), ipLock(ip));
       // Rows older than both the window and a code's lifetime count for nothing any more.
       await trx
         .deleteFrom('sign_in_codes')
@@ -142,6 +144,9 @@ export class SignIn {
     const nowText = now.toISOString();
     const windowStart = shift(now, -TRY_LIMIT.windowS);
     const outcome = await writeTransaction(this.#db, async (trx) => {
+      // Tries from one IP are counted, and one address's code checked and marked, one at a time, so two
+      // racing submissions cannot both use a code or both pass a limit (on every instance).
+      await serializeOn(trx, ipLock(ip), ...(normalized === undefined ? [] : [emailLock(normalized)]));
       await trx.deleteFrom('sign_in_tries').where('created_at', '<=', windowStart).execute();
       const tries = await trx
         .selectFrom('sign_in_tries')
@@ -264,6 +269,10 @@ function normalizeOrUndefined(email: string): string | undefined {
     return undefined;
   }
 }
+
+/** `serializeOn` keys: writers concerning one address, or one IP, wait for each other. */
+const emailLock = (email: string): string => `sign-in:email:${email}`;
+const ipLock = (ip: string): string => `sign-in:ip:${ip}`;
 
 /** The clock's time moved by `seconds`, as the ISO text every timestamp column holds. */
 const shift = (now: Date, seconds: number): string => new Date(now.getTime() + seconds * 1000).toISOString();
