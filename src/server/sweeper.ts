@@ -24,8 +24,9 @@ export function startSweeper(deps: {
       const expired = await deps.ledger.expiredJobs(100);
       if (expired.length === 0) break;
       for (const jobId of expired) {
+        // Claimed first: of several instances, only the one that marks the job deletes its sheets.
+        if (!(await deps.ledger.markSwept(jobId))) continue;
         await deps.storage.remove(jobId);
-        await deps.ledger.markSwept(jobId);
         swept++;
       }
     }

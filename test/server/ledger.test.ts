@@ -552,7 +552,9 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
       clock.now = new Date('2025-03-01T13:00:00.000Z');
       expect(await ledger.expiredJobs()).toEqual(['short', 'long']);
       expect(await ledger.expiredJobs(1)).toEqual(['short']);
-      await ledger.markSwept('short');
+      // The sweep is claimed once: a second instance's claim of the same job fails.
+      expect(await ledger.markSwept('short')).toBe(true);
+      expect(await ledger.markSwept('short')).toBe(false);
       expect(await ledger.expiredJobs()).toEqual(['long']);
     });
 

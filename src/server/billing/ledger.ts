@@ -416,11 +416,20 @@ export class Ledger {
     return rows.map((row) => row.job_id);
   }
 
-  /** Recorded after the sheets are deleted, so the sweeper does not list the job again. */
-  async markSwept(jobId: string): Promise<void> {
+  /**
+   * Claims an expired job's sweep: true for the one caller (of any instance) that marks it first, so
+   * instances sharing a database never sweep the same job twice.
+   */
+  async markSwept(jobId: string): Promise<boolean> {
     const now = this.#now();
-    await writeTransaction(this.#db, async (trx) => {
-      await trx.updateTable('jobs').set({ swept_at: now }).where('job_id', '=', jobId).execute();
+    return writeTransaction(this.#db, async (trx) => {
+      const result = await trx
+        .updateTable('jobs')
+        .set({ swept_at: now })
+        .where('job_id', '=', jobId)
+        .where('swept_at', 'is', null)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) === 1;
     });
   }
 
