@@ -238,3 +238,33 @@ describe('two instances on one PostgreSQL database and one bucket', () => {
     expect(JSON.parse((await b.admin('show', '--email', 'crash@example.com')).stdout).balance).toBe(200);
   });
 });
+
+describe('a bucket that goes away while the server runs', () => {
+  it('fails the job with 500 refunded:true, gives the credits back, and health says storage is down', async () => {
+    const own = await startS3('gone');
+    const server = await startServer({ ...TEST_AWS_ENV, VIDSHEET_STORAGE_URL: own.url });
+    try {
+      const key = (await server.admin('create-key', '--email', 'gone@example.com')).stdout.trim();
+      await server.admin('add-credits', '--email', 'gone@example.com', '--credits', '20');
+      await own.stop();
+      const form = new FormData();
+      form.append('video', new Blob([SAMPLE]), 'sample.mp4');
+      const res = await fetch(`${server.url}/v1/vidsheet`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}` },
+        body: form,
+      });
+      expect(res.status).toBe(500);
+      expect(await res.text()).toBe('{"error":"processing_failed","refunded":true}');
+      const shown = JSON.parse((await server.admin('show', '--email', 'gone@example.com')).stdout);
+      expect(shown.balance).toBe(20);
+      expect(shown.usage[0]).toMatchObject({ refunded: true });
+      const health = await fetch(`${server.url}/healthz`);
+      expect(health.status).toBe(503);
+      expect(await health.json()).toMatchObject({ ok: false, database: 'ok' });
+      expect(server.leftovers()).toEqual([]);
+    } finally {
+      await server.stop();
+    }
+  });
+});
