@@ -4,9 +4,9 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { type AddressInfo, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { freePort } from './net.js';
 
 export const MOTO_INSTALL = 'pip install "moto[server]"';
 
@@ -21,18 +21,6 @@ export interface TestS3 {
   bucket: string;
   /** Stops moto_server (idempotent); everything in it is gone. */
   stop(): Promise<void>;
-}
-
-/** A loopback port nothing listens on (just closed); also used for "unreachable endpoint" checks. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 function exited(child: ChildProcess): Promise<void> {

@@ -4,10 +4,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runNode } from './cli.js';
+import { freePort } from './net.js';
 
 export const SERVER_BIN = join(import.meta.dirname, '..', '..', 'bin', 'vidsheet-server.js');
 
@@ -143,18 +143,6 @@ export async function startServer(
       ...readdirSync(tmpDir).map((f) => `tmp/${f}`),
     ],
   };
-}
-
-/** A port nothing listens on now (the server binds it a moment later). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /** A multipart body with a `video` file part and text fields. */

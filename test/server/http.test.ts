@@ -29,6 +29,7 @@ import {
   plainClip,
 } from '../helpers/fixtures.js';
 import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
+import { freePort } from '../helpers/net.js';
 import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -71,17 +72,6 @@ let main: TestServer;
 let capped: TestServer;
 /** `VIDSHEET_QUEUE_LENGTH=0`: one place in all. */
 let queue: TestServer;
-
-/** A free loopback port, so the base URL (and so the capability URLs) can name it before the start. */
-async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  probe.listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as net.AddressInfo;
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}
 
 async function start(env: Record<string, string> = {}): Promise<TestServer> {
   const port = await freePort();

@@ -14,6 +14,7 @@ import { SMTPServer } from 'smtp-server';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import { visitor } from '../helpers/visitor.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const SAMPLE = readFileSync(join(ROOT, 'fixtures', 'sample.mp4'));
@@ -307,70 +308,39 @@ describe('the keys page over plain HTTP, with no SMTP and no Stripe configured',
   });
   afterAll(() => bare.stop());
 
-  /** A browser-less visitor: GET /keys for the CSRF cookie and token, then form POSTs. */
-  async function visitor() {
-    const jar = new Map<string, string>();
-    const remember = (res: Response) => {
-      for (const line of res.headers.getSetCookie()) {
-        const [pair] = line.split(';');
-        const [name, value] = (pair as string).split('=') as [string, string];
-        if (value === '') jar.delete(name);
-        else jar.set(name, value);
-      }
-    };
-    const cookie = () => [...jar].map(([n, v]) => `${n}=${v}`).join('; ');
-    const get = async () => {
-      const res = await fetch(`${bare.url}/keys`, { headers: { cookie: cookie() } });
-      remember(res);
-      const html = await res.text();
-      return { html, csrf: /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '' };
-    };
-    const post = async (path: string, fields: Record<string, string>) => {
-      const res = await fetch(`${bare.url}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
-        body: new URLSearchParams(fields).toString(),
-        redirect: 'manual',
-      });
-      remember(res);
-      return { status: res.status, html: await res.text(), location: res.headers.get('location') };
-    };
-    return { get, post };
-  }
-
   it('warns at start that codes go to the log; the code in the log signs in; buying says it is unavailable', async () => {
     const warning = bare.logs.find((l) => /development only/.test(l.msg));
     expect(warning?.level).toBe(40);
-    const v = await visitor();
-    const { csrf } = await v.get();
-    const sent = await v.post('/keys/code', { _csrf: csrf, email: 'logged@example.com' });
+    const v = visitor();
+    const { csrf } = await v.get(bare.url);
+    const sent = await v.post(bare.url, '/keys/code', { _csrf: csrf, email: 'logged@example.com' });
     expect(sent.status).toBe(200);
     const logged = await bare.waitForLog(
       (l) => l.email === 'logged@example.com' && typeof l.code === 'string',
     );
     const fresh = /name="_csrf" value="([^"]+)"/.exec(sent.html)?.[1] ?? '';
-    const signedIn = await v.post('/keys/sign-in', {
+    const signedIn = await v.post(bare.url, '/keys/sign-in', {
       _csrf: fresh,
       email: 'logged@example.com',
       code: String(logged.code),
     });
     expect(signedIn.status).toBe(303);
-    const page = await v.get();
+    const page = await v.get(bare.url);
     expect(page.html).toContain('Balance: 0 credits');
     expect(page.html).toContain('Buying is unavailable on this server right now.');
     expect(page.html).toMatch(/<button type="submit" disabled>Buy 30 credits for \$3<\/button>/);
-    const buy = await v.post('/keys/buy', { _csrf: page.csrf, pack: 'p30' });
+    const buy = await v.post(bare.url, '/keys/buy', { _csrf: page.csrf, pack: 'p30' });
     expect(buy.status).toBe(303);
     expect(buy.location).toBe('/keys');
   });
 
   it('no account enumeration: the same answer, in the same time, for a known and an unknown address', async () => {
     await bare.admin('create-key', '--email', 'known@example.com');
-    const v = await visitor();
+    const v = visitor();
     const answer = async (email: string) => {
-      const { csrf } = await v.get();
+      const { csrf } = await v.get(bare.url);
       const started = performance.now();
-      const r = await v.post('/keys/code', { _csrf: csrf, email });
+      const r = await v.post(bare.url, '/keys/code', { _csrf: csrf, email });
       const ms = performance.now() - started;
       return {
         status: r.status,
@@ -393,11 +363,11 @@ describe('the keys page over plain HTTP, with no SMTP and no Stripe configured',
   });
 
   it("a form without its CSRF token, or with another visitor's token, is refused with 403", async () => {
-    const v = await visitor();
-    await v.get();
-    expect((await v.post('/keys/code', { email: 'a@example.com' })).status).toBe(403);
-    const other = await visitor();
-    const { csrf } = await other.get();
-    expect((await v.post('/keys/code', { _csrf: csrf, email: 'a@example.com' })).status).toBe(403);
+    const v = visitor();
+    await v.get(bare.url);
+    expect((await v.post(bare.url, '/keys/code', { email: 'a@example.com' })).status).toBe(403);
+    const other = visitor();
+    const { csrf } = await other.get(bare.url);
+    expect((await v.post(bare.url, '/keys/code', { _csrf: csrf, email: 'a@example.com' })).status).toBe(403);
   });
 });

@@ -12,9 +12,11 @@ import { join } from 'node:path';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
+import { freePort } from '../helpers/net.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { freePort, startS3, TEST_AWS_ENV, type TestS3 } from '../helpers/s3.js';
+import { startS3, TEST_AWS_ENV, type TestS3 } from '../helpers/s3.js';
 import { removeServerDirs, runServerBin, startServer, type TestServer } from '../helpers/server.js';
+import { visitor } from '../helpers/visitor.js';
 
 const SAMPLE = readFileSync(join(import.meta.dirname, '..', '..', 'fixtures', 'sample.mp4'));
 
@@ -179,30 +181,10 @@ describe('two instances on one PostgreSQL database and one bucket', () => {
   });
 
   it('a keys page session made on one instance is valid on the other, and sign-out ends it on both', async () => {
-    const jar = new Map<string, string>();
-    const cookie = () => [...jar].map(([n, v]) => `${n}=${v}`).join('; ');
-    const remember = (res: Response) => {
-      for (const line of res.headers.getSetCookie()) {
-        const [name, value] = (line.split(';')[0] as string).split('=') as [string, string];
-        jar.set(name, value);
-      }
-    };
-    const page = async (server: TestServer) => {
-      const res = await fetch(`${server.url}/keys`, { headers: { cookie: cookie() } });
-      remember(res);
-      const html = await res.text();
-      return { html, csrf: /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '' };
-    };
-    const post = async (server: TestServer, path: string, fields: Record<string, string>) => {
-      const res = await fetch(`${server.url}${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
-        body: new URLSearchParams(fields).toString(),
-        redirect: 'manual',
-      });
-      remember(res);
-      return res;
-    };
+    const v = visitor();
+    const page = (server: TestServer) => v.get(server.url);
+    const post = (server: TestServer, path: string, fields: Record<string, string>) =>
+      v.post(server.url, path, fields);
     await post(a, '/keys/code', { _csrf: (await page(a)).csrf, email: 'roam@example.com' });
     const logged = await a.waitForLog((l) => l.email === 'roam@example.com' && typeof l.code === 'string');
     const signIn = await post(a, '/keys/sign-in', {
@@ -212,7 +194,7 @@ describe('two instances on one PostgreSQL database and one bucket', () => {
     });
     expect(signIn.status).toBe(303);
     expect((await page(b)).html).toContain('Signed in as roam@example.com');
-    const token = jar.get('vidsheet_session') as string;
+    const token = v.cookie('vidsheet_session') as string;
     await post(b, '/keys/sign-out', { _csrf: (await page(b)).csrf });
     const stale = await fetch(`${a.url}/keys`, { headers: { cookie: `vidsheet_session=${token}` } });
     expect(await stale.text()).not.toContain('Signed in as');
