@@ -240,6 +240,18 @@ describe('the keys page in a real browser', () => {
     }
 
     // Buy 30 credits: Checkout Session as DESIGN §7 says, the browser goes to the payment page.
+    // Readable on a phone: nothing wider than a 360 px screen, every control still there.
+    await page.setViewportSize({ width: 360, height: 740 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
+    expect(await page.getByRole('button', { name: /^Buy \d+ credits/ }).count()).toBe(3);
+    // Focus is visible: a focused button draws an outline.
+    await page.getByRole('button', { name: 'Create key' }).focus();
+    const outline = await page.evaluate(
+      () => getComputedStyle(document.activeElement as Element).outlineStyle,
+    );
+    expect(outline).not.toBe('none');
+    await page.setViewportSize({ width: 1280, height: 800 });
+
     await page.getByRole('button', { name: /^Buy 30 credits/ }).click();
     await page.waitForURL(/\/pay\/cs_test_/);
     const checkout = checkoutRequests.at(-1) as URLSearchParams;
