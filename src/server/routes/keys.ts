@@ -12,7 +12,7 @@ import fastifyCsrf from '@fastify/csrf-protection';
 import fastifyFormbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { packById } from '../../core/packs.js';
-import { normalizeEmail } from '../billing/ledger.js';
+import { KEY_PATTERN, normalizeEmail } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
 import { type PageState, renderKeysPage } from '../keys/page.js';
 import { SESSION_COOKIE, Sessions } from '../keys/sessions.js';
@@ -69,8 +69,10 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     const account = await signedInAccount(request);
     if (!account) return page(reply, { kind: 'signed-out', csrf, notice });
 
-    const newKey = request.cookies[NEW_KEY_COOKIE];
-    if (newKey) reply.clearCookie(NEW_KEY_COOKIE, { path: '/keys' });
+    const flashedKey = request.cookies[NEW_KEY_COOKIE];
+    if (flashedKey) reply.clearCookie(NEW_KEY_COOKIE, { path: '/keys' });
+    // Only ever a key's shape: the cookie is shown as it is.
+    const newKey = flashedKey && KEY_PATTERN.test(flashedKey) ? flashedKey : undefined;
     const pageNumber = Math.max(1, Math.min(10_000, Number.parseInt(request.query.page ?? '1', 10) || 1));
     // One row more than a page tells whether an older page exists.
     const usage = await ledger.usage(account.id, pageNumber * USAGE_PAGE + 1);
