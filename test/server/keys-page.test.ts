@@ -13,6 +13,8 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { SMTPServer } from 'smtp-server';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Ledger } from '../../dist/server/billing/ledger.js';
+import { openDatabase } from '../../dist/server/db/open.js';
 import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
 import { visitor } from '../helpers/visitor.js';
 
@@ -344,6 +346,64 @@ describe('the keys page over plain HTTP, with no SMTP and no Stripe configured',
     const buy = await v.post(bare.url, '/keys/buy', { _csrf: page.csrf, pack: 'p30' });
     expect(buy.status).toBe(303);
     expect(buy.location).toBe('/keys');
+  });
+
+  it('the usage table: newest first, 25 rows a page, a refunded job at 0 credits', async () => {
+    const v = visitor();
+    await v.post(bare.url, '/keys/code', { _csrf: (await v.get(bare.url)).csrf, email: 'busy@example.com' });
+    const logged = await bare.waitForLog((l) => l.email === 'busy@example.com' && typeof l.code === 'string');
+    const code = String(logged.code);
+    await v.post(bare.url, '/keys/sign-in', {
+      _csrf: (await v.get(bare.url)).csrf,
+      email: 'busy@example.com',
+      code,
+    });
+    // 27 jobs written through the server's own ledger (safe beside the running server), one refunded.
+    const db = await openDatabase({ dataDir: bare.dataDir });
+    try {
+      let now = Date.parse('2026-01-01T00:00:00.000Z');
+      const ledger = new Ledger(db, { allowanceFloor: 7, clock: () => new Date(now) });
+      const account = await ledger.findOrCreateAccount('busy@example.com');
+      await ledger.grant(account.id, 1000);
+      for (let i = 1; i <= 27; i++) {
+        now += 60_000;
+        const density = i % 2 ? '3x3' : '6x6';
+        const price = i % 2 ? 1 : 5;
+        await ledger.charge({
+          accountId: account.id,
+          jobId: `job${i}`,
+          price,
+          surface: i % 3 ? 'http' : 'mcp',
+          density,
+          sheets: 1,
+          ttlSeconds: 60,
+        });
+      }
+      await ledger.refund('job26');
+    } finally {
+      await db.destroy();
+    }
+    const cells = (html: string) =>
+      [
+        ...html.matchAll(
+          /<tr><td>([^<]+)<\/td><td>([^<]+)<\/td>\s*<td>([^<]+)<\/td><td class="num">(\d+)<\/td><td class="num">(\d+)<\/td><\/tr>/g,
+        ),
+      ].map((m) => m.slice(1));
+    const first = await v.get(bare.url);
+    const rows = cells(first.html);
+    expect(rows).toHaveLength(25);
+    // Newest first: job27 (remote, 3x3, 1 credit, at 00:27), then the refunded job26 (6x6, shown at 0).
+    expect(rows[0]).toEqual(['2026-01-01 00:27 UTC', 'Remote MCP', '3x3', '1', '1']);
+    expect(rows[1]).toEqual(['2026-01-01 00:26 UTC', 'HTTP API', '6x6', '1', '0']);
+    expect(rows[2]).toEqual(['2026-01-01 00:25 UTC', 'HTTP API', '3x3', '1', '1']);
+    expect(rows[3]?.[1]).toBe('Remote MCP');
+    expect(first.html).toContain('href="/keys?page=2"');
+    expect(first.html).not.toContain('Newer jobs');
+    const second = await fetch(`${bare.url}/keys?page=2`, {
+      headers: { cookie: `vidsheet_session=${v.cookie('vidsheet_session')}` },
+    });
+    const older = cells(await second.text());
+    expect(older.map((r) => r[0])).toEqual(['2026-01-01 00:02 UTC', '2026-01-01 00:01 UTC']);
   });
 
   it('no account enumeration: the same answer, in the same time, for a known and an unknown address', async () => {
