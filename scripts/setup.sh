@@ -24,7 +24,7 @@ if ((${#missing[@]})); then
 fi
 
 # The S3 storage tests talk to moto's S3-compatible server (Python, from PyPI).
-if ! command -v moto_server >/dev/null; then
+if ! python3 -c 'import moto.server' 2>/dev/null; then
   python3 -m pip install --quiet "moto[server]"
 fi
 

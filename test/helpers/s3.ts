@@ -32,7 +32,8 @@ function exited(child: ChildProcess): Promise<void> {
 export async function startS3(prefix = 'sheets'): Promise<TestS3> {
   const port = await freePort();
   const endpoint = `http://127.0.0.1:${port}`;
-  const child = spawn('moto_server', ['-H', '127.0.0.1', '-p', String(port)], {
+  // Through the interpreter, so no console-script shim (pyenv, a venv) has to be on PATH.
+  const child = spawn('python3', ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -41,7 +42,9 @@ export async function startS3(prefix = 'sheets'): Promise<TestS3> {
     child.once('error', (error: NodeJS.ErrnoException) => {
       reject(
         error.code === 'ENOENT'
-          ? new Error(`moto_server is not installed; the S3 storage tests need it: ${MOTO_INSTALL}`)
+          ? new Error(
+              `python3 was not found; the S3 storage tests run moto's server with it: ${MOTO_INSTALL}`,
+            )
           : error,
       );
     });
