@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg and its libraries,
-# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3, Chromium and
-# PostgreSQL for the tests), moto's S3 server for the storage tests, npm dependencies from the lock
+# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3, Chromium,
+# PostgreSQL and nginx for the tests), moto's S3 server for the storage tests, npm dependencies from the lock
 # file, then the native addon and the TypeScript build. Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 packages=(ffmpeg libavcodec-dev libavformat-dev libavutil-dev libavfilter-dev libavdevice-dev
   libswscale-dev libswresample-dev libclang-dev pkg-config g++ make
   # The keys page's tests drive Debian's Chromium (playwright-core downloads no browser); the
-  # scale-out tests start a throwaway PostgreSQL.
-  chromium postgresql)
+  # scale-out tests start a throwaway PostgreSQL and put deploy/nginx.conf in front of two servers.
+  chromium postgresql nginx-light)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

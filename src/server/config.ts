@@ -4,6 +4,7 @@
  * fixes them all in one go instead of one per restart.
  */
 import { resolve } from 'node:path';
+import { MAX_POOL_SIZE } from './db/open.js';
 
 export interface ServerConfig {
   port: number;
@@ -11,8 +12,13 @@ export interface ServerConfig {
   /** Public address without a trailing slash: capability URLs, `{keys_url}`, mail links. */
   baseUrl: string;
   dataDir: string;
-  /** `postgres://…`; unset means SQLite in the data directory. */
+  /** `postgres://…` without `pool_size`; unset means SQLite in the data directory. */
   databaseUrl: string | undefined;
+  /**
+   * PostgreSQL connections per instance: the URL's `pool_size` query parameter (1..100), taken out
+   * of the URL before it reaches the driver; undefined means the default (10).
+   */
+  databasePoolSize: number | undefined;
   /** `s3://bucket/prefix?…`; unset means sheets in the data directory. */
   storageUrl: string | undefined;
   smtpUrl: string | undefined;
@@ -100,13 +106,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
   if (!['true', 'false'].includes(trustProxyText)) {
     problems.push(`VIDSHEET_TRUST_PROXY must be true or false — got "${trustProxyText}"`);
   }
+  const database = poolSizeOf(url('VIDSHEET_DATABASE_URL', ['postgres', 'postgresql']), problems);
   const defaultHosts = [base.host, `localhost:${port}`, `127.0.0.1:${port}`];
   const config: ServerConfig = {
     port,
     host,
     baseUrl,
     dataDir: resolve(text('VIDSHEET_DATA_DIR') ?? './vidsheet-data'),
-    databaseUrl: url('VIDSHEET_DATABASE_URL', ['postgres', 'postgresql']),
+    databaseUrl: database.url,
+    databasePoolSize: database.poolSize,
     storageUrl: url('VIDSHEET_STORAGE_URL', ['s3']),
     smtpUrl: url('VIDSHEET_SMTP_URL', ['smtp', 'smtps']),
     mailFrom: text('VIDSHEET_MAIL_FROM'),
@@ -144,6 +152,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
   }
   if (problems.length) throw new ConfigError(problems);
   return config;
+}
+
+/**
+ * Splits the pool size off a `postgres://` URL: `?pool_size=N` sizes this instance's connection pool
+ * from the environment without a variable beyond DESIGN §7 (several instances share the database's
+ * `max_connections`, so each must be able to take fewer).
+ */
+function poolSizeOf(
+  databaseUrl: string | undefined,
+  problems: string[],
+): { url: string | undefined; poolSize: number | undefined } {
+  if (databaseUrl === undefined) return { url: undefined, poolSize: undefined };
+  const parsed = new URL(databaseUrl);
+  const value = parsed.searchParams.get('pool_size');
+  if (value === null) return { url: databaseUrl, poolSize: undefined };
+  parsed.searchParams.delete('pool_size');
+  const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!(n >= 1 && n <= MAX_POOL_SIZE)) {
+    problems.push(
+      `VIDSHEET_DATABASE_URL's pool_size must be an integer from 1 to ${MAX_POOL_SIZE} — got "${value}"`,
+    );
+  }
+  return { url: parsed.toString(), poolSize: n };
 }
 
 /**

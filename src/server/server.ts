@@ -59,6 +59,7 @@ export async function openLedger(config: ServerConfig, clock: Clock = () => new 
   const db: Kysely<Database> = await openDatabase({
     dataDir: config.dataDir,
     databaseUrl: config.databaseUrl,
+    poolSize: config.databasePoolSize,
   });
   const instance = await instanceId(config.dataDir);
   return { db, instance, ledger: new Ledger(db, { allowanceFloor: config.allowanceFloor, clock, instance }) };

@@ -14,6 +14,7 @@ import SQLite from 'better-sqlite3';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey, Ledger } from '../../src/server/billing/ledger.js';
+import { loadConfig } from '../../src/server/config.js';
 import { DATABASE_FILE, MAX_POOL_SIZE, openDatabase } from '../../src/server/db/open.js';
 import type { Database } from '../../src/server/db/schema.js';
 import { ROOT } from '../global-setup.js';
@@ -136,6 +137,37 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
           await expect(
             openDatabase({ dataDir: tmp, databaseUrl: databases.postgres?.url, poolSize }),
           ).rejects.toThrow(/pool size must be an integer from 1 to 100/);
+        }
+      },
+    );
+
+    it.runIf(backend === 'postgres')(
+      "PostgreSQL: VIDSHEET_DATABASE_URL's pool_size sizes the pool; a bad one is a configuration error",
+      async () => {
+        const env = (query: string) => ({ VIDSHEET_DATABASE_URL: `${databases.postgres?.url}${query}` });
+        const config = loadConfig(env('?pool_size=3'));
+        expect(config.databasePoolSize).toBe(3);
+        expect(config.databaseUrl).toBe(databases.postgres?.url);
+        const db = await openDatabase({
+          dataDir: tmp,
+          databaseUrl: config.databaseUrl,
+          poolSize: config.databasePoolSize,
+        });
+        try {
+          // Twelve queries at once on a pool of three: exactly three server connections serve them.
+          const pids = await Promise.all(
+            Array.from({ length: 12 }, () =>
+              sql<{ pid: number }>`select pg_backend_pid() as pid, pg_sleep(0.1)`.execute(db),
+            ),
+          );
+          expect(new Set(pids.map((r) => r.rows[0]?.pid)).size).toBe(3);
+        } finally {
+          await db.destroy();
+        }
+        for (const bad of ['0', '101', 'ten', '2.5']) {
+          expect(() => loadConfig(env(`?pool_size=${bad}`))).toThrow(
+            `VIDSHEET_DATABASE_URL's pool_size must be an integer from 1 to 100 — got "${bad}"`,
+          );
         }
       },
     );
