@@ -15,7 +15,7 @@ import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/prom
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { INDEX_LAYOUT } from './frames.js';
+import { decodeIndex, fromRgb24, fullRect, INDEX_LAYOUT, type IndexRead } from './frames.js';
 
 const execFileP = promisify(execFile);
 
@@ -841,4 +841,681 @@ export async function decodeFrames(
   const out: Buffer[] = [];
   for (let o = 0; o + size <= stdout.length; o += size) out.push(stdout.subarray(o, o + size));
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files whose container or bitstream lies (issue 13: engine truth on real-world files)
+//
+// Each maker below reproduces one class of real-world file the engines got wrong. They are built
+// from the index pattern (see `frames.ts`), so a sheet cell can be read back and compared with a
+// sequential decode ({@link decodedIndices}), and their lie is checked while building, so a change
+// in ffmpeg/x264 behaviour fails loudly here instead of silently making a test pass.
+
+/** What a pattern frame shows; see {@link feedPattern}. */
+interface PatternSpec {
+  width: number;
+  height: number;
+  frames: number;
+  /** The number frame n shows (default n). Values must stay below 2 ** INDEX_LAYOUT.bits. */
+  value?: (n: number) => number;
+  /** Frames painted as a negative: a hard scene cut for the encoder; reads back as 4095 - value. */
+  inverted?: (n: number) => boolean;
+  /**
+   * Static noise (0..63) on every area, the same in every frame: block and band means stay far from
+   * the read threshold, but intra coding gets expensive, so the encoder leans on its references.
+   */
+  textured?: boolean;
+}
+
+/** Feeds `spec.frames` rgb24 pattern frames to a child's stdin (input args: {@link rawPatternInput}). */
+function feedPattern(spec: PatternSpec): (stdin: NonNullable<ChildProcess['stdin']>) => Promise<void> {
+  const { width: w, height: h } = spec;
+  const map = displayBlockMap(w, h);
+  const noise = spec.textured ? pseudoRandomBytes(w * h, 0x7e57) : null;
+  if (noise) for (let i = 0; i < noise.length; i++) noise[i] = (noise[i] as number) & 63;
+  return async (stdin) => {
+    const frame = Buffer.alloc(w * h * 3);
+    for (let n = 0; n < spec.frames; n++) {
+      const value = spec.value ? spec.value(n) : n;
+      const invert = spec.inverted?.(n) ?? false;
+      for (let p = 0, q = 0; p < w * h; p++, q += 3) {
+        const k = map[p] as number;
+        const t = noise ? (noise[p] as number) : 0;
+        let v: number;
+        if (k < 0) v = noise ? INDEX_LAYOUT.grey - 32 + t : INDEX_LAYOUT.grey;
+        else v = (value >> k) & 1 ? 255 - t : t;
+        if (invert) v = 255 - v;
+        frame[q] = v;
+        frame[q + 1] = v;
+        frame[q + 2] = v;
+      }
+      if (!stdin.write(Buffer.from(frame))) await once(stdin, 'drain');
+    }
+    stdin.end();
+  };
+}
+
+/** ffmpeg input arguments for {@link feedPattern} frames on stdin at `rate` (e.g. '25', '1/5'). */
+function rawPatternInput(spec: PatternSpec, rate: string): string[] {
+  return ['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', `${spec.width}x${spec.height}`, '-r', rate, '-i', '-'];
+}
+
+// --- Minimal ISO BMFF (MP4) reading and rewriting --------------------------------------------
+
+interface Mp4Box {
+  type: string;
+  /** Offset of the box header. */
+  start: number;
+  /** Offset of the payload (after the 8- or 16-byte header). */
+  body: number;
+  end: number;
+}
+
+/** Boxes whose payload is only child boxes: rewritten by recursion in {@link mp4Rebuild}. */
+const MP4_CONTAINERS = new Set(['moov', 'trak', 'mdia', 'minf', 'stbl', 'edts', 'mvex', 'dinf', 'udta']);
+
+function mp4Children(buf: Buffer, start: number, end: number): Mp4Box[] {
+  const boxes: Mp4Box[] = [];
+  let at = start;
+  while (at + 8 <= end) {
+    let size = buf.readUInt32BE(at);
+    const type = buf.toString('latin1', at + 4, at + 8);
+    let body = at + 8;
+    if (size === 1) {
+      size = Number(buf.readBigUInt64BE(at + 8));
+      body = at + 16;
+    } else if (size === 0) {
+      size = end - at;
+    }
+    if (size < body - at || at + size > end) throw new Error(`mp4: box ${type} at ${at} overruns its parent`);
+    boxes.push({ type, start: at, body, end: at + size });
+    at += size;
+  }
+  return boxes;
+}
+
+const mp4File = (buf: Buffer): Mp4Box => ({ type: '', start: 0, body: 0, end: buf.length });
+
+/** The first box along `path` below `parent`; throws when one is missing. */
+function mp4Child(buf: Buffer, parent: Mp4Box, ...path: string[]): Mp4Box {
+  let box = parent;
+  for (const type of path) {
+    const next = mp4Children(buf, box.body, box.end).find((b) => b.type === type);
+    if (!next) throw new Error(`mp4: no ${type} box in ${box.type || 'the file'}`);
+    box = next;
+  }
+  return box;
+}
+
+/** The tracks whose handler is `handler` ('vide', 'soun'). */
+function mp4Tracks(buf: Buffer, handler: string): Mp4Box[] {
+  const moov = mp4Child(buf, mp4File(buf), 'moov');
+  return mp4Children(buf, moov.body, moov.end).filter((trak) => {
+    if (trak.type !== 'trak') return false;
+    const hdlr = mp4Child(buf, trak, 'mdia', 'hdlr');
+    return buf.toString('latin1', hdlr.body + 8, hdlr.body + 12) === handler;
+  });
+}
+
+/** Each sample of a track (decode order): its byte offset and size, from stsz, stsc and stco/co64. */
+function mp4Samples(buf: Buffer, trak: Mp4Box): Array<{ offset: number; size: number }> {
+  const stbl = mp4Child(buf, trak, 'mdia', 'minf', 'stbl');
+  const kids = mp4Children(buf, stbl.body, stbl.end);
+  const get = (type: string) => kids.find((k) => k.type === type);
+  const stsz = get('stsz');
+  const stsc = get('stsc');
+  const co = get('stco') ?? get('co64');
+  if (!stsz || !stsc || !co) throw new Error('mp4: sample table without stsz, stsc or stco');
+  const fixed = buf.readUInt32BE(stsz.body + 4);
+  const count = buf.readUInt32BE(stsz.body + 8);
+  const sizes = Array.from({ length: count }, (_, i) => fixed || buf.readUInt32BE(stsz.body + 12 + 4 * i));
+  const chunkCount = buf.readUInt32BE(co.body + 4);
+  const chunks = Array.from({ length: chunkCount }, (_, i) =>
+    co.type === 'co64'
+      ? Number(buf.readBigUInt64BE(co.body + 8 + 8 * i))
+      : buf.readUInt32BE(co.body + 8 + 4 * i),
+  );
+  const runs = Array.from({ length: buf.readUInt32BE(stsc.body + 4) }, (_, i) => ({
+    firstChunk: buf.readUInt32BE(stsc.body + 8 + 12 * i),
+    perChunk: buf.readUInt32BE(stsc.body + 12 + 12 * i),
+  }));
+  const samples: Array<{ offset: number; size: number }> = [];
+  for (const [c, chunkOffset] of chunks.entries()) {
+    const run = runs.filter((r) => r.firstChunk <= c + 1).at(-1);
+    if (!run) throw new Error('mp4: stsc does not cover chunk 1');
+    let offset = chunkOffset;
+    for (let k = 0; k < run.perChunk && samples.length < count; k++) {
+      const size = sizes[samples.length] as number;
+      samples.push({ offset, size });
+      offset += size;
+    }
+  }
+  if (samples.length !== count)
+    throw new Error(`mp4: ${samples.length} samples in chunks, stsz says ${count}`);
+  return samples;
+}
+
+function mp4Box(type: string, body: Buffer): Buffer {
+  const header = Buffer.alloc(8);
+  header.writeUInt32BE(8 + body.length, 0);
+  header.write(type, 4, 'latin1');
+  return Buffer.concat([header, body]);
+}
+
+/** A version-0 full box whose payload is 32-bit words. */
+function mp4FullBox(type: string, words: number[]): Buffer {
+  const body = Buffer.alloc(4 + 4 * words.length);
+  for (const [i, w] of words.entries()) body.writeUInt32BE(w, 4 + 4 * i);
+  return mp4Box(type, body);
+}
+
+/**
+ * Rebuilds the payload of `box` (the file for {@link mp4File}): each child `replace` returns a
+ * Buffer for is swapped in, containers are rebuilt recursively with fresh sizes, the rest copied.
+ */
+function mp4Rebuild(buf: Buffer, box: Mp4Box, replace: (child: Mp4Box) => Buffer | undefined): Buffer {
+  const parts = mp4Children(buf, box.body, box.end).map((child) => {
+    const swapped = replace(child);
+    if (swapped) return swapped;
+    if (MP4_CONTAINERS.has(child.type)) return mp4Box(child.type, mp4Rebuild(buf, child, replace));
+    return buf.subarray(child.start, child.end);
+  });
+  return Buffer.concat(parts);
+}
+
+/** Throws unless the file is ftyp.., mdat, moov (index at the end), so moov may change size freely. */
+function assertMoovLast(buf: Buffer): void {
+  const types = mp4Children(buf, 0, buf.length).map((b) => b.type);
+  if (types.at(-1) !== 'moov' || !types.includes('mdat')) {
+    throw new Error(`mp4: expected the moov box after mdat, got ${types.join(',')}`);
+  }
+}
+
+// --- 1. Sync samples that are not random-access points --------------------------------------
+
+/** Geometry of {@link falseSyncClip}. */
+export const FALSE_SYNC = {
+  seconds: 14,
+  fps: 25,
+  width: 320,
+  height: 240,
+  /** Every `cycle` frames a scene of `invertedLength` negative frames starts at phase `invertedFrom`. */
+  cycle: 25,
+  invertedFrom: 5,
+  invertedLength: 6,
+} as const;
+
+/**
+ * H.264 Annex-B-free SEI NAL unit (4-byte length prefix) claiming a recovery point at this very
+ * picture: payload type 6, size 1, recovery_frame_cnt 0, exact_match 1, broken_link 0, then the
+ * payload's alignment bits and the rbsp trailing bits.
+ */
+const RECOVERY_POINT_SEI = Buffer.from('00000005060601c480', 'hex');
+
+/**
+ * A 14 s, 320x240 H.264 4:4:4 clip with B-frames that decodes cleanly from the start, but whose
+ * index lies about random access, like the phone/editor file of issue 13.
+ *
+ * Why it is hostile: the pattern flips to a negative for 6 frames every second, so x264 (infinite
+ * keyint, min-keyint 1000, scenecut on) codes each cut as a *non-IDR* I-frame, and keeps up to 16
+ * references across it: after the flip back, the P/B frames still predict from the frames before
+ * the negative scene, which sit behind the I-frame. The MP4 is then rewritten so that its stss
+ * lists every I-frame as a sync sample, and each non-IDR I-frame carries a recovery-point SEI
+ * claiming it is a clean entry point. A seek to such a "sync sample" (what `ffmpeg -ss` and
+ * `av_seek_frame` do) decodes the following frames without their references: FFmpeg fills the
+ * frame_num gap with grey (logged only at debug level) or logs `Missing reference picture`, and
+ * outputs garbage: with ffmpeg 5.1, all 9 cells of a 3x3 overview are wrong (8 grey, 1 an older
+ * picture). Only frame 0 is a true random-access point (the only NAL of type 5). The negative
+ * frames read back as 4095 - n; {@link decodedIndices} is the oracle for either.
+ */
+export function falseSyncClip(): Promise<string> {
+  const o = FALSE_SYNC;
+  return cached('false-sync', 'mp4', { ...o, sei: RECOVERY_POINT_SEI.toString('hex') }, (out) =>
+    withTemp('mp4', async (encoded) => {
+      const spec: PatternSpec = {
+        width: o.width,
+        height: o.height,
+        frames: o.seconds * o.fps,
+        textured: true,
+        inverted: (n) => n % o.cycle >= o.invertedFrom && n % o.cycle < o.invertedFrom + o.invertedLength,
+      };
+      const x264 = 'keyint=infinite:min-keyint=1000:scenecut=1000:ref=16:b-adapt=0';
+      await run(
+        'ffmpeg',
+        [
+          ...FFMPEG,
+          ...rawPatternInput(spec, String(o.fps)),
+          ...['-pix_fmt', 'yuv444p', '-c:v', 'libx264', '-preset', 'veryfast', '-crf', '16'],
+          ...['-bf', '3', '-x264-params', x264, '-fps_mode', 'passthrough', ...BITEXACT, encoded],
+        ],
+        { feed: feedPattern(spec) },
+      );
+      // Which samples are I-frames, and which of those are not IDR, from a sequential decode.
+      const select = ['-select_streams', 'v:0'];
+      const { packets } = (await ffprobeJson([
+        ...[...select, '-show_packets', '-show_entries', 'packet=pts', encoded],
+      ])) as { packets: Array<{ pts: number }> };
+      const { frames } = (await ffprobeJson([
+        ...[...select, '-show_frames', '-show_entries', 'frame=pts,pict_type,key_frame', encoded],
+      ])) as { frames: Array<{ pts: number; pict_type: string; key_frame: number }> };
+      const data = { packets, frames };
+      const iFrames = new Set(data.frames.filter((f) => f.pict_type === 'I').map((f) => f.pts));
+      const nonIdr = new Set(
+        data.frames.filter((f) => f.pict_type === 'I' && f.key_frame === 0).map((f) => f.pts),
+      );
+      if (nonIdr.size < 10) {
+        throw new Error(`falseSyncClip: x264 made only ${nonIdr.size} non-IDR I-frames, expected >= 10`);
+      }
+      const buf = await readFile(encoded);
+      assertMoovLast(buf);
+      const [trak] = mp4Tracks(buf, 'vide');
+      if (!trak) throw new Error('falseSyncClip: no video track');
+      const samples = mp4Samples(buf, trak);
+      if (samples.length !== data.packets.length) throw new Error('falseSyncClip: samples != packets');
+      // New mdat: every sample in decode order, the non-IDR I-frames prefixed with the lying SEI.
+      const head = buf.subarray(0, mp4Child(buf, mp4File(buf), 'mdat').start);
+      const payloads: Buffer[] = [];
+      const offsets: number[] = [];
+      const sync: number[] = [];
+      let at = head.length + 8;
+      for (const [i, s] of samples.entries()) {
+        const pts = data.packets[i]?.pts ?? Number.NaN;
+        const bytes = buf.subarray(s.offset, s.offset + s.size);
+        const payload = nonIdr.has(pts) ? Buffer.concat([RECOVERY_POINT_SEI, bytes]) : bytes;
+        if (iFrames.has(pts)) sync.push(i + 1);
+        payloads.push(payload);
+        offsets.push(at);
+        at += payload.length;
+      }
+      const tables: Record<string, Buffer> = {
+        stsz: mp4FullBox('stsz', [0, payloads.length, ...payloads.map((p) => p.length)]),
+        stsc: mp4FullBox('stsc', [1, 1, 1, 1]), // one sample per chunk
+        stco: mp4FullBox('stco', [offsets.length, ...offsets]),
+        stss: mp4FullBox('stss', [sync.length, ...sync]),
+      };
+      const moov = mp4Child(buf, mp4File(buf), 'moov');
+      const newMoov = mp4Box(
+        'moov',
+        mp4Rebuild(buf, moov, (b) => tables[b.type]),
+      );
+      await writeFile(out, Buffer.concat([head, mp4Box('mdat', Buffer.concat(payloads)), newMoov]));
+    }),
+  );
+}
+
+// --- 2. Stream choice ------------------------------------------------------------------------
+
+/** Streams of {@link twoVideoStreamsClip}: the top shot comes first, so "stream 0" is wrong too. */
+export const TWO_VIDEO_STREAMS = {
+  seconds: 10,
+  topShot: { stream: 0, width: 1280, height: 720, frames: 2, values: [4000, 4001] },
+  video: { stream: 1, width: 640, height: 360 },
+  audioStream: 2,
+} as const;
+
+/**
+ * A phone-like MP4: the real video (index pattern, 640x360, 25 fps, 10 s, with AAC audio) plus a
+ * 1280x720 "top shot" video stream of the same duration holding only 2 frames (showing 4000 and
+ * 4001), stored first, both with the default disposition. "The largest picture" (the old
+ * fallback's choice) and "the first video stream" both pick the top shot; the stream rule (never
+ * cover art, prefer default, then most frames) must pick the real video. (`av_find_best_stream`
+ * happens to pick the real video here, on ffmpeg 5.1.)
+ */
+export function twoVideoStreamsClip(): Promise<string> {
+  const o = TWO_VIDEO_STREAMS;
+  return cached('two-video-streams', 'mp4', o, async (out) => {
+    const main = await indexClip({
+      seconds: o.seconds,
+      width: o.video.width,
+      height: o.video.height,
+      audio: true,
+    });
+    await withTemp('mp4', async (top) => {
+      const spec: PatternSpec = {
+        width: o.topShot.width,
+        height: o.topShot.height,
+        frames: o.topShot.frames,
+        value: (n) => o.topShot.values[n] as number,
+      };
+      // Two frames 5 s apart: the stream lasts as long as the real video.
+      const rate = `${o.topShot.frames}/${o.seconds}`;
+      await run('ffmpeg', [...FFMPEG, ...rawPatternInput(spec, rate), ...X264_FAST, ...BITEXACT, top], {
+        feed: feedPattern(spec),
+      });
+      await run('ffmpeg', [
+        ...[...FFMPEG, '-i', top, '-i', main, '-map', '0:v', '-map', '1:v', '-map', '1:a', '-c', 'copy'],
+        ...['-disposition:v:0', 'default', '-disposition:v:1', 'default', ...BITEXACT, out],
+      ]);
+    });
+  });
+}
+
+/** Streams of {@link coverArtClip}. */
+export const COVER_ART = {
+  seconds: 8,
+  cover: { stream: 0, width: 1280, height: 720, value: 4000 },
+  video: { stream: 1, width: 320, height: 240 },
+} as const;
+
+/**
+ * An MP4 whose first stream is cover art (an attached PNG picture, 1280x720, showing 4000) and
+ * whose second is the real video (index pattern, 320x240, 8 s). ffmpeg writes cover art into
+ * moov/udta after the tracks; the udta box is moved before them so the demuxer lists the picture
+ * as stream 0, as some taggers do. The cover must never be chosen, although it is larger.
+ */
+export function coverArtClip(): Promise<string> {
+  const o = COVER_ART;
+  return cached('cover-art', 'mp4', o, async (out) => {
+    const video = await indexClip({ seconds: o.seconds, width: o.video.width, height: o.video.height });
+    await withTemp('png', (cover) =>
+      withTemp('mp4', async (muxed) => {
+        const spec: PatternSpec = {
+          width: o.cover.width,
+          height: o.cover.height,
+          frames: 1,
+          value: () => o.cover.value,
+        };
+        await run('ffmpeg', [...FFMPEG, ...rawPatternInput(spec, '1'), '-c:v', 'png', ...BITEXACT, cover], {
+          feed: feedPattern(spec),
+        });
+        await run('ffmpeg', [
+          ...[...FFMPEG, '-i', cover, '-i', video, '-map', '0', '-map', '1:v', '-c', 'copy'],
+          ...['-disposition:v:0', 'attached_pic', ...BITEXACT, muxed],
+        ]);
+        const buf = await readFile(muxed);
+        assertMoovLast(buf);
+        const moov = mp4Child(buf, mp4File(buf), 'moov');
+        const kids = mp4Children(buf, moov.body, moov.end);
+        if (!kids.some((k) => k.type === 'udta')) throw new Error('coverArtClip: ffmpeg wrote no udta');
+        const rank = (t: string) => (t === 'mvhd' ? 0 : t === 'udta' ? 1 : 2);
+        const reordered = [...kids].sort((a, b) => rank(a.type) - rank(b.type));
+        const newMoov = mp4Box('moov', Buffer.concat(reordered.map((k) => buf.subarray(k.start, k.end))));
+        await writeFile(out, Buffer.concat([buf.subarray(0, moov.start), newMoov]));
+      }),
+    );
+  });
+}
+
+// --- 3. Containers whose declared duration is not the content's --------------------------------
+
+/**
+ * A faststart MP4 (index first) of 20 s (index pattern 320x240 25 fps, AAC audio) cut at 40 % of
+ * its bytes: the index still lists 20 s of samples, the file holds about 8 s of them.
+ */
+export function truncatedMp4(): Promise<string> {
+  const o = { seconds: 20, keep: 0.4 };
+  return cached('truncated-index', 'mp4', o, async (out) => {
+    const src = await indexClip({ seconds: o.seconds, audio: true });
+    await withTemp('mp4', async (fast) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        '-i',
+        src,
+        '-map',
+        '0',
+        '-c',
+        'copy',
+        '-movflags',
+        '+faststart',
+        ...BITEXACT,
+        fast,
+      ]);
+      const b = await readFile(fast);
+      if (mp4Children(b, 0, b.length).findIndex((x) => x.type === 'moov') > 2) {
+        throw new Error('truncatedMp4: moov is not at the front');
+      }
+      await writeFile(out, b.subarray(0, Math.floor(b.length * o.keep)));
+    });
+  });
+}
+
+/** What {@link longHeaderMkv}'s header claims, in seconds. */
+export const LONG_HEADER_DECLARED_SECONDS = 1331;
+
+/**
+ * A complete 12 s Matroska file (index pattern 320x240 25 fps, AAC audio) whose Segment Info
+ * Duration and per-track DURATION tags were replaced by 1331 s, like a header copied from a longer
+ * original. Its cues stop at 12 s, so a seek near the declared end finds nothing there.
+ */
+export function longHeaderMkv(): Promise<string> {
+  const declared = LONG_HEADER_DECLARED_SECONDS;
+  return cached('long-header', 'mkv', { seconds: 12, declared }, async (out) => {
+    const src = await indexClip({ seconds: 12, container: 'mkv', audio: true });
+    const b = Buffer.from(await readFile(src));
+    // TimestampScale (0x2AD7B1) must be the default 1 ms for Duration to be in milliseconds.
+    if (b.indexOf(Buffer.from('2ad7b1830f4240', 'hex')) < 0)
+      throw new Error('longHeaderMkv: unexpected TimestampScale');
+    // Duration (0x4489) as an 8-byte float, inside Info near the start of the file.
+    const id = Buffer.from('448988', 'hex');
+    const at = b.indexOf(id);
+    if (at < 0 || at > 4096 || b.indexOf(id, at + 1) >= 0)
+      throw new Error('longHeaderMkv: Duration not found once');
+    b.writeDoubleBE(declared * 1000, at + 3);
+    const h = Math.floor(declared / 3600);
+    const m = Math.floor((declared % 3600) / 60);
+    const s = declared % 60;
+    const tag = `${[h, m, s].map((v) => String(v).padStart(2, '0')).join(':')}.000000000`;
+    for (const match of b.toString('latin1').matchAll(/\d\d:\d\d:\d\d\.\d{9}/g)) {
+      b.write(tag, match.index, 'latin1'); // same length, so no EBML size changes
+    }
+    await writeFile(out, b);
+  });
+}
+
+/** What {@link underDeclaredPs} holds. */
+export const UNDER_DECLARED_PS = { seconds: 3, tailFrames: 4, fps: 25, width: 720, height: 576 } as const;
+
+/**
+ * An MPEG program stream whose declared duration is far shorter than its content: 3 s of MPEG-2
+ * video (frames 0..74) followed by a second program that restarts the clock and repeats frames
+ * 0..3 as large intra frames. FFmpeg estimates a PS's duration from the timestamps in its last
+ * ~250 kB, which here belong to the restarted tail, so it declares 0.16 s for 3 s of video (the
+ * issue's VOB declared 0.13 s for 1.08 s; 3 s keeps the gap above DESIGN's 1 s tolerance). The
+ * repeated frames show the same numbers as the ones they shadow, so the frame displayed at any
+ * time reads the same whichever copy a decoder shows.
+ */
+export function underDeclaredPs(): Promise<string> {
+  const o = UNDER_DECLARED_PS;
+  return cached('under-declared', 'mpg', o, (out) =>
+    withTemp('mpg', (head) =>
+      withTemp('mpg', async (tail) => {
+        const body: PatternSpec = { width: o.width, height: o.height, frames: o.seconds * o.fps };
+        await run(
+          'ffmpeg',
+          [
+            ...[...FFMPEG, ...rawPatternInput(body, String(o.fps)), '-c:v', 'mpeg2video', '-b:v', '2M'],
+            ...['-g', '12', '-bf', '2', ...BITEXACT, '-f', 'mpeg', head],
+          ],
+          { feed: feedPattern(body) },
+        );
+        const restart: PatternSpec = {
+          width: o.width,
+          height: o.height,
+          frames: o.tailFrames,
+          textured: true,
+        };
+        await run(
+          'ffmpeg',
+          [
+            ...[...FFMPEG, ...rawPatternInput(restart, String(o.fps)), '-c:v', 'mpeg2video', '-q:v', '1'],
+            ...['-g', '1', '-bf', '0', ...BITEXACT, '-f', 'mpeg', tail],
+          ],
+          { feed: feedPattern(restart) },
+        );
+        const tailBytes = await readFile(tail);
+        // libavformat reads the last 250000 bytes for the end timestamps (DURATION_MAX_READ_SIZE).
+        if (tailBytes.length < 300_000)
+          throw new Error(`underDeclaredPs: tail only ${tailBytes.length} bytes`);
+        await writeFile(out, Buffer.concat([await readFile(head), tailBytes]));
+      }),
+    ),
+  );
+}
+
+/** The duration {@link fragmentedMp4Huge} declares, seconds: 2^31 ticks of a 15 kHz clock. */
+export const FRAGMENTED_HUGE_DECLARED_SECONDS = 2 ** 31 / 15_000;
+
+/**
+ * A fragmented MP4 (`frag_keyframe+empty_moov`) holding 1 s of the index pattern (320x240 25 fps,
+ * keyframe every 12 frames), whose mvhd, tkhd and mdhd durations were set to 143165.577 s (39 h),
+ * the value of issue 13's file. The fragments hold the truth; the header must not be believed.
+ */
+export function fragmentedMp4Huge(): Promise<string> {
+  const declared = FRAGMENTED_HUGE_DECLARED_SECONDS;
+  return cached('fragmented-huge', 'mp4', { seconds: 1, gop: 12, declared }, async (out) => {
+    const src = await indexClip({ seconds: 1, gop: 12 });
+    await withTemp('mp4', async (frag) => {
+      await run('ffmpeg', [
+        ...[...FFMPEG, '-i', src, '-map', '0', '-c', 'copy'],
+        ...['-movflags', 'frag_keyframe+empty_moov', ...BITEXACT, frag],
+      ]);
+      const b = Buffer.from(await readFile(frag));
+      const file = mp4File(b);
+      const mvhd = mp4Child(b, file, 'moov', 'mvhd');
+      const [trak] = mp4Tracks(b, 'vide');
+      if (!trak) throw new Error('fragmentedMp4Huge: no video track');
+      const tkhd = mp4Child(b, trak, 'tkhd');
+      const mdhd = mp4Child(b, trak, 'mdia', 'mdhd');
+      // Full boxes: version byte first; v0 has 32-bit times, v1 64-bit.
+      const setDuration = (box: Mp4Box, v0: number, v1: number, ticks: number) => {
+        const version = b.readUInt8(box.body);
+        if (version === 1) b.writeBigUInt64BE(BigInt(ticks), box.body + v1);
+        else b.writeUInt32BE(ticks, box.body + v0);
+      };
+      const timescale = (box: Mp4Box) => b.readUInt32BE(box.body + (b.readUInt8(box.body) === 1 ? 20 : 12));
+      const movieTicks = Math.round(declared * timescale(mvhd));
+      setDuration(mvhd, 16, 24, movieTicks);
+      setDuration(tkhd, 20, 28, movieTicks);
+      setDuration(mdhd, 16, 24, Math.round(declared * timescale(mdhd)));
+      await writeFile(out, b);
+    });
+  });
+}
+
+// --- 4. No decodable video -------------------------------------------------------------------
+
+export type UndecodableKind = 'zeroed-bitstream' | 'unknown-codec';
+
+/**
+ * A well-formed container with a valid AAC track and a video stream no frame of which decodes:
+ * - 'zeroed-bitstream' (mp4): every H.264 sample kept at its size, its NAL length intact, and its
+ *   payload zeroed (NAL type 0, which decoders skip), so the index, the size and avcC still
+ *   describe a 320x240 video, but no picture ever comes out;
+ * - 'unknown-codec' (mkv): the track's CodecID rewritten to `V_VIDSHEET/NONE`, which no FFmpeg
+ *   knows (codec `none`, no decoder).
+ */
+export function undecodableClip(kind: UndecodableKind = 'zeroed-bitstream'): Promise<string> {
+  if (kind === 'unknown-codec') {
+    return cached('undecodable-codec', 'mkv', { seconds: 6 }, async (out) => {
+      const src = await indexClip({ seconds: 6, container: 'mkv', audio: true });
+      const b = Buffer.from(await readFile(src));
+      const id = Buffer.from('V_MPEG4/ISO/AVC', 'latin1');
+      const at = b.indexOf(id);
+      if (at < 0 || b.indexOf(id, at + 1) >= 0) throw new Error('undecodableClip: CodecID not found once');
+      b.write('V_VIDSHEET/NONE', at, 'latin1'); // same length: no EBML size changes
+      await writeFile(out, b);
+    });
+  }
+  return cached('undecodable-zeroed', 'mp4', { seconds: 6 }, async (out) => {
+    const src = await indexClip({ seconds: 6, audio: true });
+    const b = Buffer.from(await readFile(src));
+    const [trak] = mp4Tracks(b, 'vide');
+    if (!trak) throw new Error('undecodableClip: no video track');
+    for (const s of mp4Samples(b, trak)) {
+      b.writeUInt32BE(s.size - 4, s.offset);
+      b.fill(0, s.offset + 4, s.offset + s.size);
+    }
+    await writeFile(out, b);
+  });
+}
+
+// --- Oracles for these files ----------------------------------------------------------------
+
+/**
+ * Decodes one video stream sequentially from the start (no seek, so no seek artefact) and reads
+ * the pattern of every frame. Entry i belongs to `frameTimes(path, stream)` entry i: the reads are
+ * paired with the pts ffprobe reports for the same decode (both list frames in decoder output
+ * order), then sorted by pts the way frameTimes sorts, so a stream whose clock restarts (output
+ * order is not pts order) still pairs each time with its own picture. Frames are scaled to
+ * 160x120 (the pattern is in fractions of the frame).
+ */
+export async function decodedIndices(path: string, stream: number): Promise<IndexRead[]> {
+  const [w, h] = [160, 120];
+  const [{ stdout }, probed] = await Promise.all([
+    execFileP(
+      'ffmpeg',
+      [
+        ...[...FFMPEG, '-i', path, '-map', `0:${stream}`, '-fps_mode', 'passthrough'],
+        ...['-vf', `scale=${w}:${h}:flags=area`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'],
+      ],
+      { encoding: 'buffer', maxBuffer: 1024 * 1024 * 1024 },
+    ),
+    ffprobeJson([
+      ...['-select_streams', String(stream), '-show_frames'],
+      ...['-show_entries', 'frame=pts,best_effort_timestamp', path],
+    ]) as Promise<{ frames?: Array<{ pts?: number; best_effort_timestamp?: number }> }>,
+  ]);
+  const size = w * h * 3;
+  const decoded = Math.floor(stdout.length / size);
+  const frames = probed.frames ?? [];
+  if (decoded !== frames.length) {
+    throw new Error(`decodedIndices: ffmpeg decoded ${decoded} frames of ${path}, ffprobe ${frames.length}`);
+  }
+  const paired: Array<{ pts: bigint; read: IndexRead }> = [];
+  for (const [i, f] of frames.entries()) {
+    const pts = f.pts ?? f.best_effort_timestamp;
+    if (typeof pts !== 'number') continue; // frameTimes leaves these out too
+    const img = fromRgb24(stdout.subarray(i * size, (i + 1) * size), w, h);
+    paired.push({ pts: BigInt(pts), read: decodeIndex(img, fullRect(img)) });
+  }
+  paired.sort((a, b) => (a.pts < b.pts ? -1 : a.pts > b.pts ? 1 : 0)); // stable, like frameTimes
+  return paired.map((p) => p.read);
+}
+
+/** The packet-list oracle for a file's extent. Seconds. */
+export interface PacketExtent {
+  /** What the container declares (ffprobe format.duration); 0 when it declares nothing. */
+  declared: number;
+  /** ffprobe's format start_time; 0 when unknown. */
+  startTime: number;
+  /**
+   * Latest pts + duration, from the start time, over the packets of `streams` that lie wholly
+   * inside the file (pos + size <= file size); null when there is none.
+   */
+  end: number | null;
+}
+
+/** Reads every packet of the file (demux only, no decoding) with ffprobe. */
+export async function packetExtent(path: string, streams: number[]): Promise<PacketExtent> {
+  const fileSize = (await stat(path)).size;
+  const data = (await ffprobeJson([
+    ...['-show_packets', '-show_entries'],
+    ...['packet=stream_index,pts_time,dts_time,duration_time,pos,size:format=duration,start_time', path],
+  ])) as {
+    packets?: Array<{
+      stream_index: number;
+      pts_time?: string;
+      dts_time?: string;
+      duration_time?: string;
+      pos?: string;
+      size?: string;
+    }>;
+    format?: { duration?: string; start_time?: string };
+  };
+  const num = (v: string | undefined) => (v === undefined || v === 'N/A' ? Number.NaN : Number(v));
+  const startTime = num(data.format?.start_time);
+  const start = Number.isFinite(startTime) ? startTime : 0;
+  let end: number | null = null;
+  for (const p of data.packets ?? []) {
+    if (!streams.includes(p.stream_index)) continue;
+    const pos = num(p.pos);
+    if (Number.isFinite(pos) && pos + num(p.size) > fileSize) continue;
+    const t = Number.isFinite(num(p.pts_time)) ? num(p.pts_time) : num(p.dts_time);
+    if (!Number.isFinite(t)) continue;
+    const d = num(p.duration_time);
+    const e = t + (Number.isFinite(d) ? d : 0) - start;
+    if (end === null || e > end) end = e;
+  }
+  const declared = num(data.format?.duration);
+  return { declared: Number.isFinite(declared) ? declared : 0, startTime: start, end };
 }

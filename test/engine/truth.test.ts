@@ -1,0 +1,533 @@
+/**
+ * Engine truth (issue 13), end to end through the built CLI on every engine, on synthesised files
+ * that lie the way real-world files do: sync samples that are not random-access points, a second
+ * video stream or cover art beside the real video, containers whose declared duration is not their
+ * content's, video that never decodes, and a fragmented MP4 declaring 39 hours.
+ *
+ * Oracles are independent of the engines: each cell is compared with the frame a sequential ffmpeg
+ * decode from the start (no seek) displays at the cell's label time, read from the pixels of both;
+ * a clip's extent is compared with ffprobe's packet list (demux only); messages with the spec's
+ * and DESIGN's exact strings. The fixtures' lies are themselves checked first, so a test cannot
+ * pass because a fixture stopped being hostile.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cellsPerSheet, type Density } from '../../src/core/density.js';
+import { cellRect, computeGrid } from '../../src/core/layout.js';
+import { makePlan } from '../../src/core/plan.js';
+import { BIN, ENGINES } from '../helpers/cli.js';
+import {
+  COVER_ART,
+  coverArtClip,
+  decodedIndices,
+  expectedIndex,
+  FALSE_SYNC,
+  FRAGMENTED_HUGE_DECLARED_SECONDS,
+  type FrameTimes,
+  falseSyncClip,
+  fragmentedMp4Huge,
+  frameTimes,
+  LONG_HEADER_DECLARED_SECONDS,
+  longHeaderMkv,
+  type PacketExtent,
+  packetExtent,
+  probe,
+  TWO_VIDEO_STREAMS,
+  truncatedMp4,
+  twoVideoStreamsClip,
+  UNDER_DECLARED_PS,
+  type UndecodableKind,
+  undecodableClip,
+  underDeclaredPs,
+} from '../helpers/fixtures.js';
+import { decodeIndex, fromRgb24, fullRect, type IndexRead, isBlack, readJpeg } from '../helpers/frames.js';
+
+const execFileP = promisify(execFile);
+
+/** A CLI run that exceeds this is killed (with its whole process group) and reported. */
+const RUN_TIMEOUT_MS = 100_000;
+/** Per test: the oracle, one or two CLI runs (each killed at RUN_TIMEOUT_MS), reading the sheets. */
+const CLI_TEST_TIMEOUT_MS = 240_000;
+/** Below this a block read is not a clean index frame (see IndexRead.confidence). */
+const MIN_CONFIDENCE = 40;
+
+/** DESIGN §2 "Clip extent": the tolerance between a declared duration and the readable end. */
+const extentTolerance = (seconds: number) => Math.max(1, 0.02 * seconds);
+/** Seconds as the warning prints them: at most 3 decimals, no trailing zeros. */
+const secondsText = (s: number) => String(Math.round(s * 1000) / 1000);
+/** DESIGN §2's warning, exactly. */
+const extentWarning = (declared: number, readable: number) =>
+  `the container declares ${secondsText(declared)} s but the file's audio and video end at ${secondsText(readable)} s; sheets cover the readable part`;
+/** The spec's CLI message for a file without decodable video (src/core/errors.ts). */
+const unreadableMessage = (path: string) =>
+  `unreadable video: ${path} — no decodable video stream (send a real video in a common container)\n`;
+
+interface Subject {
+  name: string;
+  make: () => Promise<string>;
+  /** Absolute index of the stream every cell must show. */
+  videoStream: number;
+  /** Display size of that stream. */
+  display: [number, number];
+  /** Streams whose packets define the readable end: the video above plus every audio stream. */
+  extentStreams: number[];
+  /** True when the container's declared duration is a lie beyond DESIGN's tolerance. */
+  lyingExtent: boolean;
+}
+
+const SUBJECTS = {
+  falseSync: {
+    name: 'false-sync.mp4 (non-IDR I-frames listed as sync samples)',
+    make: falseSyncClip,
+    videoStream: 0,
+    display: [FALSE_SYNC.width, FALSE_SYNC.height],
+    extentStreams: [0],
+    lyingExtent: false,
+  },
+  twoStreams: {
+    name: 'two-video-streams.mp4 (2-frame 1280x720 top shot first, real 640x360 video second)',
+    make: twoVideoStreamsClip,
+    videoStream: TWO_VIDEO_STREAMS.video.stream,
+    display: [TWO_VIDEO_STREAMS.video.width, TWO_VIDEO_STREAMS.video.height],
+    extentStreams: [TWO_VIDEO_STREAMS.video.stream, TWO_VIDEO_STREAMS.audioStream],
+    lyingExtent: false,
+  },
+  coverArt: {
+    name: 'cover-art.mp4 (1280x720 attached picture as stream 0)',
+    make: coverArtClip,
+    videoStream: COVER_ART.video.stream,
+    display: [COVER_ART.video.width, COVER_ART.video.height],
+    extentStreams: [COVER_ART.video.stream],
+    lyingExtent: false,
+  },
+  truncated: {
+    name: 'truncated-index.mp4 (faststart, index lists 20 s, data cut at 40 %)',
+    make: truncatedMp4,
+    videoStream: 0,
+    display: [320, 240],
+    extentStreams: [0, 1],
+    lyingExtent: true,
+  },
+  longHeader: {
+    name: `long-header.mkv (12 s of content, header declares ${LONG_HEADER_DECLARED_SECONDS} s)`,
+    make: longHeaderMkv,
+    videoStream: 0,
+    display: [320, 240],
+    extentStreams: [0, 1],
+    lyingExtent: true,
+  },
+  underDeclared: {
+    name: 'under-declared.mpg (3 s of MPEG-2 in a program stream declaring 0.16 s)',
+    make: underDeclaredPs,
+    videoStream: 0,
+    display: [UNDER_DECLARED_PS.width, UNDER_DECLARED_PS.height],
+    extentStreams: [0],
+    lyingExtent: true,
+  },
+  fragmented: {
+    name: 'fragmented-huge.mp4 (1 s in fragments, header declares 143165.577 s)',
+    make: fragmentedMp4Huge,
+    videoStream: 0,
+    display: [320, 240],
+    extentStreams: [0],
+    lyingExtent: true,
+  },
+} satisfies Record<string, Subject>;
+
+// ---------------------------------------------------------------------------------------------
+// Oracles, computed once per file
+
+interface Oracle {
+  path: string;
+  times: FrameTimes;
+  /** Pattern read from each sequentially decoded frame, aligned with `times`. */
+  frames: IndexRead[];
+  extent: PacketExtent;
+}
+
+const oracles = new Map<Subject, Promise<Oracle>>();
+
+function oracleOf(subject: Subject): Promise<Oracle> {
+  let pending = oracles.get(subject);
+  if (!pending) {
+    pending = (async () => {
+      const path = await subject.make();
+      const [times, frames, extent] = await Promise.all([
+        frameTimes(path, subject.videoStream),
+        decodedIndices(path, subject.videoStream),
+        packetExtent(path, subject.extentStreams),
+      ]);
+      if (times.pts.length !== frames.length || frames.length === 0) {
+        throw new Error(
+          `${subject.name}: oracle mismatch, ffprobe lists ${times.pts.length} frames, ffmpeg decoded ${frames.length}`,
+        );
+      }
+      return { path, times, frames, extent };
+    })();
+    oracles.set(subject, pending);
+  }
+  return pending;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the CLI
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** What the run left in its private TMPDIR (must be nothing). */
+  tmpLeft: string[];
+  /** JPEG files in the output directory after the run. */
+  sheetsWritten: string[];
+  outDir: string;
+}
+
+let work: string;
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'vs-truth-'));
+});
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/**
+ * Runs `node bin/vidsheet.js <file> --json --out <dir> ...` on one engine with a fresh TMPDIR, in
+ * its own process group so a run that hangs can be killed with every ffmpeg it started.
+ */
+async function runVidsheet(engine: string, file: string, extra: string[] = []): Promise<Run> {
+  const tmp = mkdtempSync(join(work, 'tmp-'));
+  const outDir = join(mkdtempSync(join(work, `out-${engine}-`)), 'sheets');
+  const child: ChildProcess = spawn(process.execPath, [BIN, file, '--json', '--out', outDir, ...extra], {
+    env: { ...process.env, VIDSHEET_ENGINE: engine, TMPDIR: tmp },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d) => (stdout += d));
+  child.stderr?.on('data', (d) => (stderr += d));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    if (child.pid) process.kill(-child.pid, 'SIGKILL');
+  }, RUN_TIMEOUT_MS);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (c) => resolve(c));
+  }).finally(() => clearTimeout(timer));
+  const tmpLeft = readdirSync(tmp);
+  rmSync(tmp, { recursive: true, force: true });
+  const sheetsWritten = existsSync(outDir) ? readdirSync(outDir).filter((f) => f.endsWith('.jpg')) : [];
+  return { code, stdout, stderr, timedOut, tmpLeft, sheetsWritten, outDir };
+}
+
+/** Checks every run must pass, whatever the file: no hang, no crash, nothing left in TMPDIR. */
+function expectCleanRun(context: string, r: Run): void {
+  expect(r.timedOut, `${context}: still running after ${RUN_TIMEOUT_MS / 1000} s, killed`).toBe(false);
+  expect(
+    [0, 1],
+    `${context}: exit code ${r.code} (null = killed by a signal); stderr: ${r.stderr}`,
+  ).toContain(r.code);
+  expect(r.stderr, `${context}: crash or raw error on stderr`).not.toMatch(
+    /panicked|E2BIG|Error: |at .*\.js:\d+/,
+  );
+  expect(r.tmpLeft, `${context}: left in TMPDIR after the run`).toEqual([]);
+}
+
+interface Report {
+  duration: number;
+  frames: number;
+  sheets: number;
+  files: string[];
+  warnings: string[];
+  window?: { start: number; end: number };
+}
+
+/**
+ * Reads every cell of every sheet and compares it with the sequential decode; returns one line per
+ * wrong cell (empty when all are right).
+ */
+function wrongCells(
+  context: string,
+  subject: Subject,
+  oracle: Oracle,
+  report: Report,
+  density: Density,
+): string[] {
+  const problems: string[] = [];
+  const window = report.window ?? { start: 0, end: report.duration };
+  const plan = makePlan(
+    { startMs: Math.round(window.start * 1000), endMs: Math.round(window.end * 1000) },
+    density,
+  );
+  const grid = computeGrid(subject.display[0], subject.display[1], density, true);
+  if (report.files.length !== plan.sheets.length) {
+    problems.push(
+      `${report.files.length} sheet files, the plan over ${window.end - window.start} s has ${plan.sheets.length}`,
+    );
+  }
+  for (const [s, cells] of plan.sheets.entries()) {
+    const file = report.files[s];
+    if (!file) break;
+    const sheet = readJpeg(file);
+    if (sheet.width !== grid.width || sheet.height !== grid.height) {
+      problems.push(
+        `sheet ${s + 1} is ${sheet.width}x${sheet.height}, expected ${grid.width}x${grid.height} (the grid of the ${subject.display.join('x')} video: another stream chosen?)`,
+      );
+      continue;
+    }
+    for (const [c, cell] of cells.entries()) {
+      const t = cell.timeMs / 1000;
+      const k = expectedIndex(oracle.times, t);
+      const want = oracle.frames[k] as IndexRead;
+      const where = `sheet ${s + 1} cell ${c + 1} (${cell.label}, t=${t} s)`;
+      if (want.confidence <= MIN_CONFIDENCE) {
+        problems.push(
+          `${where}: ORACLE frame #${k} of the sequential decode is not a clean index frame (fixture bug)`,
+        );
+        continue;
+      }
+      const rect = cellRect(grid, c);
+      const got = decodeIndex(sheet, rect);
+      const wantText = `sequential decode shows ${want.index} (frame #${k} at ${oracle.times.times[k]?.toFixed(3)} s)`;
+      if (got.confidence <= MIN_CONFIDENCE) {
+        const black = isBlack(sheet, { x: rect.x, y: rect.y, w: rect.w, h: rect.h * 0.7 });
+        problems.push(
+          `${where}: ${black ? 'black cell' : `garbage, not an index frame (confidence ${got.confidence.toFixed(0)})`}; ${wantText}`,
+        );
+      } else if (got.index !== want.index) {
+        problems.push(`${where}: shows ${got.index}; ${wantText}`);
+      }
+    }
+  }
+  return problems.map((p) => `${context}: ${p}`);
+}
+
+/** Runs the CLI on a file that must render, and checks extent, warnings and every cell. */
+async function expectTruth(
+  engine: string,
+  subject: Subject,
+  density: Density = '3x3',
+  window: string[] = [],
+): Promise<Report> {
+  const oracle = await oracleOf(subject);
+  const context = `${subject.name} [engine ${engine}, ${[density, ...window].join(' ')}]`;
+  const r = await runVidsheet(engine, oracle.path, ['--density', density, ...window]);
+  expectCleanRun(context, r);
+  expect(r.code, `${context}: exit code; stderr: ${r.stderr}`).toBe(0);
+  let report: Report;
+  try {
+    report = JSON.parse(r.stdout) as Report;
+  } catch {
+    throw new Error(`${context}: stdout is not the JSON report: ${r.stdout.slice(0, 300)}`);
+  }
+  const { declared, end } = oracle.extent;
+  if (end === null) throw new Error(`${context}: the packet oracle found no packet (fixture bug)`);
+
+  if (subject.lyingExtent) {
+    expect(
+      Math.abs(report.duration - end),
+      `${context}: duration ${report.duration} s, the packet list ends at ${end.toFixed(3)} s (declared ${declared} s); tolerance ${extentTolerance(end).toFixed(3)} s`,
+    ).toBeLessThanOrEqual(extentTolerance(end));
+    expect(report.warnings, `${context}: warnings`).toEqual([extentWarning(declared, report.duration)]);
+  } else {
+    expect(
+      Math.abs(end - declared),
+      `${context}: fixture bug, its packets end at ${end} s but it declares ${declared} s`,
+    ).toBeLessThanOrEqual(extentTolerance(declared));
+    expect(
+      Math.abs(report.duration - declared),
+      `${context}: duration ${report.duration} s, the container declares ${declared} s (and the packets end at ${end.toFixed(3)} s)`,
+    ).toBeLessThanOrEqual(0.001);
+    expect(report.warnings, `${context}: warnings`).toEqual([]);
+  }
+  expect(report.sheets, `${context}: sheets in the report`).toBe(report.files.length);
+  expect(report.frames, `${context}: frames in the report`).toBe(report.sheets * cellsPerSheet(density));
+  expect(r.sheetsWritten.length, `${context}: JPEG files written`).toBe(report.files.length);
+  const problems = wrongCells(context, subject, oracle, report, density);
+  expect(problems, `${context}: ${problems.length} wrong cells`).toEqual([]);
+  return report;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fixtures really lie (engine-independent)
+
+describe('fixtures reproduce the real-world lies', () => {
+  it('false-sync.mp4: decodes cleanly from the start, but a seek to a listed sync sample shows garbage', async () => {
+    const oracle = await oracleOf(SUBJECTS.falseSync);
+    const frames = FALSE_SYNC.seconds * FALSE_SYNC.fps;
+    // Sequential decode: no error at all, every frame the number it was painted with.
+    const { stderr } = await execFileP('ffmpeg', ['-v', 'error', '-i', oracle.path, '-f', 'null', '-']);
+    expect(stderr, 'sequential decode logs errors').toBe('');
+    expect(oracle.frames).toHaveLength(frames);
+    const { cycle, invertedFrom, invertedLength } = FALSE_SYNC;
+    for (const [n, read] of oracle.frames.entries()) {
+      const inverted = n % cycle >= invertedFrom && n % cycle < invertedFrom + invertedLength;
+      expect(read.confidence, `frame ${n}`).toBeGreaterThan(MIN_CONFIDENCE);
+      expect(read.index, `frame ${n}`).toBe(inverted ? 4095 - n : n);
+    }
+    // The index lists many sync samples, but only frame 0 is an IDR picture.
+    const { stdout } = await execFileP('ffprobe', [
+      ...['-v', 'error', '-select_streams', 'v:0', '-show_packets', '-show_entries', 'packet=flags'],
+      ...['-of', 'csv=p=0', oracle.path],
+    ]);
+    expect(stdout.split('\n').filter((l) => l.startsWith('K')).length).toBeGreaterThanOrEqual(20);
+    // `ffmpeg -ss` (seek to the sync sample before t, decode forward) at the 3x3 cell times.
+    const plan = makePlan({ startMs: 0, endMs: FALSE_SYNC.seconds * 1000 }, '3x3');
+    const cells = plan.sheets.flat();
+    let garbage = 0;
+    for (const cell of cells) {
+      const t = cell.timeMs / 1000;
+      const { stdout: rgb } = await execFileP(
+        'ffmpeg',
+        [
+          ...['-v', 'quiet', '-ss', String(t), '-i', oracle.path, '-frames:v', '1'],
+          ...['-vf', 'scale=160:120:flags=area', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'],
+        ],
+        { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 },
+      );
+      const want = oracle.frames[expectedIndex(oracle.times, t)] as IndexRead;
+      const img = rgb.length >= 160 * 120 * 3 ? fromRgb24(rgb, 160, 120) : null;
+      const got = img ? decodeIndex(img, fullRect(img)) : null;
+      if (!got || got.confidence <= MIN_CONFIDENCE || got.index !== want.index) garbage++;
+    }
+    // Measured with ffmpeg 5.1: 9 of 9.
+    expect(garbage, 'cells where `ffmpeg -ss` differs from the sequential decode').toBeGreaterThanOrEqual(5);
+  });
+
+  it('two-video-streams.mp4: a 2-frame larger top shot first, both streams default, same duration', async () => {
+    const path = await twoVideoStreamsClip();
+    const info = (await probe(path)) as {
+      streams: Array<{
+        codec_type: string;
+        width?: number;
+        height?: number;
+        nb_frames?: string;
+        duration?: string;
+        disposition?: { default?: number; attached_pic?: number };
+      }>;
+    };
+    const [top, video] = info.streams;
+    expect(info.streams.map((s) => s.codec_type)).toEqual(['video', 'video', 'audio']);
+    expect([top?.width, top?.height, Number(top?.nb_frames)]).toEqual([1280, 720, 2]);
+    expect([video?.width, video?.height, Number(video?.nb_frames)]).toEqual([640, 360, 250]);
+    expect([top?.disposition?.default, video?.disposition?.default]).toEqual([1, 1]);
+    expect(Math.abs(Number(top?.duration) - Number(video?.duration))).toBeLessThan(0.1);
+  });
+
+  it('cover-art.mp4: stream 0 is a 1280x720 attached picture, stream 1 the 320x240 video', async () => {
+    const info = (await probe(await coverArtClip())) as {
+      streams: Array<{ codec_type: string; width?: number; disposition?: { attached_pic?: number } }>;
+    };
+    expect(info.streams.map((s) => [s.codec_type, s.width, s.disposition?.attached_pic])).toEqual([
+      ['video', 1280, 1],
+      ['video', 320, 0],
+    ]);
+  });
+
+  it.each([
+    ['truncated', SUBJECTS.truncated, 20, [6, 10]],
+    ['longHeader', SUBJECTS.longHeader, LONG_HEADER_DECLARED_SECONDS, [11.5, 12.5]],
+    ['underDeclared', SUBJECTS.underDeclared, 0.16, [2.9, 3.2]],
+    ['fragmented', SUBJECTS.fragmented, FRAGMENTED_HUGE_DECLARED_SECONDS, [0.9, 1.2]],
+  ] as const)(
+    '%s: declared duration and packet list disagree beyond the tolerance',
+    async (_, subject, declared, [lo, hi]) => {
+      const { extent } = await oracleOf(subject);
+      expect(extent.declared).toBeCloseTo(declared, 2);
+      expect(extent.end).not.toBeNull();
+      expect(extent.end as number).toBeGreaterThanOrEqual(lo);
+      expect(extent.end as number).toBeLessThanOrEqual(hi);
+      expect(Math.abs((extent.end as number) - extent.declared)).toBeGreaterThan(
+        extentTolerance(extent.declared),
+      );
+    },
+  );
+
+  it.each(['zeroed-bitstream', 'unknown-codec'] as const)(
+    '%s: a valid container whose video never decodes (its audio does)',
+    async (kind) => {
+      const path = await undecodableClip(kind);
+      const count = async (select: string) => {
+        const { stdout } = await execFileP('ffprobe', [
+          ...['-v', 'quiet', '-select_streams', select, '-count_frames'],
+          ...['-show_entries', 'stream=codec_type,nb_read_frames', '-of', 'json', path],
+        ]);
+        return (JSON.parse(stdout) as { streams: Array<{ nb_read_frames?: string }> }).streams;
+      };
+      const [video] = await count('v:0');
+      expect(Number(video?.nb_read_frames ?? 0), 'decoded video frames').toBe(0);
+      const [audio] = await count('a:0');
+      expect(Number(audio?.nb_read_frames), 'decoded audio frames').toBeGreaterThan(100);
+    },
+  );
+});
+
+// ---------------------------------------------------------------------------------------------
+// The engines tell the truth
+
+describe.each(ENGINES)('engine %s', { timeout: CLI_TEST_TIMEOUT_MS }, (engine) => {
+  describe('after a seek, the frame a sequential decode gives', () => {
+    it.each(['3x3', '6x6'] as const)(
+      'false-sync.mp4, %s: no concealment garbage in any cell',
+      async (density) => {
+        await expectTruth(engine, SUBJECTS.falseSync, density);
+      },
+    );
+  });
+
+  describe('one stream rule', () => {
+    it('two video streams: the real video (most frames) in every cell, not the larger top shot', async () => {
+      await expectTruth(engine, SUBJECTS.twoStreams);
+    });
+
+    it('cover art before the video: never the attached picture', async () => {
+      await expectTruth(engine, SUBJECTS.coverArt);
+    });
+  });
+
+  describe('the clip extent is the readable part of the file', () => {
+    it.each([
+      ['truncated MP4 (index past the data)', SUBJECTS.truncated],
+      ['MKV whose header declares 1331 s for 12 s', SUBJECTS.longHeader],
+      ['MPEG-PS declaring 0.16 s for 3 s', SUBJECTS.underDeclared],
+    ] as const)('%s: duration, warning and every cell', async (_, subject) => {
+      await expectTruth(engine, subject);
+    });
+
+    it('MKV whose header declares 1331 s: a window past the readable end is clamped to it', async () => {
+      const report = await expectTruth(engine, SUBJECTS.longHeader, '4x4', [
+        '--start',
+        '0:05',
+        '--end',
+        '1000',
+      ]);
+      expect(report.window, 'window after clamping').toEqual({ start: 5, end: report.duration });
+    });
+
+    it('fragmented MP4 declaring 143165 s for 1 s: one sheet, no E2BIG, TMPDIR empty', async () => {
+      const report = await expectTruth(engine, SUBJECTS.fragmented);
+      expect(report.sheets).toBe(1);
+    });
+  });
+
+  describe('nothing decodable', () => {
+    it.each(['zeroed-bitstream', 'unknown-codec'] as const)(
+      '%s: exit 1, the spec message, no sheet',
+      async (kind: UndecodableKind) => {
+        const path = await undecodableClip(kind);
+        const context = `undecodable ${kind} [engine ${engine}]`;
+        const r = await runVidsheet(engine, path);
+        expectCleanRun(context, r);
+        expect(r.code, `${context}: exit code; stdout: ${r.stdout.slice(0, 300)}`).toBe(1);
+        expect(r.stdout, `${context}: stdout`).toBe('');
+        expect(r.stderr, `${context}: stderr`).toBe(unreadableMessage(path));
+        expect(r.sheetsWritten, `${context}: sheets written to ${r.outDir}`).toEqual([]);
+      },
+    );
+  });
+});
