@@ -17,16 +17,25 @@ import {
   type ProbeInfo,
   type RenderPlan,
   type RenderResult,
+  type VideoStreamFacts,
 } from './types.js';
 
 /** The binding's surface (generated declarations live in npm/<platform>/native.d.ts). */
 interface NativeBinding {
-  probe(path: string): Promise<ProbeInfo>;
+  probe(path: string): Promise<NativeProbeInfo>;
   render(
     plan: NativeRenderPlan,
     onProgress?: (done: number, total: number) => void,
   ): Promise<NativeRenderResult>;
 }
+
+/** ProbeInfo as the binding returns it: unknown values are absent instead of null. */
+type NativeProbeInfo = Omit<ProbeInfo, 'videoStreams' | 'audioEnd'> & {
+  videoStreams: Array<
+    Omit<VideoStreamFacts, 'frames' | 'readableEnd'> & { frames?: number | null; readableEnd?: number | null }
+  >;
+  audioEnd?: number | null;
+};
 
 /** RenderPlan as the binding takes it: optional fields instead of nulls. */
 type NativeRenderPlan = Omit<RenderPlan, 'audio' | 'sheets'> & {
@@ -85,6 +94,26 @@ function toNativePlan(plan: RenderPlan): NativeRenderPlan {
   };
 }
 
+/** The binding's facts in the Engine's shape: what the binding leaves absent is null (unknown). */
+function toProbeInfo(info: NativeProbeInfo): ProbeInfo {
+  return {
+    duration: info.duration,
+    startTime: info.startTime,
+    videoStreams: info.videoStreams.map((s) => ({
+      index: s.index,
+      width: s.width,
+      height: s.height,
+      isDefault: s.isDefault,
+      attachedPic: s.attachedPic,
+      frames: s.frames ?? null,
+      decodes: s.decodes,
+      readableEnd: s.readableEnd ?? null,
+    })),
+    hasAudio: info.hasAudio,
+    audioEnd: info.audioEnd ?? null,
+  };
+}
+
 function toAudio(audio: NativeRenderResult['audio']): AudioEnvelope | null {
   if (!audio) return null;
   const envelope =
@@ -97,15 +126,7 @@ function adapt(binding: NativeBinding): Engine {
     name: 'native',
     async probe(file: string): Promise<ProbeInfo> {
       try {
-        const info = await binding.probe(file);
-        return {
-          duration: info.duration,
-          startTime: info.startTime,
-          videoStream: info.videoStream,
-          width: info.width,
-          height: info.height,
-          hasAudio: info.hasAudio,
-        };
+        return toProbeInfo(await binding.probe(file));
       } catch (err) {
         throw toEngineError(err, 'unreadable_video');
       }

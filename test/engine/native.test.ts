@@ -9,7 +9,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../global-setup.js';
 import { ENGINES } from '../helpers/cli.js';
-import { plainClip } from '../helpers/fixtures.js';
+import {
+  COVER_ART,
+  coverArtClip,
+  noAudioClip,
+  plainClip,
+  probe,
+  TWO_VIDEO_STREAMS,
+  twoVideoStreamsClip,
+} from '../helpers/fixtures.js';
 
 let work: string;
 beforeAll(() => {
@@ -45,6 +53,62 @@ describe.runIf(ENGINES.includes('native'))('native engine', () => {
     // A render on the JS thread would freeze the timer for the whole render.
     expect(ticks).toBeGreaterThan(elapsed / 5 / 4);
     expect(longestGap).toBeLessThan(Math.max(100, elapsed / 4));
+  });
+});
+
+/** ffprobe's view of a file (the independent oracle for the probe's facts). */
+interface Probed {
+  streams: Array<{
+    index: number;
+    codec_type: string;
+    nb_frames?: string;
+    disposition?: { default?: number; attached_pic?: number };
+  }>;
+  format: { duration?: string };
+}
+
+describe.runIf(ENGINES.includes('native'))('native probe', () => {
+  async function nativeEngine() {
+    const { loadNative } = await import('../../dist/engine/native.js');
+    const loaded = loadNative();
+    if (!('engine' in loaded)) throw new Error(loaded.error);
+    return loaded.engine;
+  }
+
+  it('reports every video stream with the facts ffprobe gives, unknowns as null', async () => {
+    const engine = await nativeEngine();
+    const path = await twoVideoStreamsClip();
+    const [info, probed] = await Promise.all([engine.probe(path), probe(path) as Promise<Probed>]);
+    const video = probed.streams.filter((s) => s.codec_type === 'video');
+    expect(info.videoStreams.map((s) => s.index)).toEqual(video.map((s) => s.index));
+    for (const [i, facts] of info.videoStreams.entries()) {
+      const oracle = video[i];
+      expect(facts.isDefault, `stream ${facts.index}`).toBe(oracle?.disposition?.default === 1);
+      expect(facts.attachedPic, `stream ${facts.index}`).toBe(false);
+      expect(facts.frames, `stream ${facts.index}`).toBe(Number(oracle?.nb_frames));
+      expect(facts.decodes, `stream ${facts.index}`).toBe(true);
+      expect(facts.readableEnd, `stream ${facts.index}`).toBeCloseTo(TWO_VIDEO_STREAMS.seconds, 0);
+    }
+    const { topShot, video: real } = TWO_VIDEO_STREAMS;
+    expect(info.videoStreams[topShot.stream]).toMatchObject({ width: topShot.width, height: topShot.height });
+    expect(info.videoStreams[real.stream]).toMatchObject({ width: real.width, height: real.height });
+    expect(info.duration).toBeCloseTo(Number(probed.format.duration), 3);
+    expect(info.hasAudio).toBe(true);
+    expect(info.audioEnd).toBeCloseTo(TWO_VIDEO_STREAMS.seconds, 0);
+
+    // No audio: audioEnd is null (not undefined); cover art is flagged and has no extent.
+    const silent = await engine.probe(await noAudioClip());
+    expect(silent.hasAudio).toBe(false);
+    expect(silent.audioEnd).toBeNull();
+    const covered = await engine.probe(await coverArtClip());
+    const cover = covered.videoStreams[COVER_ART.cover.stream];
+    expect(cover).toMatchObject({ attachedPic: true, readableEnd: null });
+    expect(covered.videoStreams[COVER_ART.video.stream]).toMatchObject({
+      attachedPic: false,
+      decodes: true,
+      width: COVER_ART.video.width,
+      height: COVER_ART.video.height,
+    });
   });
 });
 

@@ -5,7 +5,7 @@ use std::ptr;
 
 use ffmpeg_next::ffi;
 
-use crate::media::Orientation;
+use crate::orientation::Orientation;
 
 /// Tightly packed RGB24 pixels (stride = 3 * w).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,16 +8,20 @@
 mod audio;
 mod canvas;
 mod convert;
+mod decode_log;
 mod error;
+mod extent;
 mod media;
+mod orientation;
 mod plan;
+mod probe;
 mod render;
 mod video;
 
 pub use error::{Error, ErrorCode, Result};
-pub use media::probe;
 pub use plan::{
     AudioEnvelope, AudioPlan, BandPlan, CellPlan, CellRef, LabelPlan, ProbeInfo, Rect, RenderPlan,
-    RenderResult, RenderStats, SheetPlan, Theme,
+    RenderResult, RenderStats, SheetPlan, Theme, VideoStreamFacts,
 };
+pub use probe::probe;
 pub use render::{render, render_on};

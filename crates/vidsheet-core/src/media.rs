@@ -1,4 +1,4 @@
-//! Opening inputs, choosing the video stream, orientation and probing.
+//! Opening inputs safely and reading what the container says about its streams.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -10,10 +10,11 @@ use ff::ffi;
 use ff::format::context::Input;
 use ffmpeg_next as ff;
 
+use crate::decode_log;
 use crate::error::{Error, Result};
-use crate::plan::ProbeInfo;
 
-/// Silences FFmpeg's own logging (stderr belongs to the host; errors travel as codes).
+/// Silences FFmpeg's own logging (stderr belongs to the host; errors travel as codes) and installs
+/// the callback that records decoder errors (see [`crate::decode_log`]).
 pub(crate) fn init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| unsafe {
@@ -24,6 +25,7 @@ pub(crate) fn init() {
         };
         ffi::av_log_set_level(level);
     });
+    decode_log::install();
 }
 
 /// FFmpeg's text for an error code, e.g. "Invalid data found when processing input".
@@ -98,19 +100,35 @@ pub(crate) fn open_input(path: &str) -> Result<Input> {
     }
 }
 
-fn is_video(st: *const ffi::AVStream) -> bool {
+fn media_type(st: *const ffi::AVStream) -> Option<ffi::AVMediaType> {
     unsafe {
         let par = (*st).codecpar;
-        !par.is_null() && (*par).codec_type == ffi::AVMediaType::AVMEDIA_TYPE_VIDEO
+        (!par.is_null()).then(|| (*par).codec_type)
     }
 }
 
-fn is_cover_art(st: *const ffi::AVStream) -> bool {
+pub(crate) fn is_video(st: *const ffi::AVStream) -> bool {
+    media_type(st) == Some(ffi::AVMediaType::AVMEDIA_TYPE_VIDEO)
+}
+
+pub(crate) fn is_audio(st: *const ffi::AVStream) -> bool {
+    media_type(st) == Some(ffi::AVMediaType::AVMEDIA_TYPE_AUDIO)
+}
+
+/// Cover art or another attached picture: a single picture stored once, not a video.
+pub(crate) fn is_attached_pic(st: *const ffi::AVStream) -> bool {
     unsafe { (*st).disposition & ffi::AV_DISPOSITION_ATTACHED_PIC != 0 }
 }
 
-fn has_decoder(st: *const ffi::AVStream) -> bool {
-    unsafe { !ffi::avcodec_find_decoder((*(*st).codecpar).codec_id).is_null() }
+pub(crate) fn is_default(st: *const ffi::AVStream) -> bool {
+    unsafe { (*st).disposition & ffi::AV_DISPOSITION_DEFAULT != 0 }
+}
+
+pub(crate) fn has_decoder(st: *const ffi::AVStream) -> bool {
+    unsafe {
+        let par = (*st).codecpar;
+        !par.is_null() && !ffi::avcodec_find_decoder((*par).codec_id).is_null()
+    }
 }
 
 pub(crate) fn stream_ptr(input: &Input, index: usize) -> Option<*mut ffi::AVStream> {
@@ -124,39 +142,11 @@ pub(crate) fn stream_ptr(input: &Input, index: usize) -> Option<*mut ffi::AVStre
     }
 }
 
-fn stream_count(input: &Input) -> usize {
+pub(crate) fn stream_count(input: &Input) -> usize {
     unsafe { (*input.as_ptr()).nb_streams as usize }
 }
 
-/// The video stream av_find_best_stream picks, skipping cover art (an MP3 with an embedded
-/// picture is an audio file, not a video).
-pub(crate) fn best_video_stream(input: &mut Input) -> Result<usize> {
-    let best = unsafe {
-        ffi::av_find_best_stream(
-            input.as_mut_ptr(),
-            ffi::AVMediaType::AVMEDIA_TYPE_VIDEO,
-            -1,
-            -1,
-            ptr::null_mut(),
-            0,
-        )
-    };
-    if best >= 0 {
-        if let Some(st) = stream_ptr(input, best as usize) {
-            if !is_cover_art(st) && has_decoder(st) {
-                return Ok(best as usize);
-            }
-        }
-    }
-    (0..stream_count(input))
-        .find(|&i| {
-            stream_ptr(input, i)
-                .is_some_and(|st| is_video(st) && !is_cover_art(st) && has_decoder(st))
-        })
-        .ok_or_else(|| Error::unreadable("the file has no decodable video stream"))
-}
-
-/// Checks that `index` (from the probe) names a decodable video stream.
+/// Checks that `index` (the stream the plan names) is a decodable video stream.
 pub(crate) fn check_video_stream(input: &Input, index: u32) -> Result<*mut ffi::AVStream> {
     match stream_ptr(input, index as usize) {
         Some(st) if is_video(st) && has_decoder(st) => Ok(st),
@@ -166,122 +156,10 @@ pub(crate) fn check_video_stream(input: &Input, index: u32) -> Result<*mut ffi::
     }
 }
 
-/// How decoded pictures are turned upright, mirroring ffmpeg's autorotate (transpose, hflip,
-/// vflip chosen from the display matrix). Applied as: transpose first, then flips.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Orientation {
-    pub transpose: bool,
-    pub hflip: bool,
-    pub vflip: bool,
-}
-
-impl Orientation {
-    pub(crate) fn from_matrix(m: &[i32; 9]) -> Self {
-        let angle = unsafe { ffi::av_display_rotation_get(m.as_ptr()) };
-        if !angle.is_finite() {
-            return Orientation::default();
-        }
-        let mut theta = -angle.round();
-        theta -= 360.0 * (theta / 360.0 + 0.9 / 360.0).floor();
-        let near = |a: f64| (theta - a).abs() < 1.0;
-        if near(90.0) {
-            if m[3] > 0 {
-                // transpose=cclock_flip
-                Orientation {
-                    transpose: true,
-                    hflip: false,
-                    vflip: false,
-                }
-            } else {
-                // transpose=clock
-                Orientation {
-                    transpose: true,
-                    hflip: true,
-                    vflip: false,
-                }
-            }
-        } else if near(180.0) {
-            Orientation {
-                transpose: false,
-                hflip: m[0] < 0,
-                vflip: m[4] < 0,
-            }
-        } else if near(270.0) {
-            if m[3] < 0 {
-                // transpose=clock_flip
-                Orientation {
-                    transpose: true,
-                    hflip: true,
-                    vflip: true,
-                }
-            } else {
-                // transpose=cclock
-                Orientation {
-                    transpose: true,
-                    hflip: false,
-                    vflip: true,
-                }
-            }
-        } else if theta.abs() < 1.0 || (theta - 360.0).abs() < 1.0 {
-            Orientation {
-                transpose: false,
-                hflip: false,
-                vflip: m[4] < 0,
-            }
-        } else {
-            // Arbitrary angles are not supported; show the picture as stored.
-            Orientation::default()
-        }
-    }
-
-    pub(crate) fn of_stream(st: *const ffi::AVStream) -> Self {
-        unsafe {
-            let mut size: usize = 0;
-            let data = ffi::av_stream_get_side_data(
-                st,
-                ffi::AVPacketSideDataType::AV_PKT_DATA_DISPLAYMATRIX,
-                &mut size,
-            );
-            if data.is_null() || size < 36 {
-                return Orientation::default();
-            }
-            let mut m = [0i32; 9];
-            for (i, v) in m.iter_mut().enumerate() {
-                *v = ptr::read_unaligned((data as *const i32).add(i));
-            }
-            Orientation::from_matrix(&m)
-        }
-    }
-}
-
-fn rational(r: ffi::AVRational) -> Option<(i64, i64)> {
-    (r.num > 0 && r.den > 0).then_some((r.num as i64, r.den as i64))
-}
-
-/// Display size: width stretched by the sample aspect ratio, then swapped for 90/270 rotations.
-pub(crate) fn display_size(st: *const ffi::AVStream) -> Option<(u32, u32)> {
-    unsafe {
-        let par = (*st).codecpar;
-        let (w, h) = ((*par).width, (*par).height);
-        if w <= 0 || h <= 0 {
-            return None;
-        }
-        let sar =
-            rational((*st).sample_aspect_ratio).or_else(|| rational((*par).sample_aspect_ratio));
-        let mut dw = w as i64;
-        if let Some((n, d)) = sar {
-            if n != d {
-                dw = ((w as i64 * n + d / 2) / d).max(1);
-            }
-        }
-        let dw = u32::try_from(dw).ok()?;
-        let dh = h as u32;
-        if Orientation::of_stream(st).transpose {
-            Some((dh, dw))
-        } else {
-            Some((dw, dh))
-        }
-    }
+/// A stream's time base as (num, den), when valid.
+pub(crate) fn time_base(st: *const ffi::AVStream) -> Option<(i64, i64)> {
+    let tb = unsafe { (*st).time_base };
+    (tb.num > 0 && tb.den > 0).then_some((tb.num as i64, tb.den as i64))
 }
 
 /// Container start time in microseconds (0 when unknown).
@@ -294,7 +172,8 @@ pub(crate) fn start_us(input: &Input) -> i64 {
     }
 }
 
-fn duration_seconds(input: &Input) -> Option<f64> {
+/// The duration the container declares in seconds: the format's, else the longest stream's.
+pub(crate) fn declared_duration(input: &Input) -> Option<f64> {
     unsafe {
         let ctx = input.as_ptr();
         let d = (*ctx).duration;
@@ -307,104 +186,21 @@ fn duration_seconds(input: &Input) -> Option<f64> {
                 continue;
             };
             let d = (*st).duration;
-            let tb = (*st).time_base;
-            if d == ffi::AV_NOPTS_VALUE || d <= 0 || tb.num <= 0 || tb.den <= 0 {
+            let Some((num, den)) = time_base(st) else {
+                continue;
+            };
+            if d == ffi::AV_NOPTS_VALUE || d <= 0 {
                 continue;
             }
-            let secs = d as f64 * tb.num as f64 / tb.den as f64;
+            let secs = d as f64 * num as f64 / den as f64;
             if best.is_none_or(|b| secs > b) {
                 best = Some(secs);
             }
         }
-        best
+        best.filter(|d| d.is_finite() && *d > 0.0)
     }
-}
-
-pub(crate) fn has_audio(input: &Input) -> bool {
-    first_audio_stream(input).is_some()
 }
 
 pub(crate) fn first_audio_stream(input: &Input) -> Option<usize> {
-    (0..stream_count(input)).find(|&i| {
-        stream_ptr(input, i).is_some_and(|st| unsafe {
-            (*(*st).codecpar).codec_type == ffi::AVMediaType::AVMEDIA_TYPE_AUDIO
-        })
-    })
-}
-
-/// Opens the file and reports what the planner needs.
-pub fn probe(path: &str) -> Result<ProbeInfo> {
-    init();
-    let mut input = open_input(path)?;
-    let index = best_video_stream(&mut input)?;
-    let st = stream_ptr(&input, index).ok_or_else(|| Error::unreadable("video stream vanished"))?;
-    let (width, height) = display_size(st)
-        .ok_or_else(|| Error::unreadable("the video stream has no picture size"))?;
-    let duration = duration_seconds(&input)
-        .filter(|d| d.is_finite() && *d > 0.0)
-        .ok_or_else(|| Error::unreadable("the video has no known duration"))?;
-    Ok(ProbeInfo {
-        duration,
-        start_time: start_us(&input) as f64 / 1e6,
-        video_stream: index as u32,
-        width,
-        height,
-        has_audio: has_audio(&input),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rot(deg: f64, hflip: bool) -> [i32; 9] {
-        let mut m = [0i32; 9];
-        unsafe {
-            ffi::av_display_rotation_set(m.as_mut_ptr(), deg);
-            ffi::av_display_matrix_flip(m.as_mut_ptr(), hflip as i32, 0);
-        }
-        m
-    }
-
-    #[test]
-    fn orientation_follows_ffmpeg_autorotate() {
-        // `-display_rotation 90` (counter-clockwise) is shown rotated clockwise: transpose=clock.
-        assert_eq!(
-            Orientation::from_matrix(&rot(90.0, false)),
-            Orientation {
-                transpose: true,
-                hflip: true,
-                vflip: false
-            }
-        );
-        assert_eq!(
-            Orientation::from_matrix(&rot(-90.0, false)),
-            Orientation {
-                transpose: true,
-                hflip: false,
-                vflip: true
-            }
-        );
-        assert_eq!(
-            Orientation::from_matrix(&rot(180.0, false)),
-            Orientation {
-                transpose: false,
-                hflip: true,
-                vflip: true
-            }
-        );
-        assert_eq!(
-            Orientation::from_matrix(&rot(0.0, false)),
-            Orientation::default()
-        );
-        // A mirrored matrix reads as 180 degrees with m[0] < 0: hflip, as ffmpeg does.
-        assert_eq!(
-            Orientation::from_matrix(&rot(0.0, true)),
-            Orientation {
-                transpose: false,
-                hflip: true,
-                vflip: false
-            }
-        );
-    }
+    (0..stream_count(input)).find(|&i| stream_ptr(input, i).is_some_and(|st| is_audio(st)))
 }

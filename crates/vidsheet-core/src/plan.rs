@@ -9,18 +9,37 @@ pub struct Rect {
     pub h: u32,
 }
 
+/// One video stream as the file holds it (facts only: src/core/probe.ts picks the stream).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoStreamFacts {
+    /// Stream index in the container.
+    pub index: u32,
+    /// Display size after sample aspect ratio and rotation (0 x 0 when the stream has none).
+    pub width: u32,
+    pub height: u32,
+    /// Disposition `default`.
+    pub is_default: bool,
+    /// Disposition `attached_pic` (cover art).
+    pub attached_pic: bool,
+    /// Frames the stream holds (the container's count, else an estimate); None when unknown.
+    pub frames: Option<u64>,
+    /// A frame of the stream decoded during the probe.
+    pub decodes: bool,
+    /// Where the stream's data ends, seconds from the container start; None when not found.
+    pub readable_end: Option<f64>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeInfo {
-    /// Container duration in seconds.
+    /// Duration the container declares, seconds; 0 when it declares none.
     pub duration: f64,
     /// Container start time in seconds (0 when unknown).
     pub start_time: f64,
-    /// Index of the video stream used.
-    pub video_stream: u32,
-    /// Display size after sample aspect ratio and rotation.
-    pub width: u32,
-    pub height: u32,
+    /// Every video stream, in stream order (attached pictures included).
+    pub video_streams: Vec<VideoStreamFacts>,
     pub has_audio: bool,
+    /// The latest readable end of any audio stream; None without audio or when not found.
+    pub audio_end: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

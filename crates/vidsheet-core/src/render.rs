@@ -19,7 +19,8 @@ use crate::audio::{self, Envelope};
 use crate::canvas::{Canvas, Font};
 use crate::convert::{self, Image, Scaler};
 use crate::error::{Error, Result};
-use crate::media::{self, Orientation};
+use crate::media;
+use crate::orientation::Orientation;
 use crate::plan::{AudioEnvelope, CellRef, Rect, RenderPlan, RenderResult, RenderStats, SheetPlan};
 use crate::video::{DecodeRun, Decoded, VideoSource};
 

@@ -55,13 +55,22 @@ fn random_bytes_are_unreadable_video() {
     );
 }
 
+/// An audio file is not an error for the probe: it reports no video stream (or only an attached
+/// picture), and src/core/probe.ts's stream rule turns that into `unreadable video`.
 #[test]
-fn audio_only_files_are_unreadable_video() {
+fn audio_only_files_report_no_video_stream() {
     let dir = TempDir::new("audioonly");
     let wav = dir.path("tone.wav");
     ffmpeg(&["-f", "lavfi", "-i", "sine=d=2", &wav]);
-    assert_eq!(probe(&wav).unwrap_err().code, ErrorCode::UnreadableVideo);
-    // An MP3 with cover art has a (single-picture) video stream: still not a video.
+    let info = probe(&wav).expect("probe");
+    assert!(info.video_streams.is_empty());
+    assert!(info.has_audio);
+    assert!(
+        info.audio_end.is_some_and(|e| (e - 2.0).abs() < 0.05),
+        "{:?}",
+        info.audio_end
+    );
+    // An MP3 with cover art has a (single-picture) video stream: flagged, so never the video.
     let cover = dir.path("cover.png");
     ffmpeg(&[
         "-f",
@@ -90,7 +99,14 @@ fn audio_only_files_are_unreadable_video() {
         "attached_pic",
         &mp3,
     ]);
-    assert_eq!(probe(&mp3).unwrap_err().code, ErrorCode::UnreadableVideo);
+    let info = probe(&mp3).expect("probe");
+    assert_eq!(info.video_streams.len(), 1);
+    let pic = &info.video_streams[0];
+    assert!(pic.attached_pic);
+    assert_eq!(
+        pic.readable_end, None,
+        "a picture stored once has no extent"
+    );
 }
 
 #[test]

@@ -66,14 +66,15 @@ fn display_matrix_rotation_matches_ffmpeg() {
             &clip,
         ]);
         let info = probe(&clip).expect("probe");
+        let video = &info.video_streams[0];
         let quarter = rotate == "90" || rotate == "270";
         assert_eq!(
-            (info.width, info.height),
+            (video.width, video.height),
             if quarter { (90, 160) } else { (160, 90) },
             "rotate={rotate}"
         );
 
-        let (w, h) = (info.width, info.height);
+        let (w, h) = (video.width, video.height);
         let reference = ffmpeg_first_frame_gray(&clip);
         assert_eq!(reference.len() as u32, w * h);
         let want = quadrants(|x, y| reference[(y * w + x) as usize] as u32, w, h);
@@ -111,7 +112,8 @@ fn sample_aspect_ratio_widens_the_display_size() {
         &clip,
     ]);
     let info = probe(&clip).expect("probe");
-    assert_eq!((info.width, info.height), (1047, 576));
+    let video = &info.video_streams[0];
+    assert_eq!((video.width, video.height), (1047, 576));
 }
 
 /// Index clips in several codecs / pixel formats: every cell must read back its frame index.

@@ -187,6 +187,70 @@ pub fn start_us(path: &str) -> i64 {
     }
 }
 
+/// ffprobe's packet list of stream `stream`: the latest pts (else dts) + duration, in seconds from
+/// the container start (the readable-end oracle: demux only, independent of the engine). A packet
+/// without duration counts one frame of `fallback` seconds.
+pub fn packet_end(path: &str, stream: usize, fallback: f64) -> Option<f64> {
+    let tb = ffprobe(&[
+        "-select_streams",
+        &stream.to_string(),
+        "-show_entries",
+        "stream=time_base",
+        "-of",
+        "csv=p=0",
+        path,
+    ]);
+    let (n, d) = tb
+        .lines()
+        .next()?
+        .trim()
+        .trim_end_matches(',')
+        .split_once('/')?;
+    let tb = n.parse::<f64>().ok()? / d.parse::<f64>().ok()?;
+    let packets = ffprobe(&[
+        "-select_streams",
+        &stream.to_string(),
+        "-show_entries",
+        "packet=pts,dts,duration",
+        "-of",
+        "csv=p=0",
+        path,
+    ]);
+    let start = start_us(path) as f64 / 1e6;
+    packets
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.trim().trim_end_matches(',').split(',').collect();
+            let ts = f.first().and_then(|v| v.parse::<i64>().ok());
+            let ts = ts.or_else(|| f.get(1).and_then(|v| v.parse::<i64>().ok()))?;
+            let dur = f
+                .get(2)
+                .and_then(|v| v.parse::<i64>().ok())
+                .map_or(fallback, |d| d as f64 * tb);
+            Some(ts as f64 * tb + dur - start)
+        })
+        .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))))
+}
+
+/// A stream field as ffprobe prints it (`-show_entries stream=<field>`).
+pub fn stream_field(path: &str, stream: usize, field: &str) -> String {
+    ffprobe(&[
+        "-select_streams",
+        &stream.to_string(),
+        "-show_entries",
+        &format!("stream={field}"),
+        "-of",
+        "csv=p=0",
+        path,
+    ])
+    .lines()
+    .next()
+    .unwrap_or("")
+    .trim()
+    .trim_end_matches(',')
+    .to_string()
+}
+
 /// The frame index the frame rule picks for integer `ms` (container-relative).
 pub fn expected_index(ft: &FrameTimes, ms: i64) -> usize {
     let target_us = ft.start_us as i128 + ms as i128 * 1000;

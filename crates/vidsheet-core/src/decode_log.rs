@@ -1,0 +1,168 @@
+//! What FFmpeg's decoders log, kept per video decoder: the packets during whose decoding an error
+//! was logged, or the decoder invented reference pictures.
+//!
+//! A decoder that meets a missing reference picture (a seek to a sync sample that is not a true
+//! random-access point) conceals it and says so only in its log ("Missing reference picture",
+//! "reference picture missing during reorder"); the frame itself comes out unflagged. H.264 started
+//! on a picture that is not an IDR fills the frame_num gap before it with grey pictures any later
+//! frame may then predict from, and says so only at debug level ("Frame num gap"). So the
+//! process-wide log callback is replaced: for an `AVCodecContext` tagged by [`DecodeLog::tag`]
+//! (through `opaque`, which frame threading copies into every thread's context), such a line
+//! records the context's `reordered_opaque`, which the source sets to the serial of each packet
+//! before sending it (frame threading copies it too, per packet). Everything is then passed to
+//! FFmpeg's default callback, which keeps the level set in [`crate::media::init`] (quiet unless
+//! `VIDSHEET_FFMPEG_LOG` is set).
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
+
+use ff::ffi;
+use ffmpeg_next as ff;
+
+/// Serials kept per decoder between two reads (an error flood on damaged data needs no more).
+const MAX_ERRORS: usize = 4096;
+/// H.264's debug line when it fills a frame_num gap with invented reference pictures.
+const FRAME_NUM_GAP: &[u8] = b"Frame num gap";
+
+/// What a log line says about the decode.
+#[derive(Clone, Copy)]
+enum Kind {
+    Error,
+    Gap,
+}
+
+#[derive(Default)]
+struct Lines {
+    errors: Vec<i64>,
+    gaps: Vec<i64>,
+}
+
+struct Shared {
+    id: usize,
+    /// Record only while the source watches (after a seek, until a target is answered).
+    watching: AtomicBool,
+    /// Something was recorded since the last [`DecodeLog::watch`].
+    any: AtomicBool,
+    lines: Mutex<Lines>,
+}
+
+/// Registered decoders; looked up only on error-level lines, which are rare.
+static REGISTRY: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
+static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
+/// `avcodec_get_class()`, as an address (set once by [`install`]).
+static CODEC_CLASS: AtomicUsize = AtomicUsize::new(0);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not stop the logging of every later decoder.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Installs the callback (once per process; called from [`crate::media::init`]).
+pub(crate) fn install() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| unsafe {
+        CODEC_CLASS.store(ffi::avcodec_get_class() as usize, Ordering::Relaxed);
+        ffi::av_log_set_callback(Some(callback));
+    });
+}
+
+unsafe extern "C" fn callback(
+    avcl: *mut c_void,
+    level: c_int,
+    fmt: *const c_char,
+    vl: *mut ffi::__va_list_tag,
+) {
+    if (level <= ffi::AV_LOG_ERROR || level == ffi::AV_LOG_DEBUG) && !avcl.is_null() {
+        // av_log's contract: a non-null context starts with a pointer to its AVClass.
+        let class = *(avcl as *const *const ffi::AVClass);
+        let codec_class = CODEC_CLASS.load(Ordering::Relaxed);
+        if codec_class != 0 && class as usize == codec_class {
+            let ctx = avcl as *const ffi::AVCodecContext;
+            let id = (*ctx).opaque as usize;
+            let kind = if level <= ffi::AV_LOG_ERROR {
+                Some(Kind::Error)
+            } else if !fmt.is_null() && CStr::from_ptr(fmt).to_bytes().starts_with(FRAME_NUM_GAP) {
+                Some(Kind::Gap)
+            } else {
+                None
+            };
+            if let (true, Some(kind)) = (id != 0, kind) {
+                record(id, kind, (*ctx).reordered_opaque);
+            }
+        }
+    }
+    ffi::av_log_default_callback(avcl, level, fmt, vl);
+}
+
+fn record(id: usize, kind: Kind, serial: i64) {
+    let registry = lock(&REGISTRY);
+    let Some(shared) = registry.iter().find(|s| s.id == id) else {
+        return;
+    };
+    if !shared.watching.load(Ordering::Relaxed) {
+        return;
+    }
+    shared.any.store(true, Ordering::Relaxed);
+    let mut lines = lock(&shared.lines);
+    let list = match kind {
+        Kind::Error => &mut lines.errors,
+        Kind::Gap => &mut lines.gaps,
+    };
+    if list.last() != Some(&serial) && list.len() < MAX_ERRORS {
+        list.push(serial);
+    }
+}
+
+/// One decoder's log; unregistered when dropped. Drop it only after the decoder is freed (frame
+/// threads may log until then; a line for an unregistered decoder is simply not recorded).
+pub(crate) struct DecodeLog {
+    shared: Arc<Shared>,
+}
+
+impl DecodeLog {
+    pub(crate) fn new() -> Self {
+        install();
+        let shared = Arc::new(Shared {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            watching: AtomicBool::new(false),
+            any: AtomicBool::new(false),
+            lines: Mutex::new(Lines::default()),
+        });
+        lock(&REGISTRY).push(Arc::clone(&shared));
+        DecodeLog { shared }
+    }
+
+    /// Marks `ctx` (before `avcodec_open2`, so frame threads inherit it) as this log's decoder.
+    ///
+    /// # Safety
+    /// `ctx` must be a valid, not yet opened decoder context whose `opaque` nothing else uses.
+    pub(crate) unsafe fn tag(&self, ctx: *mut ffi::AVCodecContext) {
+        (*ctx).opaque = self.shared.id as *mut c_void;
+    }
+
+    /// Starts (or stops) recording, forgetting what was recorded so far.
+    pub(crate) fn watch(&self, on: bool) {
+        self.shared.watching.store(on, Ordering::Relaxed);
+        *lock(&self.shared.lines) = Lines::default();
+        self.shared.any.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether anything was recorded since the last [`Self::watch`] (cheap).
+    pub(crate) fn any(&self) -> bool {
+        self.shared.any.load(Ordering::Relaxed)
+    }
+
+    /// Serials of the packets whose decoding logged an error, and of those before which the
+    /// decoder invented reference pictures, since the last [`Self::watch`].
+    pub(crate) fn read(&self) -> (Vec<i64>, Vec<i64>) {
+        let lines = lock(&self.shared.lines);
+        (lines.errors.clone(), lines.gaps.clone())
+    }
+}
+
+impl Drop for DecodeLog {
+    fn drop(&mut self) {
+        lock(&REGISTRY).retain(|s| s.id != self.shared.id);
+    }
+}

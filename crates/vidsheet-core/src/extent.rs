@@ -1,0 +1,326 @@
+//! Where a file's data really ends: per stream, the latest presentation end (timestamp plus
+//! duration) of a complete packet present in the file, in seconds from the container start.
+//!
+//! Containers lie about their duration (a truncated copy keeps its original header, a fragmented
+//! MP4 declares 2^32 ticks, a program stream under-declares), so src/core/probe.ts compares this
+//! with the declared duration. Finding it stays cheap on long files and never decodes:
+//! - MP4/MOV: the demuxer's sample index and the file size, without reading any sample (a sample
+//!   whose bytes lie past the end of the file is not there). Index times are decode times, moved
+//!   to presentation by the stream's initial reordering delay: exact for the whole clip, within
+//!   the B-frames of one GOP for a cut one, far inside DESIGN's tolerance;
+//! - elsewhere, and for a fragmented MP4 whose index covers only the fragments read so far: a
+//!   demux from about 10 s before the declared end to the end of the file, or from the start when
+//!   that seek fails or finds no timestamped packet (bounded by the file).
+
+use ff::ffi;
+use ff::format::context::Input;
+use ff::Packet;
+use ffmpeg_next as ff;
+
+use crate::media;
+
+/// How far before the declared end the read near the end starts, in AV_TIME_BASE units.
+const TAIL_US: i64 = 10 * ffi::AV_TIME_BASE as i64;
+/// Consecutive demuxer errors (other than end of file) tolerated before treating it as the end.
+const MAX_READ_ERRORS: u32 = 64;
+/// Bytes after the last indexed sample still taken as the file's trailing boxes (an index at the
+/// end of the file, metadata), not as fragments the index does not list yet.
+const INDEX_SLACK_BYTES: u64 = 8 << 20;
+
+/// The readable end of each stream in `streams` (indices), seconds from the container start; None
+/// where no complete packet with a timestamp was found.
+pub(crate) fn readable_ends(input: &mut Input, path: &str, streams: &[usize]) -> Vec<Option<f64>> {
+    if streams.is_empty() {
+        return Vec::new();
+    }
+    let file_size = std::fs::metadata(path).ok().map(|m| m.len());
+    let indexed = match file_size {
+        Some(size) if is_mov(input) => from_index(input, size, streams),
+        _ => None,
+    };
+    let ends = match indexed {
+        // A cut file: the index only bounds where the data stops. Its times are decode times, and
+        // the last samples in decode order are not the last in presentation order (B-frames), so
+        // the packets just before that point are read for their presentation times.
+        Some((ends, true)) => near_index_end(input, streams, &ends).unwrap_or(ends),
+        Some((ends, false)) => ends,
+        None => from_packets(input, path, streams),
+    };
+    let start = media::start_us(input) as f64 / 1e6;
+    streams
+        .iter()
+        .zip(ends)
+        .map(|(&i, end)| {
+            let st = media::stream_ptr(input, i)?;
+            let (num, den) = media::time_base(st)?;
+            let secs = end? as f64 * num as f64 / den as f64 - start;
+            secs.is_finite().then_some(secs)
+        })
+        .collect()
+}
+
+fn is_mov(input: &Input) -> bool {
+    unsafe {
+        let fmt = (*input.as_ptr()).iformat;
+        if fmt.is_null() || (*fmt).name.is_null() {
+            return false;
+        }
+        std::ffi::CStr::from_ptr((*fmt).name)
+            .to_bytes()
+            .starts_with(b"mov,")
+    }
+}
+
+/// One picture's (or audio frame's) duration in stream units, from the average frame rate; None
+/// when unknown.
+pub(crate) fn frame_duration(st: *const ffi::AVStream) -> Option<i64> {
+    let (num, den) = media::time_base(st)?;
+    let rate = unsafe { (*st).avg_frame_rate };
+    let rate = if rate.num > 0 && rate.den > 0 {
+        rate
+    } else {
+        unsafe { (*st).r_frame_rate }
+    };
+    if rate.num <= 0 || rate.den <= 0 {
+        return None;
+    }
+    let d = (den as i128 * rate.den as i128) / (num as i128 * rate.num as i128);
+    (d > 0).then(|| d.min(i64::MAX as i128) as i64)
+}
+
+/// What the sample index says about one stream.
+#[derive(Debug, Default)]
+struct IndexExtent {
+    /// Latest end (stream units) of a sample wholly inside the file.
+    end: Option<i64>,
+    /// Some sample lies (partly) past the end of the file: the file is truncated.
+    truncated: bool,
+    /// Byte just past the last sample.
+    bytes_end: u64,
+}
+
+fn index_extent(st: *mut ffi::AVStream, file_size: u64) -> IndexExtent {
+    let mut out = IndexExtent::default();
+    let n = unsafe { ffi::avformat_index_get_entries_count(st) };
+    let frame = frame_duration(st);
+    let mut last_step: Option<i64> = None;
+    for i in 0..n.max(0) {
+        let e = unsafe { ffi::avformat_index_get_entry(st, i) };
+        if e.is_null() {
+            continue;
+        }
+        let (pos, size, ts, flags) =
+            unsafe { ((*e).pos, (*e).size(), (*e).timestamp, (*e).flags()) };
+        if pos < 0 || size <= 0 || ts == ffi::AV_NOPTS_VALUE {
+            continue;
+        }
+        let stop = (pos as u64).saturating_add(size as u64);
+        out.bytes_end = out.bytes_end.max(stop);
+        if stop > file_size {
+            out.truncated = true;
+            continue;
+        }
+        // Samples outside the edit list are never presented.
+        if flags & ffi::AVINDEX_DISCARD_FRAME != 0 {
+            continue;
+        }
+        let next = if i + 1 < n {
+            let e2 = unsafe { ffi::avformat_index_get_entry(st, i + 1) };
+            (!e2.is_null()).then(|| unsafe { (*e2).timestamp })
+        } else {
+            None
+        };
+        let step = match next {
+            Some(t) if t > ts => {
+                last_step = Some(t - ts);
+                t - ts
+            }
+            Some(_) => 0,
+            None => frame.or(last_step).unwrap_or(0),
+        };
+        let end = ts.saturating_add(step);
+        out.end = Some(out.end.map_or(end, |e: i64| e.max(end)));
+    }
+    // Index timestamps are decode times; presentation runs later by the reordering delay, which
+    // the stream's first presentation time shows against its first decode time.
+    let first = (n > 0)
+        .then(|| unsafe { ffi::avformat_index_get_entry(st, 0) })
+        .filter(|e| !e.is_null())
+        .map(|e| unsafe { (*e).timestamp });
+    let start = unsafe { (*st).start_time };
+    if let (Some(first), true) = (first, start != ffi::AV_NOPTS_VALUE) {
+        let delay = start
+            .saturating_sub(first)
+            .clamp(0, frame.unwrap_or(0).saturating_mul(16));
+        out.end = out.end.map(|e| e.saturating_add(delay));
+    }
+    out
+}
+
+/// MP4/MOV: ends from the sample index, and whether the file is cut short of it. None when the
+/// index does not cover the file (a fragmented file: fragments not read yet are not indexed), so
+/// the packets must be read.
+fn from_index(
+    input: &Input,
+    file_size: u64,
+    streams: &[usize],
+) -> Option<(Vec<Option<i64>>, bool)> {
+    let mut truncated = false;
+    let mut bytes_end = 0u64;
+    let mut extents = Vec::with_capacity(streams.len());
+    for i in 0..media::stream_count(input) {
+        let Some(st) = media::stream_ptr(input, i) else {
+            continue;
+        };
+        let x = index_extent(st, file_size);
+        truncated |= x.truncated;
+        bytes_end = bytes_end.max(x.bytes_end);
+        if streams.contains(&i) {
+            extents.push((i, x.end));
+        }
+    }
+    let slack = INDEX_SLACK_BYTES.max(file_size / 100);
+    if !truncated && file_size.saturating_sub(bytes_end) > slack {
+        return None;
+    }
+    Some((
+        streams
+            .iter()
+            .map(|s| extents.iter().find(|(i, _)| i == s).and_then(|(_, e)| *e))
+            .collect(),
+        truncated,
+    ))
+}
+
+/// A cut MP4/MOV: the packets from shortly before the earliest index end (`ends`, stream units)
+/// to where the data stops. None when that read finds no packet.
+fn near_index_end(
+    input: &mut Input,
+    streams: &[usize],
+    ends: &[Option<i64>],
+) -> Option<Vec<Option<i64>>> {
+    let earliest_us = streams
+        .iter()
+        .zip(ends)
+        .filter_map(|(&i, end)| {
+            let (num, den) = media::time_base(media::stream_ptr(input, i)?)?;
+            let us = (*end)? as i128 * num as i128 * ffi::AV_TIME_BASE as i128 / den as i128;
+            i64::try_from(us).ok()
+        })
+        .min()?;
+    keep_only(input, streams);
+    if !seek_before(input, earliest_us.saturating_sub(TAIL_US)) {
+        return None;
+    }
+    let read = demux_to_end(input, streams);
+    read.iter().any(Option::is_some).then_some(read)
+}
+
+fn keep_only(input: &mut Input, streams: &[usize]) {
+    for i in 0..media::stream_count(input) {
+        if let Some(st) = media::stream_ptr(input, i) {
+            unsafe {
+                (*st).discard = if streams.contains(&i) {
+                    ffi::AVDiscard::AVDISCARD_DEFAULT
+                } else {
+                    ffi::AVDiscard::AVDISCARD_ALL
+                };
+            }
+        }
+    }
+}
+
+/// Ends from the packets near the end of the file, else from every packet.
+fn from_packets(input: &mut Input, path: &str, streams: &[usize]) -> Vec<Option<i64>> {
+    let start = media::start_us(input);
+    let declared = media::declared_duration(input)
+        .map(|d| start.saturating_add((d * ffi::AV_TIME_BASE as f64) as i64));
+    if let Some(end) = declared {
+        let target = end.saturating_sub(TAIL_US);
+        if target > start {
+            keep_only(input, streams);
+            if seek_before(input, target) {
+                let ends = demux_to_end(input, streams);
+                if ends.iter().any(Option::is_some) {
+                    return ends;
+                }
+            }
+        }
+    }
+    // From the start, on a fresh demuxer: this one may be anywhere after a failed seek.
+    match media::open_input(path) {
+        Ok(mut fresh) => {
+            keep_only(&mut fresh, streams);
+            demux_to_end(&mut fresh, streams)
+        }
+        Err(_) => vec![None; streams.len()],
+    }
+}
+
+/// Positions the demuxer at or before `target_us` (AV_TIME_BASE, absolute).
+fn seek_before(input: &mut Input, target_us: i64) -> bool {
+    let ctx = unsafe { input.as_mut_ptr() };
+    let rc = unsafe { ffi::av_seek_frame(ctx, -1, target_us, ffi::AVSEEK_FLAG_BACKWARD) };
+    rc >= 0 || unsafe { ffi::avformat_seek_file(ctx, -1, i64::MIN, target_us, target_us, 0) } >= 0
+}
+
+/// Reads every packet to the end of the file (no decoding): per stream, the latest
+/// timestamp + duration, preferring packets the demuxer did not flag as corrupt (a packet cut by
+/// the end of a truncated file is flagged). A packet without timestamps starts where the previous
+/// one of its stream ended.
+fn demux_to_end(input: &mut Input, streams: &[usize]) -> Vec<Option<i64>> {
+    let steps: Vec<i64> = streams
+        .iter()
+        .map(|&i| {
+            media::stream_ptr(input, i)
+                .and_then(|st| frame_duration(st))
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut clean: Vec<Option<i64>> = vec![None; streams.len()];
+    let mut any: Vec<Option<i64>> = vec![None; streams.len()];
+    // Where the next packet of each stream starts, for packets without any timestamp (an
+    // elementary stream in a program stream): the clock runs on from the previous packet.
+    let mut running: Vec<i64> = streams
+        .iter()
+        .map(|&i| {
+            media::stream_ptr(input, i)
+                .map(|st| unsafe { (*st).start_time })
+                .filter(|&t| t != ffi::AV_NOPTS_VALUE)
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut errors = 0u32;
+    loop {
+        let mut packet = Packet::empty();
+        match packet.read(input) {
+            Ok(()) => {
+                errors = 0;
+                let Some(k) = streams.iter().position(|&s| s == packet.stream()) else {
+                    continue;
+                };
+                let ts = packet.pts().or(packet.dts()).unwrap_or(running[k]);
+                let step = if packet.duration() > 0 {
+                    packet.duration()
+                } else {
+                    steps[k]
+                };
+                let end = ts.saturating_add(step);
+                running[k] = end;
+                let max = |slot: &mut Option<i64>| *slot = Some(slot.map_or(end, |e| e.max(end)));
+                max(&mut any[k]);
+                if !packet.is_corrupt() {
+                    max(&mut clean[k]);
+                }
+            }
+            Err(ff::Error::Eof) => break,
+            Err(_) => {
+                errors += 1;
+                if errors > MAX_READ_ERRORS {
+                    break;
+                }
+            }
+        }
+    }
+    clean.into_iter().zip(any).map(|(c, a)| c.or(a)).collect()
+}

@@ -1,0 +1,265 @@
+//! What a file holds, as facts for src/core/probe.ts: the declared duration and start time, every
+//! video stream (display size, disposition, frame count, whether a frame of it decodes, where its
+//! data ends) and where the audio ends. No rule is applied here: core picks the stream and decides
+//! the clip's extent.
+
+use ff::ffi;
+use ff::format::context::Input;
+use ff::util::error::EAGAIN;
+use ff::{frame, Packet};
+use ffmpeg_next as ff;
+
+use crate::error::Result;
+use crate::extent;
+use crate::media;
+use crate::orientation::display_size;
+use crate::plan::{ProbeInfo, VideoStreamFacts};
+
+/// Packets of one stream (and bytes) read at most before deciding that it does not decode.
+const DECODE_PACKETS: u32 = 300;
+const DECODE_BYTES: u64 = 16 << 20;
+/// Bytes read on for a stream whose first packet has not come by (a video that starts late).
+const LATE_START_BYTES: u64 = 64 << 20;
+/// Consecutive demuxer errors (other than end of file) tolerated before treating it as the end.
+const MAX_READ_ERRORS: u32 = 64;
+/// Frames pulled from a decoder per packet at most (a decoder never loops; this is a bound).
+const MAX_FRAMES_PER_PACKET: u32 = 64;
+/// Index entries looked at to tell a per-packet index from a keyframe-only one.
+const INDEX_SCAN: i32 = 1000;
+
+/// Opens the file and reports its facts.
+pub fn probe(path: &str) -> Result<ProbeInfo> {
+    media::init();
+    let mut input = media::open_input(path)?;
+    let count = media::stream_count(&input);
+    let video: Vec<usize> = (0..count)
+        .filter(|&i| media::stream_ptr(&input, i).is_some_and(|st| media::is_video(st)))
+        .collect();
+    let audio: Vec<usize> = (0..count)
+        .filter(|&i| media::stream_ptr(&input, i).is_some_and(|st| media::is_audio(st)))
+        .collect();
+    let declared = media::declared_duration(&input);
+    let start_time = media::start_us(&input) as f64 / 1e6;
+
+    let decodes = decode_check(&mut input, &video);
+    // Attached pictures have no extent: one picture stored once.
+    let timed: Vec<usize> = video
+        .iter()
+        .copied()
+        .filter(|&i| media::stream_ptr(&input, i).is_some_and(|st| !media::is_attached_pic(st)))
+        .chain(audio.iter().copied())
+        .collect();
+    let ends = extent::readable_ends(&mut input, path, &timed);
+    let end_of = |i: usize| {
+        timed
+            .iter()
+            .position(|&s| s == i)
+            .and_then(|k| ends.get(k).copied().flatten())
+    };
+
+    let mut video_streams = Vec::with_capacity(video.len());
+    for (k, &i) in video.iter().enumerate() {
+        let Some(st) = media::stream_ptr(&input, i) else {
+            continue;
+        };
+        let (width, height) = display_size(st).unwrap_or((0, 0));
+        video_streams.push(VideoStreamFacts {
+            index: i as u32,
+            width,
+            height,
+            is_default: media::is_default(st),
+            attached_pic: media::is_attached_pic(st),
+            frames: frame_count(st, declared),
+            decodes: decodes.get(k).copied().unwrap_or(false),
+            readable_end: end_of(i),
+        });
+    }
+    let audio_end = audio
+        .iter()
+        .filter_map(|&i| end_of(i))
+        .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
+    Ok(ProbeInfo {
+        duration: declared.unwrap_or(0.0),
+        start_time,
+        video_streams,
+        has_audio: !audio.is_empty(),
+        audio_end,
+    })
+}
+
+/// Frames the stream holds: the container's count, else the size of a per-packet index, else
+/// duration x average frame rate; None when none is known.
+fn frame_count(st: *mut ffi::AVStream, declared: Option<f64>) -> Option<u64> {
+    unsafe {
+        if (*st).nb_frames > 0 {
+            return Some((*st).nb_frames as u64);
+        }
+        // An index that lists non-key packets lists every packet (a keyframe-only index, such as
+        // Matroska cues, counts GOPs, not frames).
+        let n = ffi::avformat_index_get_entries_count(st);
+        let per_packet = (0..n.min(INDEX_SCAN)).any(|i| {
+            let e = ffi::avformat_index_get_entry(st, i);
+            !e.is_null() && (*e).flags() & ffi::AVINDEX_KEYFRAME == 0
+        });
+        if per_packet {
+            return Some(n as u64);
+        }
+        let rate = (*st).avg_frame_rate;
+        let rate = if rate.num > 0 && rate.den > 0 {
+            rate
+        } else {
+            (*st).r_frame_rate
+        };
+        if rate.num <= 0 || rate.den <= 0 {
+            return None;
+        }
+        let own = media::time_base(st).and_then(|(num, den)| {
+            let d = (*st).duration;
+            (d != ffi::AV_NOPTS_VALUE && d > 0).then(|| d as f64 * num as f64 / den as f64)
+        });
+        let seconds = own.or(declared)?;
+        let frames = (seconds * rate.num as f64 / rate.den as f64).round();
+        (frames.is_finite() && frames >= 1.0).then(|| frames.min(u64::MAX as f64) as u64)
+    }
+}
+
+/// A stream's decoder during the decode check.
+struct Trial {
+    decoder: Option<ff::decoder::Video>,
+    packets: u32,
+    bytes: u64,
+    decoded: bool,
+    done: bool,
+}
+
+impl Trial {
+    fn open(input: &Input, index: usize) -> Trial {
+        let decoder = (|| {
+            let st = media::stream_ptr(input, index)?;
+            if !media::has_decoder(st) {
+                return None;
+            }
+            let params = input.stream(index)?.parameters();
+            let mut ctx = ff::codec::Context::from_parameters(params).ok()?;
+            unsafe {
+                let raw = ctx.as_mut_ptr();
+                (*raw).pkt_timebase = (*st).time_base;
+                // One thread: a frame comes out as soon as it is decoded.
+                (*raw).thread_count = 1;
+            }
+            ctx.decoder().video().ok()
+        })();
+        let done = decoder.is_none();
+        Trial {
+            decoder,
+            packets: 0,
+            bytes: 0,
+            decoded: false,
+            done,
+        }
+    }
+
+    fn feed(&mut self, packet: &Packet) {
+        let Some(decoder) = self.decoder.as_mut() else {
+            return;
+        };
+        self.packets += 1;
+        self.bytes += packet.size() as u64;
+        // A packet the decoder refuses is simply not a frame; the next one may be.
+        let _ = decoder.send_packet(packet);
+        self.drain();
+        if !self.done && (self.packets >= DECODE_PACKETS || self.bytes >= DECODE_BYTES) {
+            self.finish();
+        }
+    }
+
+    /// End of the trial: frames the decoder still holds (reordering delay) come out now.
+    fn finish(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(decoder) = self.decoder.as_mut() {
+            let _ = decoder.send_eof();
+        }
+        self.drain();
+        self.done = true;
+        self.decoder = None;
+    }
+
+    fn drain(&mut self) {
+        let Some(decoder) = self.decoder.as_mut() else {
+            return;
+        };
+        let mut f = frame::Video::empty();
+        for _ in 0..MAX_FRAMES_PER_PACKET {
+            match decoder.receive_frame(&mut f) {
+                Ok(()) => {
+                    self.decoded = true;
+                    self.done = true;
+                }
+                Err(ff::Error::Other { errno }) if errno == EAGAIN => break,
+                Err(_) => break,
+            }
+        }
+        if self.done {
+            self.decoder = None;
+        }
+    }
+}
+
+/// Whether a frame of each of `streams` decodes: the file's first packets are read (the demuxer
+/// hands back those its stream probing already read) until every stream gave a frame or read its
+/// share of packets or bytes; a stream none of whose packets came by is then given more bytes.
+fn decode_check(input: &mut Input, streams: &[usize]) -> Vec<bool> {
+    let mut trials: Vec<Trial> = streams.iter().map(|&i| Trial::open(input, i)).collect();
+    // Packets of other streams are read too (interleaved audio, subtitles): bounded overall.
+    let max_packets = DECODE_PACKETS as u64 * media::stream_count(input).max(1) as u64;
+    let max_bytes = DECODE_BYTES * (streams.len() as u64 + 1);
+    read_trials(input, streams, &mut trials, max_packets, max_bytes);
+    // A stream none of whose packets came by yet starts later in the file (after a long audio
+    // prelude, say): read on, by bytes only, until it decodes.
+    if trials.iter().any(|t| !t.done && t.packets == 0) {
+        read_trials(input, streams, &mut trials, u64::MAX, LATE_START_BYTES);
+    }
+    trials
+        .into_iter()
+        .map(|mut t| {
+            t.finish();
+            t.decoded
+        })
+        .collect()
+}
+
+/// Reads packets into the trials of `streams` until each is done, the file ends, or the bounds
+/// (packets and bytes of every stream) are reached.
+fn read_trials(
+    input: &mut Input,
+    streams: &[usize],
+    trials: &mut [Trial],
+    max_packets: u64,
+    max_bytes: u64,
+) {
+    let (mut packets, mut bytes, mut errors) = (0u64, 0u64, 0u32);
+    while trials.iter().any(|t| !t.done) && packets < max_packets && bytes < max_bytes {
+        let mut packet = Packet::empty();
+        match packet.read(input) {
+            Ok(()) => {
+                errors = 0;
+                packets += 1;
+                bytes += packet.size() as u64;
+                if let Some(k) = streams.iter().position(|&s| s == packet.stream()) {
+                    if !trials[k].done {
+                        trials[k].feed(&packet);
+                    }
+                }
+            }
+            Err(ff::Error::Eof) => break,
+            Err(_) => {
+                errors += 1;
+                if errors > MAX_READ_ERRORS {
+                    break;
+                }
+            }
+        }
+    }
+}

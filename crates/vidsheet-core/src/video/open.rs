@@ -1,0 +1,183 @@
+//! Opening the plan's video stream with its decoder.
+
+use std::collections::BTreeSet;
+
+use ff::ffi;
+use ff::format::context::Input;
+use ffmpeg_next as ff;
+
+use super::{reach, recover, VideoSource};
+use crate::decode_log::DecodeLog;
+use crate::error::{Error, Result};
+use crate::media;
+use crate::orientation::Orientation;
+
+/// Bytes of one picture of the stream: its size times the bits per pixel of its format (24 when
+/// the format is unknown).
+unsafe fn picture_bytes(par: *const ffi::AVCodecParameters) -> u64 {
+    if par.is_null() {
+        return 0;
+    }
+    let (w, h) = ((*par).width.max(0) as u64, (*par).height.max(0) as u64);
+    let nb = ffi::AVPixelFormat::AV_PIX_FMT_NB as i32;
+    let bits = if (0..nb).contains(&(*par).format) {
+        // SAFETY: AVPixelFormat is a C enum with contiguous values 0..AV_PIX_FMT_NB.
+        let format = std::mem::transmute::<i32, ffi::AVPixelFormat>((*par).format);
+        let desc = ffi::av_pix_fmt_desc_get(format);
+        if desc.is_null() {
+            24
+        } else {
+            ffi::av_get_padded_bits_per_pixel(desc).max(8) as u64
+        }
+    } else {
+        24
+    };
+    w.saturating_mul(h).saturating_mul(bits) / 8
+}
+
+/// A decoder for stream `index` of `input` with up to `threads` threads (frame and slice
+/// threading when more than one), reporting to `log`.
+fn open_decoder(
+    input: &Input,
+    index: usize,
+    threads: usize,
+    log: &DecodeLog,
+) -> Result<ff::decoder::Video> {
+    let st = media::stream_ptr(input, index)
+        .ok_or_else(|| Error::unreadable("the video stream vanished"))?;
+    let params = input
+        .stream(index)
+        .map(|s| s.parameters())
+        .ok_or_else(|| Error::unreadable("the video stream vanished"))?;
+    let mut ctx = ff::codec::Context::from_parameters(params).map_err(|e| {
+        Error::unreadable(format!(
+            "the video stream cannot be decoded ({})",
+            media::av_error(e.into())
+        ))
+    })?;
+    unsafe {
+        let raw = ctx.as_mut_ptr();
+        (*raw).pkt_timebase = (*st).time_base;
+        (*raw).thread_count = threads as i32;
+        (*raw).thread_type = ffi::FF_THREAD_FRAME | ffi::FF_THREAD_SLICE;
+        // SAFETY: a fresh, unopened context; nothing else in this crate uses `opaque`.
+        log.tag(raw);
+    }
+    ctx.decoder().video().map_err(|e| {
+        Error::unreadable(format!(
+            "the video decoder failed to start ({})",
+            media::av_error(e.into())
+        ))
+    })
+}
+
+impl VideoSource {
+    /// Replaces the decoder with a fresh one: a flush keeps the parameter sets the decoder saw
+    /// last (an in-band PPS from later in the stream), which the pictures before them may not
+    /// share. False when it cannot be opened again (the old one is kept).
+    pub(super) fn renew_decoder(&mut self) -> bool {
+        match open_decoder(&self.input, self.index, self.threads, &self.log) {
+            Ok(decoder) => {
+                self.decoder = decoder;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Opens the video stream `stream` of `path` with a decoder using up to `threads` threads
+    /// (frame and slice threading when more than one).
+    pub(crate) fn open(path: &str, stream: u32, threads: usize) -> Result<VideoSource> {
+        let input = media::open_input(path)?;
+        let st = media::check_video_stream(&input, stream)?;
+        let index = stream as usize;
+        let (tb, orientation, frame_rate) = unsafe {
+            (
+                (*st).time_base,
+                Orientation::of_stream(st),
+                (*st).avg_frame_rate,
+            )
+        };
+        if tb.num <= 0 || tb.den <= 0 {
+            return Err(Error::unreadable("the video stream has no time base"));
+        }
+        let threads = threads.clamp(1, 16);
+        let log = DecodeLog::new();
+        let decoder = open_decoder(&input, index, threads, &log)?;
+        let frame_step = if frame_rate.num > 0 && frame_rate.den > 0 {
+            ((tb.den as i64 * frame_rate.den as i64) / (tb.num as i64 * frame_rate.num as i64))
+                .max(1)
+        } else {
+            1
+        };
+        let start_us = media::start_us(&input);
+        let picture_bytes = unsafe { picture_bytes((*st).codecpar) };
+        let references =
+            reach::h264_references(unsafe { (*st).codecpar }).unwrap_or(reach::MAX_REFERENCES);
+        let declared_end = unsafe {
+            let (start, duration) = ((*st).start_time, (*st).duration);
+            (duration != ffi::AV_NOPTS_VALUE && duration > 0).then(|| {
+                let start = if start == ffi::AV_NOPTS_VALUE {
+                    0
+                } else {
+                    start
+                };
+                start.saturating_add(duration)
+            })
+        };
+        let mut src = VideoSource {
+            path: path.to_string(),
+            input,
+            index,
+            decoder,
+            log,
+            threads,
+            tb_num: tb.num as i64,
+            tb_den: tb.den as i64,
+            orientation,
+            start_us,
+            picture_bytes,
+            frame_step,
+            references,
+            declared_end,
+            cur: None,
+            next: None,
+            from_start: true,
+            drained: false,
+            sent_eof: false,
+            stash: None,
+            serial: 0,
+            packet_serial: 0,
+            last_pts: None,
+            first_pts: None,
+            gop: 0,
+            last_key_pts: None,
+            dead: false,
+            seeks: 0,
+            targets: Vec::new(),
+            target_pos: 0,
+            seen_pts: BTreeSet::new(),
+            skip_nonref: true,
+            skippable_sent: 0,
+            entry: None,
+            landing: false,
+            watch: recover::Watch::default(),
+            recovery: None,
+            forward_only: false,
+        };
+        src.discard_other_streams();
+        Ok(src)
+    }
+
+    pub(super) fn discard_other_streams(&mut self) {
+        unsafe {
+            let ctx = self.input.as_mut_ptr();
+            for i in 0..(*ctx).nb_streams as usize {
+                let st = *(*ctx).streams.add(i);
+                if !st.is_null() && i != self.index {
+                    (*st).discard = ffi::AVDiscard::AVDISCARD_ALL;
+                }
+            }
+        }
+    }
+}

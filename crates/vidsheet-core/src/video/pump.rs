@@ -1,0 +1,191 @@
+//! The packet pump: packets of the stream into the decoder, pictures out in presentation order.
+//! Each packet carries a serial (through `reordered_opaque`) so decoder trouble can be traced back
+//! to it (see [`super::recover`]).
+
+use ff::ffi;
+use ff::util::error::EAGAIN;
+use ff::{frame, Packet};
+use ffmpeg_next as ff;
+
+use super::{Decoded, VideoSource};
+
+/// Packets of the video stream sent without any frame coming out before the decoder is declared
+/// stuck (corrupt data).
+const MAX_IDLE_PACKETS: u32 = 4096;
+/// Consecutive demuxer errors (other than end of file) tolerated before treating it as the end.
+const MAX_READ_ERRORS: u32 = 64;
+
+fn is_eagain(e: &ff::Error) -> bool {
+    matches!(e, ff::Error::Other { errno } if *errno == EAGAIN)
+}
+
+impl VideoSource {
+    /// The next decoded picture in presentation order, or None at the end of the stream (or when
+    /// the decoder makes no progress).
+    pub(super) fn next_frame(&mut self) -> Option<Decoded> {
+        if self.drained || self.dead {
+            return None;
+        }
+        let mut idle = 0u32;
+        let mut read_errors = 0u32;
+        let mut decode_errors = 0u32;
+        loop {
+            let mut f = frame::Video::empty();
+            match self.decoder.receive_frame(&mut f) {
+                Ok(()) => return Some(self.stamp(f)),
+                Err(ff::Error::Eof) => {
+                    self.drained = true;
+                    return None;
+                }
+                Err(e) if is_eagain(&e) => {}
+                Err(_) => {
+                    // With frame threading, a failure surfaces one packet per other thread later.
+                    let lag = self.threads.saturating_sub(1) as u64;
+                    self.watch.failed(self.packet_serial.saturating_sub(lag));
+                    decode_errors += 1;
+                    if decode_errors > MAX_IDLE_PACKETS {
+                        self.drained = true;
+                        return None;
+                    }
+                    continue;
+                }
+            }
+            if self.sent_eof {
+                // EAGAIN after end of stream should not happen; do not spin.
+                self.drained = true;
+                return None;
+            }
+            // Feed one packet of our stream.
+            loop {
+                if let Some((p, serial)) = self.stash.take() {
+                    idle += 1;
+                    if idle > MAX_IDLE_PACKETS {
+                        self.drained = true;
+                        return None;
+                    }
+                    unsafe {
+                        let raw = self.decoder.as_mut_ptr();
+                        (*raw).skip_frame = ffi::AVDiscard::AVDISCARD_DEFAULT;
+                        (*raw).reordered_opaque = serial as i64;
+                    }
+                    match self.decoder.send_packet(&p) {
+                        Ok(()) => {}
+                        Err(e) if is_eagain(&e) => self.stash = Some((p, serial)),
+                        Err(_) => self.watch.failed(serial),
+                    }
+                    break;
+                }
+                let mut packet = Packet::empty();
+                match packet.read(&mut self.input) {
+                    Ok(()) => {
+                        read_errors = 0;
+                        if packet.stream() != self.index {
+                            continue;
+                        }
+                        idle += 1;
+                        if idle > MAX_IDLE_PACKETS {
+                            self.drained = true;
+                            return None;
+                        }
+                        let skip = self.may_skip(&packet);
+                        self.witness(packet.pts());
+                        self.skippable_sent += skip as u64;
+                        if self.entry.is_none() {
+                            self.entry = packet.dts().or(packet.pts());
+                        }
+                        self.packet_serial += 1;
+                        let serial = self.packet_serial;
+                        // The first packet after a seek to an index keyframe is that keyframe,
+                        // whatever its flags say.
+                        let key = packet.is_key() || std::mem::take(&mut self.landing);
+                        self.watch
+                            .sent(serial, packet.pts(), packet.position() as i64, key);
+                        unsafe {
+                            let raw = self.decoder.as_mut_ptr();
+                            (*raw).skip_frame = if skip {
+                                ffi::AVDiscard::AVDISCARD_NONREF
+                            } else {
+                                ffi::AVDiscard::AVDISCARD_DEFAULT
+                            };
+                            (*raw).reordered_opaque = serial as i64;
+                        }
+                        match self.decoder.send_packet(&packet) {
+                            Ok(()) => {}
+                            Err(e) if is_eagain(&e) => {
+                                self.stash = Some((packet, serial));
+                            }
+                            Err(_) => {
+                                // Corrupt packet: skip it.
+                                self.watch.failed(serial);
+                                continue;
+                            }
+                        }
+                        break;
+                    }
+                    Err(ff::Error::Eof) => {
+                        let _ = self.decoder.send_eof();
+                        self.sent_eof = true;
+                        break;
+                    }
+                    Err(_) => {
+                        read_errors += 1;
+                        if read_errors > MAX_READ_ERRORS {
+                            let _ = self.decoder.send_eof();
+                            self.sent_eof = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn stamp(&mut self, f: frame::Video) -> Decoded {
+        let pts = f
+            .timestamp()
+            .or_else(|| f.pts())
+            .or_else(|| self.last_pts.map(|p| p.saturating_add(self.frame_step)))
+            .unwrap_or(0);
+        if self.watch.active {
+            // SAFETY: a frame the decoder just returned.
+            let (flags, errors, serial) = unsafe {
+                let raw = f.as_ptr();
+                (
+                    (*raw).flags,
+                    (*raw).decode_error_flags,
+                    (*raw).reordered_opaque,
+                )
+            };
+            if flags & ffi::AV_FRAME_FLAG_CORRUPT != 0 || errors != 0 {
+                self.watch.flagged(serial.max(0) as u64, pts);
+            }
+        }
+        if self.from_start && self.first_pts.is_none() {
+            self.first_pts = Some(pts);
+        }
+        if f.is_key() {
+            if let Some(k) = self.last_key_pts {
+                if pts > k {
+                    self.gop = self.gop.max(pts - k);
+                }
+            }
+            self.last_key_pts = Some(pts);
+        }
+        self.last_pts = Some(pts);
+        self.serial += 1;
+        // A frame at or before the file's first pts means this position is the start.
+        if !self.from_start && self.cur.is_none() && self.next.is_none() {
+            if let Some(first) = self.first_pts {
+                if pts <= first {
+                    self.from_start = true;
+                }
+            }
+        }
+        Decoded {
+            frame: f,
+            pts,
+            serial: self.serial,
+            print: None,
+        }
+    }
+}

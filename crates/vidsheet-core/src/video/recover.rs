@@ -1,0 +1,509 @@
+//! Seek recovery: after a seek, the frame a sequential decode would give.
+//!
+//! A sync sample is not always a random-access point: an I-frame that later frames still reference
+//! across, or an open GOP whose leading pictures need the previous one. Decoding from it, the
+//! decoder conceals the missing references and says so in its log (see [`crate::decode_log`]),
+//! sometimes in the frame's flags or its return codes; H.264 started on a picture that is not an
+//! IDR instead invents grey reference pictures and says so only at debug level. From a seek until
+//! the frame for a target is chosen, the source watches all of these, per packet.
+//!
+//! When something reaches the chosen frame, decoding starts again from an earlier keyframe (1, 2,
+//! 4, ... keyframes before the one the first seek used), finally from the start of the stream. An
+//! attempt is accepted when nothing reached its frame; or, compared with an attempt that started
+//! later by more than any reference reaches (so that one lacked pictures this one had): when both
+//! gave the very same picture (the frame does not depend on where decoding started: what a
+//! legitimate open GOP gives, or damage both decodes went through), or when only packets that
+//! failed in that one failed again (damaged data, what a sequential decode meets too).
+//!
+//! Which trouble can reach the chosen frame: none from packets decoded before the keyframe
+//! decoding started from; none from its leading pictures (decoded after it, shown before it: no
+//! later frame references them) unless the chosen frame is itself shown before that keyframe;
+//! everything else.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use ff::ffi;
+use ffmpeg_next as ff;
+
+use super::VideoSource;
+
+/// Packets remembered after a seek while watching. A target further away is reached by a long
+/// forward decode; its oldest packets are forgotten (their trouble with them).
+const MAX_SENT: usize = 1 << 16;
+/// Restarts further back tried for one target before decoding from the start.
+const MAX_RESTARTS: u32 = 16;
+
+/// A packet's identity across attempts: its byte position and pts (i64::MIN when unknown).
+type PacketId = (i64, i64);
+
+struct Sent {
+    serial: u64,
+    pts: Option<i64>,
+    pos: i64,
+}
+
+/// What the decoder reported since the last seek.
+#[derive(Default)]
+pub(super) struct Watch {
+    pub active: bool,
+    /// Packets sent, in serial order.
+    sent: VecDeque<Sent>,
+    /// The random-access point decoding started from: its serial and pts.
+    key: Option<(u64, Option<i64>)>,
+    /// Serials of packets the decoder refused or failed on.
+    failed: Vec<u64>,
+    /// Frames that came out flagged corrupt or with decode errors: their packet's serial, their pts.
+    flagged: Vec<(u64, i64)>,
+}
+
+/// What reached the chosen frame of one attempt.
+#[derive(Default)]
+struct Findings {
+    /// Packets whose decoding failed or logged an error.
+    trouble: BTreeSet<PacketId>,
+    /// The decoder invented reference pictures.
+    invented: bool,
+}
+
+impl Watch {
+    pub(super) fn begin(&mut self, active: bool) {
+        self.active = active;
+        self.sent.clear();
+        self.key = None;
+        self.failed.clear();
+        self.flagged.clear();
+    }
+
+    pub(super) fn sent(&mut self, serial: u64, pts: Option<i64>, pos: i64, key: bool) {
+        if !self.active {
+            return;
+        }
+        if self.key.is_none() && key {
+            self.key = Some((serial, pts));
+        }
+        if self.sent.len() >= MAX_SENT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back(Sent { serial, pts, pos });
+    }
+
+    pub(super) fn failed(&mut self, serial: u64) {
+        if self.active && self.failed.last() != Some(&serial) && self.failed.len() < MAX_SENT {
+            self.failed.push(serial);
+        }
+    }
+
+    pub(super) fn flagged(&mut self, serial: u64, pts: i64) {
+        if self.active && self.flagged.len() < MAX_SENT {
+            self.flagged.push((serial, pts));
+        }
+    }
+
+    fn find(&self, serial: u64) -> Option<&Sent> {
+        let first = self.sent.front()?.serial;
+        let i = serial.checked_sub(first)? as usize;
+        self.sent.get(i).filter(|s| s.serial == serial)
+    }
+
+    /// Whether trouble in the packet `serial` (pts `pts`) can reach the frame chosen (pts `chosen`).
+    fn reaches(&self, serial: u64, pts: Option<i64>, chosen: i64) -> bool {
+        match self.key {
+            // No random-access point yet: whatever came out may carry it.
+            None => true,
+            Some((key_serial, key_pts)) => {
+                if key_pts.is_some_and(|k| chosen < k) {
+                    true
+                } else if serial < key_serial {
+                    false
+                } else {
+                    match (pts, key_pts) {
+                        (Some(p), Some(k)) => p >= k,
+                        _ => true,
+                    }
+                }
+            }
+        }
+    }
+
+    /// What can reach the frame chosen for the target (pts `chosen`), given the serials the
+    /// decoder's log named (`errors`, `gaps`).
+    fn findings(&self, errors: &[i64], gaps: &[i64], chosen: i64) -> Findings {
+        let mut out = Findings::default();
+        // A serial from before the seek (or long forgotten) says nothing about this decode.
+        let known = |serials: &mut dyn Iterator<Item = u64>| -> Vec<&Sent> {
+            serials
+                .filter_map(|s| self.find(s))
+                .filter(|s| self.reaches(s.serial, s.pts, chosen))
+                .collect()
+        };
+        let as_u64 = |v: &[i64]| {
+            v.iter()
+                .filter_map(|&s| u64::try_from(s).ok())
+                .collect::<Vec<_>>()
+        };
+        let mut failures = as_u64(errors)
+            .into_iter()
+            .chain(self.failed.iter().copied());
+        for s in known(&mut failures) {
+            out.trouble.insert((s.pos, s.pts.unwrap_or(i64::MIN)));
+        }
+        for &(serial, pts) in &self.flagged {
+            if self.reaches(serial, Some(pts), chosen) {
+                let pos = self.find(serial).map_or(-1, |s| s.pos);
+                out.trouble.insert((pos, pts));
+            }
+        }
+        out.invented = !known(&mut as_u64(gaps).into_iter()).is_empty();
+        out
+    }
+}
+
+/// One decode towards the target: where it started, what reached its chosen frame, that frame.
+struct Attempt {
+    start: i64,
+    trouble: BTreeSet<PacketId>,
+    pts: i64,
+    print: Option<u64>,
+}
+
+/// Restarts for one target.
+pub(super) struct Recovery {
+    /// Where the first suspect decode entered the stream (its index keyframe when there is one).
+    origin: i64,
+    restarts: u32,
+    /// How far back (stream units) a picture may reference: two starts at least this far apart
+    /// give the target different pictures before the later start to predict from.
+    reach: i64,
+    attempts: Vec<Attempt>,
+}
+
+enum Next {
+    Accept,
+    /// Start again this many keyframes (or spans, without an index) before the origin.
+    Back(u32),
+    /// Start again from the start of the stream.
+    Rewind,
+}
+
+impl Recovery {
+    fn next(&mut self, attempt: Attempt) -> Next {
+        // Only a start further back than any reference reaches gives the pictures before the
+        // later start for real; a closer one may lack the same ones.
+        let apart = |a: &Attempt| a.start.saturating_sub(attempt.start) >= self.reach;
+        // Only packets that failed from the later start fail again: damaged data, what a
+        // sequential decode meets too. (New failures say this start lacks something as well.)
+        let damaged = !attempt.trouble.is_empty()
+            && self
+                .attempts
+                .iter()
+                .any(|a| apart(a) && attempt.trouble.is_subset(&a.trouble));
+        // The same picture: it does not depend on the pictures before the later start.
+        let converged = attempt.print.is_some()
+            && self
+                .attempts
+                .iter()
+                .any(|a| apart(a) && a.pts == attempt.pts && a.print == attempt.print);
+        if damaged || converged {
+            return Next::Accept;
+        }
+        self.attempts.push(attempt);
+        self.restarts += 1;
+        if self.restarts > MAX_RESTARTS {
+            Next::Rewind
+        } else {
+            Next::Back(1 << (self.restarts - 1))
+        }
+    }
+}
+
+impl VideoSource {
+    /// Called once the frame for a target is chosen. When trouble since the last seek can reach
+    /// it, repositions earlier and returns true (decode again); otherwise the target is settled
+    /// and this returns false.
+    pub(super) fn restart_on_trouble(&mut self) -> bool {
+        let Some(chosen) = self.cur.as_ref().map(|c| c.pts) else {
+            return false;
+        };
+        if !self.watch.active || self.from_start {
+            self.settle();
+            return false;
+        }
+        let (errors, gaps) = self.log.read();
+        let found = self.watch.findings(&errors, &gaps, chosen);
+        if found.trouble.is_empty() && !found.invented {
+            self.settle();
+            return false;
+        }
+        let print = self.cur.as_mut().and_then(|c| {
+            if c.print.is_none() {
+                c.print = fingerprint(&c.frame);
+            }
+            c.print
+        });
+        let start = self.entry.unwrap_or(chosen);
+        let origin = match &self.recovery {
+            Some(r) => r.origin,
+            // Restarts step back from the index keyframe decoding entered at.
+            None => self
+                .keyframe_index(start)
+                .filter(|&k| k != i64::MIN)
+                .unwrap_or(start),
+        };
+        let reach = self.reference_reach();
+        let recovery = self.recovery.get_or_insert_with(|| Recovery {
+            origin,
+            restarts: 0,
+            reach,
+            attempts: Vec::new(),
+        });
+        let attempt = Attempt {
+            start,
+            trouble: found.trouble,
+            pts: chosen,
+            print,
+        };
+        match recovery.next(attempt) {
+            Next::Accept => {
+                self.settle();
+                return false;
+            }
+            Next::Back(back) => match self.restart_point(origin, back) {
+                // A fresh decoder: going back, the one here may hold parameter sets from later.
+                Some(ts) if self.renew_decoder() && self.try_seek(ts) => {}
+                _ => self.rewind_for_trouble(),
+            },
+            Next::Rewind => self.rewind_for_trouble(),
+        }
+        true
+    }
+
+    /// Whether a frame coming out now must keep a fingerprint (see [`fingerprint`]) before its
+    /// picture may be released: the decode is watched and the decoder already reported something.
+    pub(super) fn needs_print(&self) -> bool {
+        self.watch.active && self.log.any()
+    }
+
+    /// How far back a picture may reference, in stream units: the stream's reference pictures
+    /// (see [`super::reach`]), each possibly followed by as many non-reference pictures as the
+    /// decoder's reordering delay.
+    fn reference_reach(&self) -> i64 {
+        let delay = unsafe { (*self.decoder.as_ptr()).has_b_frames }.clamp(0, 16) as i64;
+        (self.references.max(1) as i64 + 1)
+            .saturating_mul(delay + 1)
+            .saturating_add(delay)
+            .saturating_mul(self.frame_step)
+    }
+
+    /// Stops watching: the current target is answered.
+    pub(super) fn settle(&mut self) {
+        if self.watch.active {
+            self.watch.begin(false);
+            self.log.watch(false);
+        }
+        self.recovery = None;
+    }
+
+    /// Where to start again `back` steps before `origin`: that many index keyframes, or without
+    /// an index that many times the longest GOP seen (at least a second). None when that is at or
+    /// before the start of the stream.
+    fn restart_point(&self, origin: i64, back: u32) -> Option<i64> {
+        if self.keyframe_index(origin).is_some() {
+            return self.index_keyframe_back(origin, back);
+        }
+        let span = self.gop.max(self.seconds_in_ts(1));
+        let ts = origin.saturating_sub(span.saturating_mul(back as i64));
+        let start = unsafe { (*self.stream()).start_time };
+        let start = if start == ffi::AV_NOPTS_VALUE {
+            self.first_pts.unwrap_or(0)
+        } else {
+            start
+        };
+        (ts > start).then_some(ts)
+    }
+
+    /// Decoding from the start is the only cure left; seeking in this stream is not to be trusted
+    /// again, so later targets are reached by decoding forward.
+    fn rewind_for_trouble(&mut self) {
+        self.forward_only = true;
+        self.rewind();
+    }
+}
+
+/// A 64-bit digest of a picture's visible samples (row padding excluded), to tell whether two
+/// decodes gave the very same picture. None when the picture is gone or its format unknown.
+pub(super) fn fingerprint(frame: &ff::frame::Video) -> Option<u64> {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    unsafe {
+        let raw = frame.as_ptr();
+        if raw.is_null() || (*raw).data[0].is_null() {
+            return None;
+        }
+        let (w, h) = ((*raw).width, (*raw).height);
+        let nb = ffi::AVPixelFormat::AV_PIX_FMT_NB as i32;
+        if w <= 0 || h <= 0 || !(0..nb).contains(&(*raw).format) {
+            return None;
+        }
+        // SAFETY: AVPixelFormat is a C enum with contiguous values 0..AV_PIX_FMT_NB.
+        let format = std::mem::transmute::<i32, ffi::AVPixelFormat>((*raw).format);
+        let desc = ffi::av_pix_fmt_desc_get(format);
+        if desc.is_null() {
+            return None;
+        }
+        let mut hash = K ^ ((w as u64) << 32 | h as u64);
+        for plane in 0..ffi::av_pix_fmt_count_planes(format).clamp(0, 4) as usize {
+            let data = (*raw).data[plane];
+            let stride = (*raw).linesize[plane];
+            let row = ffi::av_image_get_linesize(format, w, plane as i32);
+            if data.is_null() || row <= 0 || stride < row {
+                return None;
+            }
+            let rows = if plane == 1 || plane == 2 {
+                -((-h) >> (*desc).log2_chroma_h)
+            } else {
+                h
+            };
+            for y in 0..rows as usize {
+                let line = std::slice::from_raw_parts(data.add(y * stride as usize), row as usize);
+                let mut words = line.chunks_exact(8);
+                for word in &mut words {
+                    let v = u64::from_le_bytes([
+                        word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+                    ]);
+                    hash = (hash ^ v).wrapping_mul(K).rotate_left(29);
+                }
+                for &b in words.remainder() {
+                    hash = (hash ^ b as u64).wrapping_mul(K);
+                }
+            }
+        }
+        Some(hash)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch_with(packets: &[(u64, i64)], key: usize) -> Watch {
+        let mut w = Watch::default();
+        w.begin(true);
+        for (i, &(serial, pts)) in packets.iter().enumerate() {
+            w.sent(serial, Some(pts), serial as i64 * 100, i == key);
+        }
+        w
+    }
+
+    #[test]
+    fn trouble_before_the_keyframe_or_in_leading_pictures_does_not_count() {
+        // Decode order after a seek: 2 packets before the keyframe (serials 1, 2), the keyframe
+        // (3, pts 100), two leading pictures shown before it (4, 5), then later frames.
+        let w = watch_with(
+            &[
+                (1, 10),
+                (2, 20),
+                (3, 100),
+                (4, 80),
+                (5, 90),
+                (6, 130),
+                (7, 110),
+            ],
+            2,
+        );
+        let trouble = |errors: &[i64], chosen| w.findings(errors, &[], chosen).trouble;
+        assert!(trouble(&[1, 2, 4, 5], 110).is_empty());
+        // A frame after the keyframe that failed reaches the chosen frame.
+        assert_eq!(trouble(&[6], 110).len(), 1);
+        // A chosen leading picture is reached by its own trouble.
+        assert_eq!(trouble(&[4], 80).len(), 1);
+        // Serials from before the seek are ignored.
+        assert!(trouble(&[0], 110).is_empty());
+        // References invented before the keyframe itself reach every later frame.
+        assert!(w.findings(&[], &[3], 110).invented);
+        assert!(!w.findings(&[], &[1], 110).invented);
+    }
+
+    #[test]
+    fn without_a_keyframe_everything_counts() {
+        let w = watch_with(&[(1, 10), (2, 20)], usize::MAX);
+        assert_eq!(w.findings(&[1], &[], 20).trouble.len(), 1);
+    }
+
+    fn recovery() -> Recovery {
+        Recovery {
+            origin: 0,
+            restarts: 0,
+            reach: 10,
+            attempts: Vec::new(),
+        }
+    }
+
+    fn attempt(ids: &[i64], print: Option<u64>) -> Attempt {
+        attempt_at(0, ids, print)
+    }
+
+    fn attempt_at(start: i64, ids: &[i64], print: Option<u64>) -> Attempt {
+        Attempt {
+            start,
+            trouble: ids.iter().map(|&i| (i, i)).collect(),
+            pts: 100,
+            print,
+        }
+    }
+
+    #[test]
+    fn the_same_packets_failing_again_are_damage_new_ones_send_further_back() {
+        let mut r = recovery();
+        assert!(matches!(
+            r.next(attempt_at(100, &[5], Some(1))),
+            Next::Back(1)
+        ));
+        assert!(matches!(
+            r.next(attempt_at(80, &[3], Some(2))),
+            Next::Back(2)
+        ));
+        assert!(matches!(r.next(attempt_at(60, &[1], None)), Next::Back(4)));
+        // Packet 1 fails again, but from a start within its reach: it may lack the same picture.
+        assert!(matches!(
+            r.next(attempt_at(55, &[1], Some(3))),
+            Next::Back(8)
+        ));
+        // From further back, packet 1 fails again but so does a new one: this start lacks
+        // something too (a reference, a parameter set).
+        assert!(matches!(
+            r.next(attempt_at(40, &[1, 9], Some(4))),
+            Next::Back(16)
+        ));
+        // Only packets that failed from a later start fail: damaged data.
+        assert!(matches!(
+            r.next(attempt_at(30, &[1], Some(5))),
+            Next::Accept
+        ));
+    }
+
+    #[test]
+    fn two_starts_giving_the_same_picture_settle_the_target() {
+        let mut r = recovery();
+        assert!(matches!(
+            r.next(attempt_at(100, &[], Some(7))),
+            Next::Back(1)
+        ));
+        assert!(matches!(
+            r.next(attempt_at(95, &[], Some(8))),
+            Next::Back(2)
+        ));
+        // Same picture as the start at 95, but too close to it: both may lack the same pictures.
+        assert!(matches!(
+            r.next(attempt_at(90, &[], Some(8))),
+            Next::Back(4)
+        ));
+        assert!(matches!(r.next(attempt_at(80, &[], Some(8))), Next::Accept));
+        // Unknown pictures never count as the same.
+        let mut r = recovery();
+        assert!(matches!(r.next(attempt(&[], None)), Next::Back(1)));
+        assert!(matches!(r.next(attempt(&[], None)), Next::Back(2)));
+        for _ in 2..MAX_RESTARTS {
+            assert!(matches!(r.next(attempt(&[], None)), Next::Back(_)));
+        }
+        assert!(matches!(r.next(attempt(&[], None)), Next::Rewind));
+    }
+}
