@@ -1,11 +1,18 @@
 /**
- * What the fallback engine learns with ffprobe before it decodes anything: the stream details, and
- * the packet list that the frame rule of core/render-plan.ts is applied to (exact presentation
- * timestamps, keyframes, and where each packet's bytes are, so reference frames can be told apart).
+ * The fallback engine's probe: what the file holds, learnt with ffprobe only (DESIGN §1: on the
+ * hosted side ffmpeg runs only after the debit). It reports facts (engine/types.ts `ProbeInfo`);
+ * core/probe.ts decides the stream and the clip's extent from them.
+ *
+ * Three kinds of ffprobe runs, the last two in parallel:
+ * - one `-show_format -show_streams` for the facts every stream declares;
+ * - per video stream (cover art aside), its first packets decoded until a frame comes out
+ *   (`decodes`), so a codec this FFmpeg lacks or a broken bitstream is known before planning;
+ * - one packet listing near the declared end (demux only) for where the data really ends; when
+ *   the seek fails or finds no timestamped packet, a listing from the start (still demux only).
  */
-import { open, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { run } from './process.js';
-import { EngineError, type ProbeInfo } from './types.js';
+import { EngineError, type ProbeInfo, type VideoStreamFacts } from './types.js';
 
 interface StreamJson {
   index: number;
@@ -17,20 +24,59 @@ interface StreamJson {
   time_base?: string;
   start_time?: string;
   duration?: string;
+  nb_frames?: string;
+  avg_frame_rate?: string;
+  r_frame_rate?: string;
   field_order?: string;
+  has_b_frames?: number;
+  refs?: number;
   is_avc?: string;
   nal_length_size?: string;
   channels?: number;
   sample_rate?: string;
-  disposition?: { attached_pic?: number };
+  disposition?: { default?: number; attached_pic?: number };
   tags?: { rotate?: string };
   side_data_list?: Array<{ rotation?: number }>;
 }
 
-export interface Details extends ProbeInfo {
+/** What the render needs to know about the video stream it decodes. */
+export interface VideoDetails {
+  index: number;
+  codec: string;
   timeBase: [bigint, bigint];
+  /** Container start time, seconds and whole microseconds (the frame rule counts from it). */
+  startTime: number;
   startUs: bigint;
-  interlaced: boolean;
+  /** Duration the container declares (0 when none). */
+  declared: number;
+  /** Where this stream's data ends, seconds from the container start (null: unknown). */
+  readableEnd: number | null;
+  /**
+   * Frames may be interlaced: the stream does not declare itself progressive (a capture often
+   * leaves the field order unknown until its frames are decoded). Tiny pictures never are.
+   */
+  mayBeInterlaced: boolean;
+  /**
+   * Packets carry no usable pts (AVI stores decode order only; its demuxer's pts are guesses):
+   * frames then come out of the decoder stamped with the dts `reorderDelay` packets later, so a
+   * frame's time is its packet's dts plus that many packet durations.
+   */
+  ptsFromDts: boolean;
+  /**
+   * The stream has timestamps (a start time). Without any (a bare elementary stream), ffmpeg
+   * numbers the frames by their durations from the start, and a seek cannot be aimed.
+   */
+  timestamps: boolean;
+  /** Frames the decoder holds back for reordering (`has_b_frames`). */
+  reorderDelay: number;
+  /**
+   * How far back, in seconds, a picture's references may reach through the decoder's pictures:
+   * (reference frames + 1) x (reorder delay + 1) + reorder delay frames. Two decodes that started
+   * further apart than this and agree do not depend on where decoding started.
+   */
+  referenceReach: number;
+  /** The demuxer's name as ffmpeg logs it (its own messages are not decode errors). */
+  demuxer: string;
   /** Containers with a seek index land exactly on a keyframe; others (MPEG-TS, PS) bisect. */
   indexed: boolean;
   /**
@@ -39,14 +85,29 @@ export interface Details extends ProbeInfo {
    */
   sampleTable: boolean;
   /**
-   * How to find a packet's first NAL unit header, when its bytes sit contiguously at the listed
-   * position (MP4/MOV) in a length-prefixed H.264 or HEVC stream of progressive frames.
+   * How to find a packet's NAL unit headers, when its bytes sit contiguously at the listed
+   * position (MP4/MOV) in a length-prefixed H.264 or HEVC stream.
    */
-  nal: { codec: 'h264' | 'hevc'; lengthSize: number } | null;
-  audio: { index: number; channels: number; sampleRate: number; startTime: number } | null;
+  nal: { codec: 'h264' | 'hevc'; lengthSize: number; progressive: boolean } | null;
 }
 
-const num = (value: string | undefined): number | undefined => {
+export interface AudioDetails {
+  index: number;
+  channels: number;
+  sampleRate: number;
+  /** The stream's own start time, seconds (absolute, like the container's). */
+  startTime: number;
+}
+
+/** Everything one probe learnt: the facts it reports, and what a render of any stream needs. */
+export interface Probed {
+  info: ProbeInfo;
+  video: Map<number, VideoDetails>;
+  /** The first audio stream (the one the envelope is built from), null without audio. */
+  audio: AudioDetails | null;
+}
+
+const num = (value: string | number | undefined): number | undefined => {
   const n = value === undefined ? Number.NaN : Number(value);
   return Number.isFinite(n) ? n : undefined;
 };
@@ -56,35 +117,34 @@ function ratio(value: string | undefined): [number, number] | undefined {
   return m && Number(m[1]) > 0 && Number(m[2]) > 0 ? [Number(m[1]), Number(m[2])] : undefined;
 }
 
-/** The last probe, keyed by path, size and mtime: a job probes once to plan and again to render. */
-let lastProbe: { key: string; details: Promise<Details> } | undefined;
+const int = (value: string | undefined) => (value && /^-?\d+$/.test(value) ? BigInt(value) : undefined);
 
-export async function probeDetails(path: string): Promise<Details> {
+/** The last probe, keyed by path, size and mtime: a job probes once to plan and again to render. */
+let lastProbe: { key: string; probed: Promise<Probed> } | undefined;
+
+export async function probeFile(path: string): Promise<Probed> {
   const s = await stat(path).catch(() => null);
   const key = s ? `${path}\0${s.size}\0${s.mtimeMs}` : '';
-  if (key && lastProbe?.key === key) return lastProbe.details;
-  const details = probeUncached(path);
+  if (key && lastProbe?.key === key) return lastProbe.probed;
+  const probed = probeUncached(path);
   if (key) {
-    lastProbe = { key, details };
-    details.catch(() => (lastProbe = undefined));
+    lastProbe = { key, probed };
+    probed.catch(() => (lastProbe = undefined));
   }
+  return probed;
+}
+
+/** The details a render of `stream` needs; the stream must be one the probe found. */
+export function videoDetails(probed: Probed, stream: number): VideoDetails {
+  const details = probed.video.get(stream);
+  if (!details) throw new EngineError('render_failed', `stream ${stream} is not a video stream of the file`);
   return details;
 }
 
-async function probeUncached(path: string): Promise<Details> {
+async function probeUncached(path: string): Promise<Probed> {
   const { code, stdout } = await run(
     'ffprobe',
-    [
-      '-v',
-      'error',
-      '-print_format',
-      'json',
-      '-show_format',
-      '-show_streams',
-      '-protocol_whitelist',
-      'file',
-      path,
-    ],
+    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', ...input(path)],
     { timeoutMs: 60_000 },
   );
   let parsed: {
@@ -96,284 +156,220 @@ async function probeUncached(path: string): Promise<Details> {
   } catch {
     parsed = {};
   }
-  const streams = parsed.streams ?? [];
-  // Same choice as the native engine's "best stream": the largest real picture, not cover art.
-  const video = streams
-    .filter((s) => s.codec_type === 'video' && !s.disposition?.attached_pic && (s.width ?? 0) > 0)
-    .sort((a, b) => (b.width ?? 0) * (b.height ?? 0) - (a.width ?? 0) * (a.height ?? 0))[0];
-  const duration = num(parsed.format?.duration) ?? Math.max(0, ...streams.map((s) => num(s.duration) ?? 0));
-  if (code !== 0 || !video || !(duration > 0)) {
-    throw new EngineError('unreadable_video', `ffprobe found no decodable video stream in ${path}`);
+  if (code !== 0 || !parsed.format) {
+    throw new EngineError('unreadable_video', `ffprobe could not open ${path}`);
   }
-  const tb = ratio(video.time_base) ?? [1, 1_000_000];
-  const sar = ratio(video.sample_aspect_ratio) ?? [1, 1];
-  const rotation =
-    video.side_data_list?.find((d) => d.rotation !== undefined)?.rotation ?? num(video.tags?.rotate) ?? 0;
-  const quarterTurn = Math.abs(Math.round(rotation / 90)) % 2 === 1;
-  const w = Math.round(((video.width ?? 0) * sar[0]) / sar[1]);
-  const h = video.height ?? 0;
-  const startTime = num(parsed.format?.start_time) ?? 0;
-  const audio = streams.find((s) => s.codec_type === 'audio');
-  const formatName = parsed.format?.format_name ?? '';
+  const streams = parsed.streams ?? [];
+  const declared = num(parsed.format.duration) ?? 0;
+  const startTime = num(parsed.format.start_time) ?? 0;
+  const formatName = parsed.format.format_name ?? '';
   const sampleTable = /\b(mov|mp4)\b/.test(formatName);
-  const lengthPrefixed =
-    sampleTable && video.field_order === 'progressive'
-      ? video.codec_name === 'h264' && video.is_avc === 'true'
-        ? { codec: 'h264' as const, lengthSize: num(video.nal_length_size) ?? 4 }
-        : video.codec_name === 'hevc'
-          ? { codec: 'hevc' as const, lengthSize: 4 }
-          : null
-      : null;
+  const video = streams.filter((s) => s.codec_type === 'video');
+  const audio = streams.filter((s) => s.codec_type === 'audio');
+
+  const [decodes, ends] = await Promise.all([
+    Promise.all(video.map((s) => (s.disposition?.attached_pic ? false : decodesAFrame(path, s.index)))),
+    readableEnds(path, [...video, ...audio], { declared, startTime, sampleTable }),
+  ]);
+
+  const details = new Map<number, VideoDetails>();
+  const facts: VideoStreamFacts[] = video.map((s, i) => {
+    const tb = ratio(s.time_base) ?? [1, 1_000_000];
+    const readableEnd = ends.get(s.index) ?? null;
+    details.set(s.index, {
+      index: s.index,
+      codec: s.codec_name ?? '',
+      timeBase: [BigInt(tb[0]), BigInt(tb[1])],
+      startTime,
+      startUs: BigInt(Math.round(startTime * 1e6)),
+      declared,
+      readableEnd,
+      mayBeInterlaced: s.field_order !== 'progressive' && (s.width ?? 0) >= 4 && (s.height ?? 0) >= 4,
+      ptsFromDts: /\bavi\b/.test(formatName),
+      reorderDelay: num(s.has_b_frames) ?? 0,
+      timestamps: num(s.start_time) !== undefined,
+      referenceReach: referenceReach(s),
+      demuxer: formatName,
+      indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
+      sampleTable,
+      nal: sampleTable ? nalLayout(s) : null,
+    });
+    return {
+      index: s.index,
+      ...displaySize(s),
+      isDefault: s.disposition?.default === 1,
+      attachedPic: s.disposition?.attached_pic === 1,
+      frames: frameCount(s, declared),
+      decodes: decodes[i] === true,
+      readableEnd,
+    };
+  });
+  const audioEnds = audio.map((s) => ends.get(s.index)).filter((e): e is number => e !== undefined);
+  const first = audio[0];
   return {
-    duration,
-    startTime,
-    videoStream: video.index,
-    width: quarterTurn ? h : w,
-    height: quarterTurn ? w : h,
-    hasAudio: audio !== undefined,
-    timeBase: [BigInt(tb[0]), BigInt(tb[1])],
-    startUs: BigInt(Math.round(startTime * 1e6)),
-    interlaced: ['tt', 'bb', 'tb', 'bt'].includes(video.field_order ?? ''),
-    indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
-    sampleTable,
-    nal: lengthPrefixed,
-    audio: audio
+    info: {
+      duration: declared,
+      startTime,
+      videoStreams: facts,
+      hasAudio: first !== undefined,
+      audioEnd: audioEnds.length ? Math.max(...audioEnds) : null,
+    },
+    video: details,
+    audio: first
       ? {
-          index: audio.index,
-          channels: audio.channels ?? 1,
-          sampleRate: num(audio.sample_rate) ?? 48000,
-          startTime: num(audio.start_time) ?? startTime,
+          index: first.index,
+          channels: first.channels ?? 1,
+          sampleRate: num(first.sample_rate) ?? 48000,
+          startTime: num(first.start_time) ?? startTime,
         }
       : null,
   };
 }
 
-export interface Packets {
-  /** Presentation timestamps, ascending and distinct, in the stream's time base. */
-  pts: bigint[];
-  keyframes: bigint[];
-  /** Byte position and size of each packet, by pts (absent where the demuxer does not say). */
-  bytes: Map<bigint, { pos: number; size: number }>;
+/** The input arguments of every run: local files only, whatever the file's playlist or links say. */
+export const input = (path: string) => ['-protocol_whitelist', 'file', '-i', path];
+
+/** Display size: sample aspect ratio applied to the width, then a quarter turn swaps the sides. */
+function displaySize(s: StreamJson): { width: number; height: number } {
+  const sar = ratio(s.sample_aspect_ratio) ?? [1, 1];
+  const rotation =
+    s.side_data_list?.find((d) => d.rotation !== undefined)?.rotation ?? num(s.tags?.rotate) ?? 0;
+  const quarterTurn = Math.abs(Math.round(rotation / 90)) % 2 === 1;
+  const w = Math.round(((s.width ?? 0) * sar[0]) / sar[1]);
+  const h = s.height ?? 0;
+  return quarterTurn ? { width: h, height: w } : { width: w, height: h };
 }
 
-interface Row {
-  pts: bigint;
-  dts?: bigint;
-  duration?: bigint;
-  key: boolean;
-  pos?: number;
-  size?: number;
+/** The container's frame count, else duration x average frame rate; null when neither is known. */
+function frameCount(s: StreamJson, declared: number): number | null {
+  const counted = num(s.nb_frames);
+  if (counted !== undefined && counted > 0) return Math.round(counted);
+  const rate = ratio(s.avg_frame_rate) ?? ratio(s.r_frame_rate);
+  const duration = num(s.duration) ?? declared;
+  return rate && duration > 0 ? Math.max(1, Math.round((duration * rate[0]) / rate[1])) : null;
 }
 
-const int = (value: string | undefined) => (value && /^-?\d+$/.test(value) ? BigInt(value) : undefined);
+/** See VideoDetails.referenceReach. */
+function referenceReach(s: StreamJson): number {
+  const rate = ratio(s.avg_frame_rate) ?? ratio(s.r_frame_rate) ?? [25, 1];
+  // ffprobe's `refs` is not the stream's (H.264 reports 1 whatever its SPS says): the codec's most.
+  const refs = /^(h264|hevc)$/.test(s.codec_name ?? '') ? 16 : Math.max(2, num(s.refs) ?? 2);
+  const delay = num(s.has_b_frames) ?? 0;
+  return (((refs + 1) * (delay + 1) + delay) * rate[1]) / rate[0];
+}
 
-/** The video packets in read order (demux only, no decoding), within `intervals` (ffprobe syntax). */
-async function readRows(
+/** Length-prefixed H.264/HEVC in MP4/MOV: where each packet's NAL unit headers can be read. */
+function nalLayout(s: StreamJson): VideoDetails['nal'] {
+  const progressive = s.field_order === 'progressive';
+  if (s.codec_name === 'h264' && s.is_avc === 'true') {
+    return { codec: 'h264', lengthSize: num(s.nal_length_size) ?? 4, progressive };
+  }
+  return s.codec_name === 'hevc' ? { codec: 'hevc', lengthSize: 4, progressive } : null;
+}
+
+/**
+ * Whether a frame of `stream` decodes: its first few packets, then (a stream opening mid-GOP, as
+ * broadcast captures do) up to 300, decoded until the end of that read; the decoder is flushed, so
+ * B-frame delay does not hide a frame.
+ */
+async function decodesAFrame(path: string, stream: number): Promise<boolean> {
+  for (const packets of [8, 300]) {
+    const { stdout } = await run(
+      'ffprobe',
+      [
+        '-v',
+        'quiet',
+        '-select_streams',
+        String(stream),
+        '-read_intervals',
+        `%+#${packets}`,
+        '-show_entries',
+        'frame=media_type',
+        '-of',
+        'csv=p=0',
+        ...input(path),
+      ],
+      { timeoutMs: 20_000 },
+    );
+    if (/\S/.test(stdout.toString())) return true;
+  }
+  return false;
+}
+
+/**
+ * Where each stream's data ends (seconds from the container start): the latest pts + duration of
+ * its packets, read from 10 s before the declared end (demux only). When that read finds no
+ * timestamped packet at all (the seek failed, the index lists data past the end of the file, the
+ * declared duration is wrong or missing), the packets are listed from the start instead.
+ */
+async function readableEnds(
   path: string,
-  d: Details,
-  intervals: string | undefined,
-  signal: AbortSignal | undefined,
-): Promise<Row[]> {
-  const { stdout } = await run(
+  streams: StreamJson[],
+  { declared, startTime, sampleTable }: { declared: number; startTime: number; sampleTable: boolean },
+): Promise<Map<number, number>> {
+  const wanted = new Map(streams.map((s) => [s.index, s]));
+  const at = { startTime, sampleTable };
+  const tail = declared > 10 ? await packetEnds(path, wanted, at, startTime + declared - 10) : null;
+  if (tail && tail.size > 0) return tail;
+  return (await packetEnds(path, wanted, at, null)) ?? new Map();
+}
+
+async function packetEnds(
+  path: string,
+  streams: Map<number, StreamJson>,
+  { startTime, sampleTable }: { startTime: number; sampleTable: boolean },
+  from: number | null,
+): Promise<Map<number, number> | null> {
+  const fileSize = (await stat(path).catch(() => null))?.size ?? Number.POSITIVE_INFINITY;
+  const { code, stdout } = await run(
     'ffprobe',
     [
       '-v',
-      'error',
-      '-select_streams',
-      String(d.videoStream),
-      ...(intervals ? ['-read_intervals', intervals] : []),
+      'quiet',
+      ...(from === null ? [] : ['-read_intervals', `${from.toFixed(6)}%`]),
       '-show_entries',
-      'packet=pts,dts,duration,flags,pos,size',
+      'packet=stream_index,pts,dts,duration,pos,size',
       '-of',
       'compact=p=0',
-      '-protocol_whitelist',
-      'file',
-      path,
+      ...input(path),
     ],
-    { timeoutMs: 120_000, signal },
+    { timeoutMs: from === null ? 300_000 : 60_000 },
   );
-  const rows: Row[] = [];
+  if (code === null) return null; // timed out: nothing trustworthy
+  const ends = new Map<number, { end: bigint; tb: [bigint, bigint] }>();
+  const durations = new Map<number, bigint>();
+  // A stream with no timestamps at all, read from its start, is timed by its packet durations.
+  const clocks = new Map<number, bigint>();
   for (const line of stdout.toString().split('\n')) {
     const fields = new Map(line.split('|').map((kv) => kv.split('=') as [string, string]));
-    const pts = int(fields.get('pts'));
-    if (pts === undefined) continue;
-    rows.push({
-      pts,
-      dts: int(fields.get('dts')),
-      duration: int(fields.get('duration')),
-      key: fields.get('flags')?.startsWith('K') ?? false,
-      pos: num(fields.get('pos')),
-      size: num(fields.get('size')),
-    });
+    const stream = streams.get(Number(fields.get('stream_index')));
+    const tb = ratio(stream?.time_base);
+    if (!stream || !tb) continue;
+    const stamped = int(fields.get('pts')) ?? int(fields.get('dts'));
+    if (stamped !== undefined) clocks.set(stream.index, -1n);
+    const clock = clocks.get(stream.index) ?? 0n;
+    const p = stamped ?? (from === null && clock >= 0n ? clock : undefined);
+    if (p === undefined) continue;
+    // Only a packet wholly inside the file counts. A demuxer may hand out a cut last packet, and
+    // the MP4/MOV demuxer shortens it to the bytes present, so there a packet that ends exactly at
+    // the end of the file is taken as cut (an intact file loses one frame, far inside DESIGN's
+    // tolerance; the native engine knows the full sample size from the index and agrees).
+    const pos = num(fields.get('pos'));
+    const stop = pos === undefined ? undefined : pos + (num(fields.get('size')) ?? 0);
+    if (stop !== undefined && (stop > fileSize || (sampleTable && stop === fileSize))) continue;
+    // A packet without a duration lasts as long as the stream's last one that had one.
+    const own = int(fields.get('duration'));
+    if (own !== undefined && own > 0n) durations.set(stream.index, own);
+    const end = p + ((own !== undefined && own > 0n ? own : durations.get(stream.index)) ?? 0n);
+    if (stamped === undefined) clocks.set(stream.index, end);
+    const known = ends.get(stream.index);
+    if (!known || end > known.end) ends.set(stream.index, { end, tb: [BigInt(tb[0]), BigInt(tb[1])] });
   }
-  return rows;
-}
-
-function toPackets(rows: Row[]): Packets {
-  const asc = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
-  const bytes = new Map<bigint, { pos: number; size: number }>();
-  for (const { pts, pos, size } of rows)
-    if (pos !== undefined && size !== undefined) bytes.set(pts, { pos, size });
-  return {
-    pts: [...new Set(rows.map((r) => r.pts))].sort(asc),
-    keyframes: [...new Set(rows.filter((r) => r.key).map((r) => r.pts))].sort(asc),
-    bytes,
-  };
-}
-
-/** Lists every video packet of the file. */
-export async function listAllPackets(path: string, d: Details, signal?: AbortSignal): Promise<Packets> {
-  return toPackets(await readRows(path, d, undefined, signal));
-}
-
-/**
- * Lists only the packets around each target: one read interval per span of targets, each starting
- * at a target (a demuxer with an index seeks back to the keyframe before it) and ending 0.5 s past
- * the last one, which outlasts B-frame reordering (checked below, not assumed).
- * Returns null unless every target is provably covered: a run of contiguous packets (each one's
- * dts is the previous one's dts + duration) holds a keyframe at or before the frame displayed at
- * the target and reaches past the target. The caller then lists the whole file instead.
- */
-export async function listPacketsNear(
-  path: string,
-  d: Details,
-  timesMs: number[],
-  signal?: AbortSignal,
-): Promise<Packets | null> {
-  const sorted = [...new Set(timesMs)].sort((a, b) => a - b);
-  const spans: Array<[number, number]> = [];
-  for (const t of sorted) {
-    const last = spans[spans.length - 1];
-    // A target within 1 s of the previous span's end (1.5 s of the previous target) extends that
-    // span instead of seeking again.
-    if (last && t <= last[1] + 1_000) last[1] = t + 500;
-    else spans.push([t, t + 500]);
+  const out = new Map<number, number>();
+  for (const [index, { end, tb }] of ends) {
+    // Whole microseconds, exactly, before the subtraction (TS timestamps reach 2^33 / 90 kHz).
+    const us = (end * tb[0] * 1_000_000n) / tb[1];
+    out.set(index, Number(us - BigInt(Math.round(startTime * 1e6))) / 1e6);
   }
-  const at = (ms: number) => (d.startTime + ms / 1000).toFixed(6);
-  const intervals = spans.map(([from, to]) => `${at(from)}%${at(to)}`).join(',');
-  const rows = await readRows(path, d, intervals, signal);
-
-  const runs: Row[][] = [];
-  for (const [i, r] of rows.entries()) {
-    const prev = rows[i - 1];
-    const contiguous =
-      prev?.dts !== undefined &&
-      prev.duration !== undefined &&
-      r.dts !== undefined &&
-      prev.dts + prev.duration === r.dts;
-    if (contiguous) runs[runs.length - 1]?.push(r);
-    else runs.push([r]);
-  }
-  const [tbNum, tbDen] = d.timeBase;
-  const us = (p: bigint) => (p * tbNum * 1_000_000n) / tbDen;
-  const fileEndUs = d.startUs + BigInt(Math.round(d.duration * 1e6)) - 1_000n;
-  const covered = (ms: number) => {
-    const shown = atOrBefore(d, ms);
-    return runs.some((run) => {
-      let frame: bigint | undefined;
-      for (const r of run) if (shown(r.pts) && (frame === undefined || r.pts > frame)) frame = r.pts;
-      const opened = frame !== undefined && run.some((r) => r.key && r.pts <= (frame as bigint));
-      // The run must also reach a packet decoded after the target (dts past it: every later
-      // packet shows later too), or the end of the file; else a frame displayed at or before the
-      // target could still be missing from it.
-      const reaches = run.some(
-        (r) => (r.dts !== undefined && !shown(r.dts)) || us(r.pts + (r.duration ?? 0n)) >= fileEndUs,
-      );
-      return opened && reaches;
-    });
-  };
-  return sorted.every(covered) ? toPackets(rows) : null;
-}
-
-/**
- * Lists the packets of a window's neighbourhood (30 s of lead-in for the frame displayed at its
- * start), for demuxers that bisect rather than seek by index; the caller falls back to the whole
- * file when that misses the GOP start.
- */
-export async function listPacketsInWindow(
-  path: string,
-  d: Details,
-  range: { fromMs: number; toMs: number },
-  signal?: AbortSignal,
-): Promise<Packets> {
-  const from = range.fromMs > 30_000 ? `${range.fromMs / 1000 - 30 + d.startTime}` : '';
-  return toPackets(await readRows(path, d, `${from}%${range.toMs / 1000 + 1 + d.startTime}`, signal));
-}
-
-/** Index of the last element for which `le` holds (the items are sorted), or -1. */
-export function lastAtOrBefore<T>(items: T[], le: (item: T) => boolean): number {
-  let lo = 0;
-  let hi = items.length - 1;
-  let found = -1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    if (le(items[mid] as T)) {
-      found = mid;
-      lo = mid + 1;
-    } else hi = mid - 1;
-  }
-  return found;
-}
-
-/** The frame rule of core/render-plan.ts: index into `pts` of the frame displayed at `timeMs`. */
-export function frameAt(pts: bigint[], d: Details, timeMs: number): number {
-  return Math.max(lastAtOrBefore(pts, atOrBefore(d, timeMs)), 0);
-}
-
-/**
- * The comparison the frame rule is made of, in exact integers: is a timestamp (stream time base)
- * at or before `timeMs` after the container start?
- */
-function atOrBefore(d: Details, timeMs: number): (ts: bigint) => boolean {
-  const [tbNum, tbDen] = d.timeBase;
-  const target = (d.startUs + BigInt(timeMs) * 1000n) * tbDen;
-  return (ts) => ts * tbNum * 1_000_000n <= target;
-}
-
-export const seconds = (p: bigint, d: Details) => Number(p * d.timeBase[0]) / Number(d.timeBase[1]);
-
-/**
- * Whether each packet holds a reference frame, read from its first slice's NAL header (H.264
- * nal_ref_idc, HEVC sub-layer non-reference types); undefined where that cannot be told. Only a
- * hint for `-skip_frame noref`: the decoder itself decides what it skips, and a target it skipped
- * is extracted again without skipping, so a wrong hint costs time, never a wrong frame.
- */
-export async function referenceHints(
-  path: string,
-  d: Details,
-  packets: Packets,
-  pts: bigint[],
-): Promise<Array<boolean | undefined>> {
-  const nal = d.nal;
-  if (!nal) return pts.map(() => undefined);
-  const file = await open(path, 'r');
-  try {
-    const header = Buffer.alloc(nal.lengthSize + 2);
-    const hints: Array<boolean | undefined> = [];
-    for (const p of pts) {
-      const at = packets.bytes.get(p);
-      let hint: boolean | undefined;
-      // Walk the length-prefixed NAL units (parameter sets, SEI, ...) up to the first slice.
-      for (let off = 0, units = 0; at && hint === undefined && units < 16; units++) {
-        if (off + header.length > at.size) break;
-        const { bytesRead } = await file.read(header, 0, header.length, at.pos + off);
-        if (bytesRead < header.length) break;
-        const length = header.readUIntBE(0, nal.lengthSize);
-        const first = header[nal.lengthSize] as number;
-        if (nal.codec === 'h264') {
-          const type = first & 0x1f;
-          if (type === 1 || type === 5) hint = ((first >> 5) & 3) !== 0;
-        } else {
-          const type = (first >> 1) & 0x3f;
-          // VCL types 0..31; the even ones up to 14 are sub-layer non-reference pictures.
-          if (type <= 31) hint = !(type <= 14 && type % 2 === 0);
-        }
-        off += nal.lengthSize + length;
-      }
-      hints.push(hint);
-    }
-    return hints;
-  } finally {
-    await file.close();
-  }
+  return out;
 }

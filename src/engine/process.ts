@@ -14,6 +14,8 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Receives stdout chunks as they arrive instead of buffering them. */
   onStdout?: (chunk: Buffer) => void;
+  /** Receives stderr as it arrives (the result keeps only its tail). */
+  onStderr?: (chunk: string) => void;
   stdin?: Buffer;
   /**
    * The job's signal: once aborted, no new child starts and a running one is killed. The promise
@@ -56,9 +58,11 @@ export function run(
     child.stdout?.on('data', (chunk: Buffer) =>
       options.onStdout ? options.onStdout(chunk) : out.push(chunk),
     );
-    child.stderr?.on('data', (chunk: Buffer) => {
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      options.onStderr?.(chunk);
       // Keep only the tail: ffmpeg can be chatty on a damaged file.
-      err = (err + chunk.toString()).slice(-8192);
+      err = (err + chunk).slice(-8192);
     });
     if (options.stdin && child.stdin) {
       child.stdin.on('error', () => {});

@@ -43,6 +43,9 @@ export function blit(canvas: Canvas, rect: Rect, rgb: Buffer): void {
   }
 }
 
+/** The header ffmpeg's ppm encoder writes for an 8-bit RGB image of `size`. */
+export const ppmHeader = (size: { w: number; h: number }) => `P6\n${size.w} ${size.h}\n255\n`;
+
 /** Parses a binary PPM (P6, maxval 255) as written by ffmpeg's ppm encoder. */
 export function parsePpm(file: Buffer): { width: number; height: number; rgb: Buffer } | null {
   const header = /^P6\s+(\d+)\s+(\d+)\s+255\s/.exec(file.subarray(0, 64).toString('latin1'));

@@ -4,15 +4,24 @@
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { pictureHints } from '../../src/engine/ffmpeg/nal.js';
+import { frameAt, listAllPackets, listPacketsNear, seconds } from '../../src/engine/ffmpeg/packets.js';
+import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import {
-  frameAt,
-  listAllPackets,
-  listPacketsNear,
-  probeDetails,
-  referenceHints,
-  seconds,
-} from '../../src/engine/ffprobe.js';
-import { expectedIndex, frameTimes, indexClip } from '../helpers/fixtures.js';
+  COVER_ART,
+  coverArtClip,
+  expectedIndex,
+  falseSyncClip,
+  frameTimes,
+  indexClip,
+  longHeaderMkv,
+  packetExtent,
+  TWO_VIDEO_STREAMS,
+  truncatedMp4,
+  twoVideoStreamsClip,
+  undecodableClip,
+  underDeclaredPs,
+} from '../helpers/fixtures.js';
 
 /** Picture type (I, P, B) of each decoded frame, by pts. */
 function pictureTypes(path: string): Map<bigint, string> {
@@ -25,9 +34,66 @@ function pictureTypes(path: string): Map<bigint, string> {
     out
       .trim()
       .split('\n')
+      // A frame's side data (an SEI) adds a line of its own, without a pts.
+      .filter((line) => /^-?\d+,/.test(line))
       .map((line) => line.split(','))
       .map(([pts, type]) => [BigInt(pts as string), type as string]),
   );
+}
+
+describe('probe facts', () => {
+  it('reports every video stream: cover art flagged, frame counts, display sizes, disposition', async () => {
+    const cover = (await probeFile(await coverArtClip())).info;
+    expect(cover.videoStreams.map((v) => [v.index, v.attachedPic, v.width, v.height])).toEqual([
+      [COVER_ART.cover.stream, true, COVER_ART.cover.width, COVER_ART.cover.height],
+      [COVER_ART.video.stream, false, COVER_ART.video.width, COVER_ART.video.height],
+    ]);
+    const two = (await probeFile(await twoVideoStreamsClip())).info;
+    const o = TWO_VIDEO_STREAMS;
+    expect(two.videoStreams.map((v) => [v.index, v.isDefault, v.frames, v.decodes])).toEqual([
+      [o.topShot.stream, true, o.topShot.frames, true],
+      [o.video.stream, true, o.seconds * 25, true],
+    ]);
+    expect(two.hasAudio).toBe(true);
+  });
+
+  it.each(['zeroed-bitstream', 'unknown-codec'] as const)(
+    '%s: a video stream whose frames never decode is reported as such, its audio is not',
+    async (kind) => {
+      const info = (await probeFile(await undecodableClip(kind))).info;
+      expect(info.videoStreams.length).toBeGreaterThan(0);
+      expect(info.videoStreams.every((v) => !v.decodes)).toBe(true);
+      expect(info.hasAudio).toBe(true);
+    },
+  );
+
+  // The oracle: ffprobe's whole packet list (pts + duration of every packet wholly in the file).
+  it.each([
+    ['an MP4 whose index lists 20 s, cut at 40 %', truncatedMp4],
+    ['an MKV declaring 1331 s for 12 s', longHeaderMkv],
+    ['an MPEG-PS declaring 0.16 s for 3 s', underDeclaredPs],
+  ])('%s: readable ends within a frame of the packet list', async (_, make) => {
+    const path = await make();
+    const info = (await probeFile(path)).info;
+    const video = info.videoStreams[0];
+    expect(video).toBeDefined();
+    const oracle = await packetExtent(path, [video?.index ?? 0]);
+    expect(oracle.end).not.toBeNull();
+    expect(Math.abs((video?.readableEnd ?? Number.NaN) - (oracle.end ?? 0))).toBeLessThanOrEqual(0.05);
+    // The fixture lies: its declared duration is far from its content.
+    expect(Math.abs((oracle.end ?? 0) - info.duration)).toBeGreaterThan(1);
+    if (info.hasAudio) {
+      // These fixtures carry their audio as stream 1, after the video.
+      const audioOracle = await packetExtent(path, [1]);
+      expect(Math.abs((info.audioEnd ?? Number.NaN) - (audioOracle.end ?? 0))).toBeLessThanOrEqual(0.05);
+    }
+  });
+});
+
+/** The render details of the clip's first video stream. */
+async function details(path: string) {
+  const probed = await probeFile(path);
+  return videoDetails(probed, probed.info.videoStreams[0]?.index ?? -1);
 }
 
 describe('reference hints from NAL headers', () => {
@@ -36,29 +102,43 @@ describe('reference hints from NAL headers', () => {
   for (const codec of ['h264', 'hevc'] as const) {
     it(`${codec} in mp4: non-reference exactly where the picture type is B`, async () => {
       const clip = await indexClip({ seconds: 4, gop: 25, bframes: 1, codec });
-      const d = await probeDetails(clip);
+      const d = await details(clip);
       expect(d.nal?.codec).toBe(codec);
       const packets = await listAllPackets(clip, d);
       const types = pictureTypes(clip);
-      const hints = await referenceHints(clip, d, packets, packets.pts);
+      const hints = (await pictureHints(clip, d, packets, packets.pts)).map((h) => h.reference);
       expect(hints).toEqual(packets.pts.map((p) => types.get(p) !== 'B'));
       expect(hints.filter((h) => h === false).length).toBeGreaterThan(packets.pts.length / 3);
     });
   }
 
+  it('tells a true random-access point from a sync sample in name only', async () => {
+    // x264 with infinite keyint: only the first picture is an IDR; the scene cuts are non-IDR
+    // I-frames the index (and a recovery point SEI) nevertheless call sync samples.
+    const clip = await falseSyncClip();
+    const d = await details(clip);
+    const packets = await listAllPackets(clip, d);
+    const types = pictureTypes(clip);
+    expect(packets.keyframes.length).toBeGreaterThanOrEqual(10);
+    expect(packets.keyframes.every((k) => types.get(k) === 'I')).toBe(true);
+    const hints = await pictureHints(clip, d, packets, packets.keyframes);
+    expect(hints.map((h) => h.randomAccess)).toEqual(packets.keyframes.map((_, i) => i === 0));
+  });
+
   it('gives no hint where the container or scan type does not allow one', async () => {
     const clip = await indexClip({ seconds: 2, container: 'mkv' });
-    const d = await probeDetails(clip);
+    const d = await details(clip);
     const packets = await listAllPackets(clip, d);
     expect(d.nal).toBeNull();
-    expect(new Set(await referenceHints(clip, d, packets, packets.pts))).toEqual(new Set([undefined]));
+    const hints = await pictureHints(clip, d, packets, packets.pts);
+    expect(new Set(hints.map((h) => h.reference))).toEqual(new Set([undefined]));
   });
 });
 
 describe('listing packets near the targets', () => {
   it('picks the frame the decoder displays at every target, as a whole-file listing does', async () => {
     const clip = await indexClip({ seconds: 40, gop: 37, bframes: 3 });
-    const d = await probeDetails(clip);
+    const d = await details(clip);
     const oracle = await frameTimes(clip);
     const keyTimes = (await listAllPackets(clip, d)).keyframes.map((k) => seconds(k, d) - d.startTime);
     // The start, both sides of keyframes (the dts/pts shift of B-frames), lone and close
@@ -78,7 +158,7 @@ describe('listing packets near the targets', () => {
 
   it('declines when the packet runs cannot prove coverage (Matroska has no exact durations)', async () => {
     const clip = await indexClip({ seconds: 12, fps: '30000/1001', container: 'mkv' });
-    const d = await probeDetails(clip);
+    const d = await details(clip);
     expect(await listPacketsNear(clip, d, [1000, 5000])).toBeNull();
   });
 });

@@ -1,7 +1,7 @@
-/** The concurrency gate every ffmpeg extraction goes through. */
+/** The concurrency gate every ffmpeg extraction goes through, and how a failed batch settles. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { limiter, pool } from '../../src/engine/process.js';
+import { limiter, pool, settleAll } from '../../src/engine/process.js';
 
 describe('limiter', () => {
   it('never runs more than its limit, and serves tasks in the order they came', async () => {
@@ -40,5 +40,37 @@ describe('limiter', () => {
       2,
     );
     expect(out).toEqual([30, 10, 20]);
+  });
+});
+
+describe('settleAll', () => {
+  it('calls abort at the first failure, waits for every task, then rethrows that failure', async () => {
+    const events: string[] = [];
+    let aborted = false;
+    const slow = (async () => {
+      await sleep(30);
+      events.push(aborted ? 'slow saw the abort' : 'slow ran on');
+      return 'slow';
+    })();
+    const failing = (async () => {
+      await sleep(5);
+      throw new Error('first');
+    })();
+    const later = (async () => {
+      await sleep(10);
+      throw new Error('second');
+    })();
+    await expect(
+      settleAll([slow, failing, later], () => {
+        aborted = true;
+        events.push('abort');
+      }),
+    ).rejects.toThrow('first');
+    // Settled only once the slow task had finished, not at the first rejection.
+    expect(events).toEqual(['abort', 'abort', 'slow saw the abort']);
+  });
+
+  it('returns the results in order when nothing fails', async () => {
+    expect(await settleAll([sleep(10, 'a'), sleep(1, 'b')], () => {})).toEqual(['a', 'b']);
   });
 });

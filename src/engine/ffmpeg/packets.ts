@@ -1,0 +1,269 @@
+/**
+ * The packet lists the frame rule of core/render-plan.ts is applied to: exact presentation
+ * timestamps, keyframes, and where each packet's bytes are (so NAL headers can be read in place).
+ * Listing is demux only (ffprobe `-show_entries packet=...`), never a decode.
+ */
+import { input, type VideoDetails } from '../ffprobe.js';
+import { run } from '../process.js';
+
+export interface Packets {
+  /** Presentation timestamps, ascending and distinct, in the stream's time base. */
+  pts: bigint[];
+  keyframes: bigint[];
+  /** Byte position and size of each packet, by pts (absent where the demuxer does not say). */
+  bytes: Map<bigint, { pos: number; size: number }>;
+}
+
+interface Row {
+  pts?: bigint;
+  dts?: bigint;
+  duration?: bigint;
+  key: boolean;
+  pos?: number;
+  size?: number;
+}
+
+const int = (value: string | undefined) => (value && /^-?\d+$/.test(value) ? BigInt(value) : undefined);
+const num = (value: string | undefined) => {
+  const n = value === undefined || value === '' ? Number.NaN : Number(value);
+  return Number.isFinite(n) ? n : undefined;
+};
+
+/**
+ * Read intervals per ffprobe run: hundreds of targets must not make one argument longer than the
+ * kernel takes (128 KiB per argument), so a long list is read in several runs, in order.
+ */
+const INTERVALS_PER_RUN = 400;
+
+/** The video packets in read order (demux only), within each of `intervals` (ffprobe syntax). */
+async function readRows(
+  path: string,
+  d: VideoDetails,
+  intervals: string[] | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Array<Row & { pts: bigint }>> {
+  const chunks: Array<string[] | undefined> = [];
+  if (!intervals) chunks.push(undefined);
+  else
+    for (let i = 0; i < intervals.length; i += INTERVALS_PER_RUN)
+      chunks.push(intervals.slice(i, i + INTERVALS_PER_RUN));
+  const rows: Row[] = [];
+  // A stream without any timestamp, read from its start: ffmpeg numbers its frames by their
+  // durations, so the packets are timed the same way (decode slot j shows at the j-th time).
+  const fromStart = !intervals || intervals.every((i) => i.startsWith('%'));
+  let clock: bigint | null = fromStart ? 0n : null;
+  for (const chunk of chunks) {
+    const { stdout } = await run(
+      'ffprobe',
+      [
+        '-v',
+        'error',
+        '-select_streams',
+        String(d.index),
+        ...(chunk ? ['-read_intervals', chunk.join(',')] : []),
+        '-show_entries',
+        'packet=pts,dts,duration,flags,pos,size',
+        '-of',
+        'compact=p=0',
+        ...input(path),
+      ],
+      { timeoutMs: 300_000, signal },
+    );
+    for (const line of stdout.toString().split('\n')) {
+      const fields = new Map(line.split('|').map((kv) => kv.split('=') as [string, string]));
+      let dts = int(fields.get('dts'));
+      const duration = int(fields.get('duration'));
+      if (dts !== undefined || int(fields.get('pts')) !== undefined) clock = null;
+      else if (clock !== null && duration !== undefined && duration > 0n) {
+        dts = clock;
+        clock += duration;
+      }
+      // Without usable pts, a frame is shown at the dts of the packet `reorderDelay` later (CFR
+      // decode order: one packet duration each); the keyframe of a closed GOP is shown in its
+      // own decode slot, so the same shift holds for it.
+      const pts = d.ptsFromDts
+        ? dts === undefined
+          ? undefined
+          : dts + BigInt(d.reorderDelay) * (duration && duration > 0n ? duration : 1n)
+        : int(fields.get('pts'));
+      if (pts === undefined && dts === undefined) continue;
+      rows.push({
+        pts,
+        dts,
+        duration,
+        key: fields.get('flags')?.startsWith('K') ?? false,
+        pos: num(fields.get('pos')),
+        size: num(fields.get('size')),
+      });
+    }
+  }
+  // Read from the stream's start, packets before its first keyframe (a capture that opens mid-GOP)
+  // never decode, not even in a sequential decode: the stream's first frame is the keyframe's.
+  const firstKey = rows.findIndex((r) => r.key);
+  return withPts(fromStart && firstKey > 0 ? rows.slice(firstKey) : rows);
+}
+
+/**
+ * Rows with a pts each. Some packets of a program stream carry only a dts (no PES timestamp);
+ * their frames are still shown. The times frames are shown at are the decode times shifted by the
+ * decoder's delay (the earliest pts minus the earliest dts), one per packet: the times of that set
+ * no packet claims belong to the packets without a pts. Used only when it fits exactly (every
+ * known pts in the set, one free time per packet without one); else those packets are left out.
+ */
+function withPts(rows: Row[]): Array<Row & { pts: bigint }> {
+  const known = rows.filter((r): r is Row & { pts: bigint } => r.pts !== undefined);
+  if (known.length === rows.length) return known;
+  // BigInts: Math.min does not take them.
+  const min = (values: bigint[]) => {
+    let least = values[0] as bigint;
+    for (const v of values) if (v < least) least = v;
+    return least;
+  };
+  const dtss = rows.flatMap((r) => (r.dts === undefined ? [] : [r.dts]));
+  if (dtss.length !== rows.length) return known;
+  // No pts at all: frames are shown in decode slots.
+  if (known.length === 0) return rows.map((r) => ({ ...r, pts: r.dts as bigint }));
+  const shift = min(known.map((r) => r.pts)) - min(dtss);
+  const shown = new Set(dtss.map((t) => t + shift));
+  const claimed = new Set(known.map((r) => r.pts));
+  const free = [...shown].filter((t) => !claimed.has(t));
+  const fits = [...claimed].every((t) => shown.has(t)) && free.length === rows.length - known.length;
+  return fits ? [...known, ...free.map((pts) => ({ pts, key: false }))] : known;
+}
+
+function toPackets(rows: Array<Row & { pts: bigint }>): Packets {
+  const asc = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
+  const bytes = new Map<bigint, { pos: number; size: number }>();
+  for (const { pts, pos, size } of rows)
+    if (pos !== undefined && size !== undefined) bytes.set(pts, { pos, size });
+  return {
+    pts: [...new Set(rows.map((r) => r.pts))].sort(asc),
+    keyframes: [...new Set(rows.filter((r) => r.key).map((r) => r.pts))].sort(asc),
+    bytes,
+  };
+}
+
+/** Lists every packet of the stream. */
+export async function listAllPackets(path: string, d: VideoDetails, signal?: AbortSignal): Promise<Packets> {
+  return toPackets(await readRows(path, d, undefined, signal));
+}
+
+/** The end of the stream's data in whole microseconds on the stream clock (what the probe found). */
+function dataEndUs(d: VideoDetails): bigint {
+  const end = d.readableEnd ?? d.declared;
+  return d.startUs + BigInt(Math.round(end * 1e6));
+}
+
+/**
+ * Lists only the packets around each target: one read interval per span of targets, each starting
+ * at a target (a demuxer with an index seeks back to the keyframe before it) and ending 0.5 s past
+ * the last one, which outlasts B-frame reordering (checked below, not assumed).
+ * Returns null unless every target is provably covered: a run of contiguous packets (each one's
+ * dts is the previous one's dts + duration) holds a keyframe at or before the frame displayed at
+ * the target and reaches past the target. The caller then lists the whole stream instead.
+ */
+export async function listPacketsNear(
+  path: string,
+  d: VideoDetails,
+  timesMs: number[],
+  signal?: AbortSignal,
+): Promise<Packets | null> {
+  const sorted = [...new Set(timesMs)].sort((a, b) => a - b);
+  const spans: Array<[number, number]> = [];
+  for (const t of sorted) {
+    const last = spans[spans.length - 1];
+    // A target within 1 s of the previous span's end (1.5 s of the previous target) extends that
+    // span instead of seeking again.
+    if (last && t <= last[1] + 1_000) last[1] = t + 500;
+    else spans.push([t, t + 500]);
+  }
+  const at = (ms: number) => (d.startTime + ms / 1000).toFixed(6);
+  const rows = await readRows(
+    path,
+    d,
+    spans.map(([from, to]) => `${at(from)}%${at(to)}`),
+    signal,
+  );
+
+  const runs: Array<Array<Row & { pts: bigint }>> = [];
+  for (const [i, r] of rows.entries()) {
+    const prev = rows[i - 1];
+    const contiguous =
+      prev?.dts !== undefined &&
+      prev.duration !== undefined &&
+      r.dts !== undefined &&
+      prev.dts + prev.duration === r.dts;
+    if (contiguous) runs[runs.length - 1]?.push(r);
+    else runs.push([r]);
+  }
+  const [tbNum, tbDen] = d.timeBase;
+  const us = (p: bigint) => (p * tbNum * 1_000_000n) / tbDen;
+  // The end of the data the probe found, not the declared duration: a header may claim more (or
+  // less) than the file holds.
+  const fileEndUs = dataEndUs(d) - 1_000n;
+  const covered = (ms: number) => {
+    const shown = atOrBefore(d, ms);
+    return runs.some((run) => {
+      let frame: bigint | undefined;
+      for (const r of run) if (shown(r.pts) && (frame === undefined || r.pts > frame)) frame = r.pts;
+      const opened = frame !== undefined && run.some((r) => r.key && r.pts <= (frame as bigint));
+      // The run must also reach a packet decoded after the target (dts past it: every later
+      // packet shows later too), or the end of the data; else a frame displayed at or before the
+      // target could still be missing from it.
+      const reaches = run.some(
+        (r) => (r.dts !== undefined && !shown(r.dts)) || us(r.pts + (r.duration ?? 0n)) >= fileEndUs,
+      );
+      return opened && reaches;
+    });
+  };
+  return sorted.every(covered) ? toPackets(rows) : null;
+}
+
+/**
+ * Lists the packets of a window's neighbourhood (30 s of lead-in for the frame displayed at its
+ * start), for demuxers that bisect rather than seek by index; the caller falls back to the whole
+ * stream when that misses the GOP start.
+ */
+export async function listPacketsInWindow(
+  path: string,
+  d: VideoDetails,
+  range: { fromMs: number; toMs: number },
+  signal?: AbortSignal,
+): Promise<Packets> {
+  const from = range.fromMs > 30_000 ? (range.fromMs / 1000 - 30 + d.startTime).toFixed(6) : '';
+  const to = (range.toMs / 1000 + 1 + d.startTime).toFixed(6);
+  return toPackets(await readRows(path, d, [`${from}%${to}`], signal));
+}
+
+/** Index of the last element for which `le` holds (the items are sorted), or -1. */
+export function lastAtOrBefore<T>(items: T[], le: (item: T) => boolean): number {
+  let lo = 0;
+  let hi = items.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (le(items[mid] as T)) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}
+
+/** The frame rule of core/render-plan.ts: index into `pts` of the frame displayed at `timeMs`. */
+export function frameAt(pts: bigint[], d: VideoDetails, timeMs: number): number {
+  return Math.max(lastAtOrBefore(pts, atOrBefore(d, timeMs)), 0);
+}
+
+/**
+ * The comparison the frame rule is made of, in exact integers: is a timestamp (stream time base)
+ * at or before `timeMs` after the container start?
+ */
+function atOrBefore(d: VideoDetails, timeMs: number): (ts: bigint) => boolean {
+  const [tbNum, tbDen] = d.timeBase;
+  const target = (d.startUs + BigInt(timeMs) * 1000n) * tbDen;
+  return (ts) => ts * tbNum * 1_000_000n <= target;
+}
+
+/** A timestamp in seconds on the stream clock (absolute, like ffmpeg's `t` under -copyts). */
+export const seconds = (p: bigint, d: VideoDetails) => Number(p * d.timeBase[0]) / Number(d.timeBase[1]);
