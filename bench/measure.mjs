@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { cellsPerSheet, gridSide } from '../dist/core/density.js';
 import { computeGrid } from '../dist/core/layout.js';
 import { makePlan } from '../dist/core/plan.js';
+import { chooseVideoStream } from '../dist/core/probe.js';
 import { durationToMs, resolveWindow } from '../dist/core/window.js';
 import { ffmpegEngine } from '../dist/engine/ffmpeg.js';
 import { loadNative } from '../dist/engine/native.js';
@@ -28,9 +29,10 @@ const out = mkdtempSync(join(tmpdir(), 'vidsheet-bench-'));
 /** (c): one ffmpeg process per cell (-threads 1 -ss T, first frame at/after T), 2 at a time, then tiling. */
 async function peer() {
   const info = await ffmpegEngine.probe(clip);
+  const video = chooseVideoStream(info.videoStreams);
   const window = resolveWindow(request, durationToMs(info.duration), density);
   const plan = makePlan(window, density);
-  const grid = computeGrid(info.width, info.height, density, false);
+  const grid = computeGrid(video.width, video.height, density, false);
   const side = gridSide(density);
   const cells = plan.sheets.flat();
   await pool(
@@ -82,12 +84,12 @@ async function peer() {
 }
 
 /** Frames an exact frame cannot avoid decoding: union over targets of [GOP keyframe, target]. */
-async function unavoidableFrames(outcome, info) {
+async function unavoidableFrames(outcome, info, video) {
   const { stdout } = await run('ffprobe', [
     '-v',
     'error',
     '-select_streams',
-    String(info.videoStream),
+    String(video.index),
     '-show_entries',
     'packet=pts,flags',
     '-of',
@@ -105,7 +107,7 @@ async function unavoidableFrames(outcome, info) {
     '-v',
     'error',
     '-select_streams',
-    String(info.videoStream),
+    String(video.index),
     '-show_entries',
     'stream=time_base',
     '-of',
@@ -152,7 +154,8 @@ if (method === 'peer') {
   // Counted after the clock stops: the packet scan is the benchmark's, not the engine's.
   if (name === 'native' && stats.decodedFrames !== undefined) {
     const info = await engine.probe(clip);
-    decode = { decoded: stats.decodedFrames, unavoidable: await unavoidableFrames(outcome, info) };
+    const video = chooseVideoStream(info.videoStreams);
+    decode = { decoded: stats.decodedFrames, unavoidable: await unavoidableFrames(outcome, info, video) };
   }
 }
 rmSync(out, { recursive: true, force: true });

@@ -16,8 +16,9 @@ import type { Density } from './core/density.js';
 import { hostedErrors, runtimeErrors, VidsheetError } from './core/errors.js';
 import { computeGrid, JPEG_QUALITY, layoutSheets, THEME } from './core/layout.js';
 import { makePlan, type SamplingPlan } from './core/plan.js';
+import { chooseVideoStream, clipExtent } from './core/probe.js';
 import type { JobOutcome } from './core/report.js';
-import { durationToMs, resolveWindow } from './core/window.js';
+import { resolveWindow } from './core/window.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
 import { type Engine, EngineError, type RenderResult } from './engine/types.js';
@@ -84,7 +85,11 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
     throw engineFailure(error, inputName);
   });
   options.signal?.throwIfAborted();
-  const durationMs = durationToMs(probe.duration);
+  const stream = chooseVideoStream(probe.videoStreams);
+  if (!stream) throw runtimeErrors.unreadableVideo(inputName);
+  const extent = clipExtent(probe.duration, stream, probe.audioEnd);
+  const durationMs = extent.durationMs;
+  if (durationMs <= 0) throw runtimeErrors.unreadableVideo(inputName);
   if (options.maxDurationS !== undefined && durationMs > options.maxDurationS * 1000) {
     throw hostedErrors.tooLong(options.maxDurationS);
   }
@@ -101,7 +106,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
   const render = async (): Promise<JobOutcome> => {
     options.signal?.throwIfAborted();
     await mkdir(outDir, { recursive: true });
-    const grid = computeGrid(probe.width, probe.height, request.density, options.audio);
+    const grid = computeGrid(stream.width, stream.height, request.density, options.audio);
     const sheets = layoutSheets({
       grid,
       sheets: plan.sheets,
@@ -117,7 +122,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
         .render(
           {
             input,
-            videoStream: probe.videoStream,
+            videoStream: stream.index,
             fontPath: labelFontPath(),
             quality: JPEG_QUALITY,
             theme: THEME,
@@ -142,9 +147,10 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
         frames: plan.sheets.length * (plan.sheets[0]?.length ?? 0),
         files,
         timecodes: plan.sheets.map((cells) => cells.map((c) => c.label)),
-        warnings: result.unreadable.map(
-          ({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`,
-        ),
+        warnings: [
+          ...(extent.warning ? [extent.warning] : []),
+          ...result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
+        ],
         ...(options.audio
           ? {
               audio: audioReport(

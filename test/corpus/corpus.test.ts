@@ -81,7 +81,19 @@ describe
               cache,
             }),
           );
-          expect(problems, `${entry.name} [${engine}] (${entry.classes.join(', ')})`).toEqual([]);
+          const context = `${entry.name} [${engine}] (${entry.classes.join(', ')})`;
+          const known = entry.knownBugs?.[engine];
+          if (known) {
+            // A bug on record (fixtures/corpus.json): it must still show, so that fixing it also
+            // removes the record and the file is judged like every other again.
+            console.warn(`known bug, ${context}: ${known}\n  ${problems.join('\n  ')}`);
+            expect(
+              problems,
+              `${context}: the known bug is gone; remove knownBugs from corpus.json`,
+            ).not.toEqual([]);
+          } else {
+            expect(problems, context).toEqual([]);
+          }
         });
       }
     }

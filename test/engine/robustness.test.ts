@@ -41,7 +41,12 @@ describe.each(ENGINES)('engine %s', (engine) => {
       } else if (r.code === 0) {
         const report = JSON.parse(r.stdout);
         expect(report.frames, context).toBe(16 * report.sheets);
-        for (const w of report.warnings) expect(w, context).toMatch(/^sheet \d+ frame \d+ unreadable$/);
+        // Unreadable cells, and a damaged file whose data ends before its header says (DESIGN §2).
+        for (const w of report.warnings) {
+          expect(w, context).toMatch(
+            /^(sheet \d+ frame \d+ unreadable|the container declares \d+(\.\d{1,3})? s but the file's audio and video end at \d+(\.\d{1,3})? s; sheets cover the readable part)$/,
+          );
+        }
       } else {
         expect(r.stderr, context).toMatch(/^unreadable video: /);
       }

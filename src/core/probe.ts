@@ -1,0 +1,83 @@
+/**
+ * What a probe's facts mean: which video stream is the video (the stream rule) and how long the
+ * clip really is (DESIGN §2, "Clip extent"). Engines report what the file holds
+ * (engine/types.ts `ProbeInfo`); these two rules decide, once, for both engines.
+ */
+import { msToSeconds } from './time.js';
+import { durationToMs } from './window.js';
+
+/** The facts the stream rule reads (a subset of the engines' `VideoStreamFacts`). */
+export interface StreamFacts {
+  index: number;
+  width: number;
+  height: number;
+  isDefault: boolean;
+  attachedPic: boolean;
+  frames: number | null;
+  decodes: boolean;
+  readableEnd: number | null;
+}
+
+/**
+ * The stream rule: never an attached picture (cover art) and never a stream nothing decodes from;
+ * then the default disposition; then the most frames (a phone file may carry a 2-frame "top shot"
+ * stream of the same duration and a larger picture beside the real video); then the largest
+ * picture; then the first. Null when no stream qualifies: the file is an unreadable video.
+ */
+export function chooseVideoStream<S extends StreamFacts>(streams: readonly S[]): S | null {
+  const candidates = streams.filter((s) => !s.attachedPic && s.decodes && s.width > 0 && s.height > 0);
+  const rank = (s: S) => [s.isDefault ? 1 : 0, s.frames ?? 0, s.width * s.height, -s.index];
+  let best: S | null = null;
+  for (const s of candidates) {
+    if (!best) {
+      best = s;
+      continue;
+    }
+    const a = rank(s);
+    const b = rank(best);
+    const first = a.findIndex((v, i) => v !== b[i]);
+    if (first >= 0 && (a[first] as number) > (b[first] as number)) best = s;
+  }
+  return best;
+}
+
+export interface ClipExtent {
+  /** The clip's duration in whole milliseconds: what the window rules and the plan use. */
+  durationMs: number;
+  /** The report's warning when the readable end replaced the declared duration. */
+  warning?: string;
+}
+
+/** The tolerance of DESIGN §2: max(1 s, 2 % of the declared duration), in ms. */
+export const extentToleranceMs = (declaredMs: number): number => Math.max(1000, declaredMs * 0.02);
+
+/**
+ * The clip extent rule: the container's declared duration, unless the readable end of the chosen
+ * video stream and the audio (the latest end of data actually present in the file) differs from it
+ * by more than the tolerance; then the readable end, with the warning DESIGN gives.
+ * Times are seconds from the container start, rounded to whole milliseconds first so the warning
+ * quotes exactly the durations compared. A clip of 0 ms (nothing declared, nothing readable) is
+ * the caller's `unreadable video`.
+ */
+export function clipExtent(
+  declared: number,
+  stream: Pick<StreamFacts, 'readableEnd'>,
+  audioEnd: number | null,
+): ClipExtent {
+  const declaredMs = toMs(declared);
+  const ends = [stream.readableEnd, audioEnd].filter((e): e is number => e !== null && Number.isFinite(e));
+  if (ends.length === 0) return { durationMs: declaredMs };
+  const readableMs = toMs(Math.max(...ends));
+  // A container that declares no duration has nothing to contradict: its readable end is the clip.
+  if (declaredMs === 0) return { durationMs: readableMs };
+  if (readableMs <= 0 || Math.abs(readableMs - declaredMs) <= extentToleranceMs(declaredMs)) {
+    return { durationMs: declaredMs };
+  }
+  return {
+    durationMs: readableMs,
+    warning: `the container declares ${msToSeconds(declaredMs)} s but the file's audio and video end at ${msToSeconds(readableMs)} s; sheets cover the readable part`,
+  };
+}
+
+const toMs = (seconds: number): number =>
+  Number.isFinite(seconds) && seconds > 0 ? durationToMs(seconds) : 0;

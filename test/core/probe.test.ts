@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import { chooseVideoStream, clipExtent, extentToleranceMs, type StreamFacts } from '../../src/core/probe.js';
+
+const stream = (over: Partial<StreamFacts> & { index: number }): StreamFacts => ({
+  width: 1280,
+  height: 720,
+  isDefault: true,
+  attachedPic: false,
+  frames: 300,
+  decodes: true,
+  readableEnd: 10,
+  ...over,
+});
+
+const warning = (x: string, y: string) =>
+  `the container declares ${x} s but the file's audio and video end at ${y} s; sheets cover the readable part`;
+
+describe('the stream rule', () => {
+  it('never picks cover art, even the largest and the only default stream', () => {
+    const cover = stream({ index: 0, width: 3000, height: 3000, attachedPic: true, frames: 1 });
+    const video = stream({ index: 1, width: 640, height: 360, isDefault: false });
+    expect(chooseVideoStream([cover, video])?.index).toBe(1);
+  });
+
+  it('never picks a stream that does not decode; none that decodes means an unreadable video', () => {
+    const broken = stream({ index: 0, decodes: false, frames: 9000 });
+    const fine = stream({ index: 1, isDefault: false, frames: 10 });
+    expect(chooseVideoStream([broken, fine])?.index).toBe(1);
+    expect(chooseVideoStream([broken])).toBeNull();
+    expect(chooseVideoStream([stream({ index: 0, attachedPic: true })])).toBeNull();
+    expect(chooseVideoStream([])).toBeNull();
+  });
+
+  it('prefers the default disposition over more frames and a larger picture', () => {
+    const other = stream({ index: 0, isDefault: false, frames: 5000, width: 3840, height: 2160 });
+    const main = stream({ index: 1, frames: 100 });
+    expect(chooseVideoStream([other, main])?.index).toBe(1);
+  });
+
+  it("then the most frames: a phone's larger 2-frame top-shot stream loses to the real video", () => {
+    const video = stream({ index: 0, width: 1920, height: 1080, frames: 900 });
+    const topShot = stream({ index: 1, width: 4032, height: 3024, frames: 2 });
+    expect(chooseVideoStream([topShot, video])?.index).toBe(0);
+    expect(chooseVideoStream([video, topShot])?.index).toBe(0);
+  });
+
+  it('then the largest picture, then the first stream; an unknown frame count counts as none', () => {
+    const small = stream({ index: 0, frames: null, width: 640, height: 360 });
+    const large = stream({ index: 1, frames: null, width: 1920, height: 1080 });
+    expect(chooseVideoStream([small, large])?.index).toBe(1);
+    const twin = stream({ index: 2, frames: null, width: 1920, height: 1080 });
+    expect(chooseVideoStream([twin, large])?.index).toBe(1);
+    expect(chooseVideoStream([stream({ index: 3, frames: 1 }), small])?.index).toBe(3);
+  });
+});
+
+describe('the clip extent rule (DESIGN §2)', () => {
+  it('keeps the declared duration within max(1 s, 2 %) of the readable end, either way', () => {
+    expect(clipExtent(10, { readableEnd: 10.999 }, null)).toEqual({ durationMs: 10_000 });
+    expect(clipExtent(10, { readableEnd: 9.001 }, null)).toEqual({ durationMs: 10_000 });
+    expect(clipExtent(3600, { readableEnd: 3529 }, 3528)).toEqual({ durationMs: 3_600_000 });
+    expect(extentToleranceMs(3_600_000)).toBe(72_000);
+    expect(extentToleranceMs(10_000)).toBe(1_000);
+  });
+
+  it('takes the readable end when the container over-declares (a truncated copy), with the warning', () => {
+    expect(clipExtent(1331.04, { readableEnd: 0.5 }, null)).toEqual({
+      durationMs: 500,
+      warning: warning('1331.04', '0.5'),
+    });
+    // A fragmented MP4 that declares 39 hours for one second of video.
+    expect(clipExtent(143165.576, { readableEnd: 1.04 }, 1.0213)).toEqual({
+      durationMs: 1_040,
+      warning: warning('143165.576', '1.04'),
+    });
+  });
+
+  it('takes the readable end when the container under-declares, and the audio counts too', () => {
+    // 0.95 s short is inside the 1 s tolerance: DESIGN keeps the declaration.
+    expect(clipExtent(0.13, { readableEnd: 1.08 }, null)).toEqual({ durationMs: 130 });
+    expect(clipExtent(0.13, { readableEnd: 1.1 }, 1.2)).toEqual({
+      durationMs: 1_200,
+      warning: warning('0.13', '1.2'),
+    });
+    expect(clipExtent(60, { readableEnd: 20 }, 80)).toEqual({
+      durationMs: 80_000,
+      warning: warning('60', '80'),
+    });
+  });
+
+  it('just past the tolerance is replaced; exactly at it is kept', () => {
+    expect(clipExtent(100, { readableEnd: 98 }, null)).toEqual({ durationMs: 100_000 });
+    expect(clipExtent(100, { readableEnd: 97.999 }, null).durationMs).toBe(97_999);
+  });
+
+  it('a container that declares nothing takes the readable end; nothing readable keeps the declaration', () => {
+    expect(clipExtent(0, { readableEnd: 12.345 }, null)).toEqual({ durationMs: 12_345 });
+    expect(clipExtent(0, { readableEnd: 0.4 }, null)).toEqual({ durationMs: 400 });
+    expect(clipExtent(0, { readableEnd: null }, null)).toEqual({ durationMs: 0 });
+    expect(clipExtent(12, { readableEnd: null }, null)).toEqual({ durationMs: 12_000 });
+    expect(clipExtent(12, { readableEnd: Number.NaN }, null)).toEqual({ durationMs: 12_000 });
+  });
+});
