@@ -12,21 +12,40 @@ use napi_derive::napi;
 
 use vidsheet_core as core;
 
+/// One video stream as the file holds it (facts only; core/probe.ts picks the stream).
+#[napi(object)]
+pub struct VideoStreamFacts {
+    /// Stream index in the container.
+    pub index: u32,
+    /// Display width in pixels after sample aspect ratio and rotation (0 when unknown).
+    pub width: u32,
+    /// Display height in pixels after sample aspect ratio and rotation (0 when unknown).
+    pub height: u32,
+    /// The container marks the stream as default.
+    pub is_default: bool,
+    /// Cover art or another attached picture.
+    pub attached_pic: bool,
+    /// Frames the stream holds (the container's count, else an estimate); absent when unknown.
+    pub frames: Option<f64>,
+    /// A frame of the stream decoded during the probe.
+    pub decodes: bool,
+    /// Where the stream's data ends, seconds from the container start; absent when not found.
+    pub readable_end: Option<f64>,
+}
+
 /// What the engine learns from opening the file.
 #[napi(object)]
 pub struct ProbeInfo {
-    /// Duration of the whole container in seconds (format duration).
+    /// Duration the container declares, seconds; 0 when it declares none.
     pub duration: f64,
     /// Container start time in seconds (format start_time); 0 when unknown.
     pub start_time: f64,
-    /// Index of the video stream used (the best video stream, not necessarily stream 0).
-    pub video_stream: u32,
-    /// Display width in pixels after sample aspect ratio and rotation.
-    pub width: u32,
-    /// Display height in pixels after sample aspect ratio and rotation.
-    pub height: u32,
+    /// Every video stream, in stream order (attached pictures included, flagged).
+    pub video_streams: Vec<VideoStreamFacts>,
     /// True when the file has at least one audio stream.
     pub has_audio: bool,
+    /// The latest readable end of any audio stream; absent without audio or when not found.
+    pub audio_end: Option<f64>,
 }
 
 /// A pixel rectangle on a sheet.
@@ -112,7 +131,7 @@ pub struct AudioPlan {
 pub struct RenderPlan {
     /// Absolute input path.
     pub input: String,
-    /// Video stream index from the probe.
+    /// Index of the video stream to decode (core/probe.ts chose it from the probe's facts).
     pub video_stream: u32,
     /// TTF file used for every label.
     pub font_path: String,
@@ -298,17 +317,30 @@ impl Task for ProbeTask {
             Ok(p) => Ok(ProbeInfo {
                 duration: p.duration,
                 start_time: p.start_time,
-                video_stream: p.video_stream,
-                width: p.width,
-                height: p.height,
+                video_streams: p
+                    .video_streams
+                    .iter()
+                    .map(|v| VideoStreamFacts {
+                        index: v.index,
+                        width: v.width,
+                        height: v.height,
+                        is_default: v.is_default,
+                        attached_pic: v.attached_pic,
+                        frames: v.frames.map(|f| f as f64),
+                        decodes: v.decodes,
+                        readable_end: v.readable_end,
+                    })
+                    .collect(),
                 has_audio: p.has_audio,
+                audio_end: p.audio_end,
             }),
             Err(e) => reject(&env, e),
         }
     }
 }
 
-/// Opens a video and reports duration, start time, video stream, display size and audio presence.
+/// Opens a video and reports its facts: declared duration, start time, every video stream (size,
+/// disposition, frame count, whether it decodes, where its data ends) and where the audio ends.
 #[napi(ts_return_type = "Promise<ProbeInfo>")]
 pub fn probe(path: String) -> AsyncTask<ProbeTask> {
     AsyncTask::new(ProbeTask { path })
