@@ -6,15 +6,33 @@
 import { msToSeconds } from './time.js';
 import { durationToMs } from './window.js';
 
-/** The facts the stream rule reads (a subset of the engines' `VideoStreamFacts`). */
-export interface StreamFacts {
+/**
+ * One video stream as an engine finds it. This module picks the stream from these facts (the
+ * stream rule) and decides the clip's extent (the clip extent rule of DESIGN §2); an engine only
+ * reports what the file holds.
+ */
+export interface VideoStreamFacts {
+  /** Stream index in the container. */
   index: number;
+  /** Display size in pixels after sample aspect ratio and rotation (display matrix) are applied. */
   width: number;
   height: number;
+  /** The container marks the stream as default (disposition `default`). */
   isDefault: boolean;
+  /** Cover art or another attached picture (disposition `attached_pic`): never the video. */
   attachedPic: boolean;
+  /**
+   * Frames the stream holds: the container's count (`nb_frames`, index entries), else an estimate
+   * from its duration and average frame rate; null when neither is known.
+   */
   frames: number | null;
+  /** At least one frame of the stream decoded during the probe (a decoder exists and works). */
   decodes: boolean;
+  /**
+   * Where the stream's data really ends, seconds from the container start: the latest
+   * `pts + duration` of a complete packet present in the file (index and file size for MP4/MOV, a
+   * read near the end elsewhere; never a full decode). null when it could not be found.
+   */
   readableEnd: number | null;
 }
 
@@ -24,7 +42,7 @@ export interface StreamFacts {
  * stream of the same duration and a larger picture beside the real video); then the largest
  * picture; then the first. Null when no stream qualifies: the file is an unreadable video.
  */
-export function chooseVideoStream<S extends StreamFacts>(streams: readonly S[]): S | null {
+export function chooseVideoStream<S extends VideoStreamFacts>(streams: readonly S[]): S | null {
   const candidates = streams.filter((s) => !s.attachedPic && s.decodes && s.width > 0 && s.height > 0);
   const rank = (s: S) => [s.isDefault ? 1 : 0, s.frames ?? 0, s.width * s.height, -s.index];
   let best: S | null = null;
@@ -61,7 +79,7 @@ export const extentToleranceMs = (declaredMs: number): number => Math.max(1000, 
  */
 export function clipExtent(
   declared: number,
-  stream: Pick<StreamFacts, 'readableEnd'>,
+  stream: Pick<VideoStreamFacts, 'readableEnd'>,
   audioEnd: number | null,
 ): ClipExtent {
   const declaredMs = toMs(declared);

@@ -6,7 +6,10 @@
  * it seeks, decodes, scales, paints and encodes. Two engines implement it: the native addon
  * (crates/vidsheet-node) and the ffmpeg/ffprobe fallback.
  */
+import type { VideoStreamFacts } from '../core/probe.js';
 import type { RenderPlan } from '../core/render-plan.js';
+
+export type { VideoStreamFacts } from '../core/probe.js';
 
 export type {
   AudioPlan,
@@ -20,36 +23,6 @@ export type {
   SheetPlan,
   Theme,
 } from '../core/render-plan.js';
-
-/**
- * One video stream as the engine finds it. core/probe.ts picks the stream from these facts (the
- * stream rule) and decides the clip's extent (the clip extent rule of DESIGN §2); an engine only
- * reports what the file holds.
- */
-export interface VideoStreamFacts {
-  /** Stream index in the container. */
-  index: number;
-  /** Display size in pixels after sample aspect ratio and rotation (display matrix) are applied. */
-  width: number;
-  height: number;
-  /** The container marks the stream as default (disposition `default`). */
-  isDefault: boolean;
-  /** Cover art or another attached picture (disposition `attached_pic`): never the video. */
-  attachedPic: boolean;
-  /**
-   * Frames the stream holds: the container's count (`nb_frames`, index entries), else an estimate
-   * from its duration and average frame rate; null when neither is known.
-   */
-  frames: number | null;
-  /** At least one frame of the stream decoded during the probe (a decoder exists and works). */
-  decodes: boolean;
-  /**
-   * Where the stream's data really ends, seconds from the container start: the latest
-   * `pts + duration` of a complete packet present in the file (index and file size for MP4/MOV, a
-   * read near the end elsewhere; never a full decode). null when it could not be found.
-   */
-  readableEnd: number | null;
-}
 
 /** What an engine learns from opening the file. */
 export interface ProbeInfo {

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { chooseVideoStream, clipExtent, extentToleranceMs, type StreamFacts } from '../../src/core/probe.js';
+import {
+  chooseVideoStream,
+  clipExtent,
+  extentToleranceMs,
+  type VideoStreamFacts,
+} from '../../src/core/probe.js';
 
-const stream = (over: Partial<StreamFacts> & { index: number }): StreamFacts => ({
+const stream = (over: Partial<VideoStreamFacts> & { index: number }): VideoStreamFacts => ({
   width: 1280,
   height: 720,
   isDefault: true,

@@ -15,6 +15,7 @@ import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { labelFontPath } from '../../src/engine/font.js';
+import type { RenderPlan } from '../../src/engine/types.js';
 import { expectedIndex, frameTimes, indexClip } from '../helpers/fixtures.js';
 import { decodeIndex, fromRgb24, fullRect, readJpeg } from '../helpers/frames.js';
 
@@ -23,6 +24,24 @@ beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'vs-ffmpeg-'));
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** A render plan over `clip` (stream 0, no audio) laid out like the job runner lays it out. */
+function renderPlan(
+  clip: string,
+  tempDir: string,
+  layout: Omit<Parameters<typeof layoutSheets>[0], 'hasAudio'>,
+): RenderPlan {
+  return {
+    input: clip,
+    videoStream: 0,
+    fontPath: labelFontPath(),
+    quality: JPEG_QUALITY,
+    theme: THEME,
+    sheets: layoutSheets({ ...layout, hasAudio: false }),
+    audio: null,
+    tempDir,
+  };
+}
 
 describe('ffmpeg engine: a huge group', () => {
   it('extracts 3000 targets of one GOP in one run, each the frame it names', async () => {
@@ -77,22 +96,12 @@ describe('ffmpeg engine: a huge group', () => {
     const tempDir = join(work, 'plan-tmp');
     mkdirSync(out);
     mkdirSync(tempDir);
-    const plan = {
-      input: clip,
-      videoStream: 0,
-      fontPath: labelFontPath(),
-      quality: JPEG_QUALITY,
-      theme: THEME,
-      sheets: layoutSheets({
-        grid,
-        sheets,
-        window: { startMs: 0, endMs: 56 * perSheet * 79 },
-        paths: sheets.map((_, s) => join(out, `sheet-${s + 1}.jpg`)),
-        hasAudio: false,
-      }),
-      audio: null,
-      tempDir,
-    };
+    const plan = renderPlan(clip, tempDir, {
+      grid,
+      sheets,
+      window: { startMs: 0, endMs: 56 * perSheet * 79 },
+      paths: sheets.map((_, s) => join(out, `sheet-${s + 1}.jpg`)),
+    });
     const result = await ffmpegEngine.render(plan);
     expect(result.unreadable).toEqual([]);
     const wrong: string[] = [];
@@ -119,23 +128,13 @@ describe('ffmpeg engine: a huge group', () => {
     const grid = computeGrid(320, 240, '6x6', false);
     const tempDir = join(work, 'fail-tmp');
     mkdirSync(tempDir);
-    const plan = {
-      input: clip,
-      videoStream: 0,
-      fontPath: labelFontPath(),
-      quality: JPEG_QUALITY,
-      theme: THEME,
-      sheets: layoutSheets({
-        grid,
-        sheets,
-        window: { startMs: 0, endMs: 20_000 },
-        // The first sheet's directory does not exist: its encoder fails.
-        paths: [join(work, 'missing', 'sheet-1.jpg'), join(work, 'sheet-2.jpg')],
-        hasAudio: false,
-      }),
-      audio: null,
-      tempDir,
-    };
+    const plan = renderPlan(clip, tempDir, {
+      grid,
+      sheets,
+      window: { startMs: 0, endMs: 20_000 },
+      // The first sheet's directory does not exist: its encoder fails.
+      paths: [join(work, 'missing', 'sheet-1.jpg'), join(work, 'sheet-2.jpg')],
+    });
     await expect(ffmpegEngine.render(plan)).rejects.toThrow(/drawing labels failed/);
     // Settled: no ffmpeg of this render is left running, and nothing writes into tempDir any more.
     const running = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
