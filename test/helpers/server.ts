@@ -152,7 +152,8 @@ export function videoForm(
 ): FormData {
   const form = new FormData();
   for (const [name, value] of Object.entries(fields)) form.append(name, value);
-  if (video) form.append('video', new Blob([video.bytes]), video.filename);
+  // A copy on its own ArrayBuffer: Blob takes no view over a SharedArrayBuffer-backed buffer.
+  if (video) form.append('video', new Blob([new Uint8Array(video.bytes)]), video.filename);
   return form;
 }
 

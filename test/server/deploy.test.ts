@@ -168,13 +168,11 @@ describe('deploy/: nginx.conf in front of two instances', () => {
     expect(served(a)).toBeGreaterThan(0);
     expect(served(b)).toBeGreaterThan(0);
     for (const job of jobs) {
-      const [viaProxy, direct] = await Promise.all(
-        [proxy, a.url].map(async (base) =>
-          Buffer.from(await (await fetch(`${base}/v1/sheets/${job}/video.sheet-1.jpg`)).arrayBuffer()),
-        ),
-      );
+      const sheet = async (base: string) =>
+        Buffer.from(await (await fetch(`${base}/v1/sheets/${job}/video.sheet-1.jpg`)).arrayBuffer());
+      const [viaProxy, direct] = await Promise.all([sheet(proxy), sheet(a.url)]);
       expect(viaProxy.length).toBeGreaterThan(1000);
-      expect(viaProxy.equals(direct as Buffer)).toBe(true);
+      expect(viaProxy.equals(direct)).toBe(true);
     }
   });
 

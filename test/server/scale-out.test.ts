@@ -148,7 +148,7 @@ describe('two instances on one PostgreSQL database and one bucket', () => {
 
   const post = (server: TestServer, key: string, bytes: Buffer, density = '3x3') => {
     const form = new FormData();
-    form.append('video', new Blob([bytes]), 'clip.mp4');
+    form.append('video', new Blob([new Uint8Array(bytes)]), 'clip.mp4');
     form.append('density', density);
     return fetch(`${server.url}/v1/vidsheet`, {
       method: 'POST',
