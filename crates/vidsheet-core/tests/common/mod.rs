@@ -142,9 +142,19 @@ pub fn frame_times(path: &str) -> FrameTimes {
         }
     }
     pts.sort();
+    FrameTimes {
+        pts,
+        tb: time_base(path, "v:0").expect("time base"),
+        start_us: start_us(path),
+    }
+}
+
+/// A stream's time base as ffprobe prints it, e.g. (1, 12800); `select` is an ffprobe stream
+/// specifier (`v:0`, `1`).
+fn time_base(path: &str, select: &str) -> Option<(i64, i64)> {
     let tb = ffprobe(&[
         "-select_streams",
-        "v:0",
+        select,
         "-show_entries",
         "stream=time_base",
         "-of",
@@ -153,17 +163,11 @@ pub fn frame_times(path: &str) -> FrameTimes {
     ]);
     let (n, d) = tb
         .lines()
-        .next()
-        .unwrap_or("")
+        .next()?
         .trim()
         .trim_end_matches(',')
-        .split_once('/')
-        .expect("time base");
-    FrameTimes {
-        pts,
-        tb: (n.parse().unwrap(), d.parse().unwrap()),
-        start_us: start_us(path),
-    }
+        .split_once('/')?;
+    Some((n.parse().ok()?, d.parse().ok()?))
 }
 
 pub fn start_us(path: &str) -> i64 {
@@ -191,22 +195,8 @@ pub fn start_us(path: &str) -> i64 {
 /// the container start (the readable-end oracle: demux only, independent of the engine). A packet
 /// without duration counts one frame of `fallback` seconds.
 pub fn packet_end(path: &str, stream: usize, fallback: f64) -> Option<f64> {
-    let tb = ffprobe(&[
-        "-select_streams",
-        &stream.to_string(),
-        "-show_entries",
-        "stream=time_base",
-        "-of",
-        "csv=p=0",
-        path,
-    ]);
-    let (n, d) = tb
-        .lines()
-        .next()?
-        .trim()
-        .trim_end_matches(',')
-        .split_once('/')?;
-    let tb = n.parse::<f64>().ok()? / d.parse::<f64>().ok()?;
+    let (n, d) = time_base(path, &stream.to_string())?;
+    let tb = n as f64 / d as f64;
     let packets = ffprobe(&[
         "-select_streams",
         &stream.to_string(),
