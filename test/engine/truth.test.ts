@@ -10,7 +10,7 @@
  * and DESIGN's exact strings. The fixtures' lies are themselves checked first, so a test cannot
  * pass because a fixture stopped being hostile.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cellsPerSheet, type Density } from '../../src/core/density.js';
 import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { makePlan } from '../../src/core/plan.js';
-import { BIN, ENGINES } from '../helpers/cli.js';
+import { ENGINES } from '../helpers/cli.js';
 import {
   COVER_ART,
   coverArtClip,
@@ -45,6 +45,7 @@ import {
   underDeclaredPs,
 } from '../helpers/fixtures.js';
 import { decodeIndex, fromRgb24, fullRect, type IndexRead, isBlack, readJpeg } from '../helpers/frames.js';
+import { runVidsheet as runCliGroup } from '../helpers/oracle.js';
 
 const execFileP = promisify(execFile);
 
@@ -201,24 +202,10 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 async function runVidsheet(engine: string, file: string, extra: string[] = []): Promise<Run> {
   const tmp = mkdtempSync(join(work, 'tmp-'));
   const outDir = join(mkdtempSync(join(work, `out-${engine}-`)), 'sheets');
-  const child: ChildProcess = spawn(process.execPath, [BIN, file, '--json', '--out', outDir, ...extra], {
+  const { code, stdout, stderr, timedOut } = await runCliGroup([file, '--json', '--out', outDir, ...extra], {
     env: { ...process.env, VIDSHEET_ENGINE: engine, TMPDIR: tmp },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
+    timeoutMs: RUN_TIMEOUT_MS,
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d) => (stdout += d));
-  child.stderr?.on('data', (d) => (stderr += d));
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    if (child.pid) process.kill(-child.pid, 'SIGKILL');
-  }, RUN_TIMEOUT_MS);
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (c) => resolve(c));
-  }).finally(() => clearTimeout(timer));
   const tmpLeft = readdirSync(tmp);
   rmSync(tmp, { recursive: true, force: true });
   const sheetsWritten = existsSync(outDir) ? readdirSync(outDir).filter((f) => f.endsWith('.jpg')) : [];

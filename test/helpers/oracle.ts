@@ -43,6 +43,7 @@ export {
   oracleFrames,
   probeFile,
   readJpegFile,
+  runVidsheet,
   thumbLuma,
   thumbSize,
 } from '../../fixtures/oracle.mjs';
