@@ -17,6 +17,11 @@
  *   gives).
  * - Long selections go through a filter script file, never argv (hundreds of targets would pass
  *   the kernel's argument length limit).
+ * - The frames a run writes are numbered in output order and matched to targets by the timestamps
+ *   showinfo logs for them in that order, never named by their timestamp: where a clock restarts
+ *   (a file of concatenated recordings), two frames share one timestamp and a name would collide.
+ *   Of such twins a target takes the one on screen when the clock first reaches the target (what
+ *   the native engine shows), told from the order the decoder logs all frames in (-debug_ts).
  */
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -55,7 +60,7 @@ export interface GroupRequest {
 }
 
 /**
- * One run's outcome: the frames that came out, as PPM files of the cell size by pts (read only
+ * One run's outcome: the frames that came out, as PPM files of the cell size by target pts (read only
  * when a sheet is composed, so a group of thousands of targets is not held in memory), and
  * whether anything went wrong once decoding had reached its start point: a decoder's error, or
  * H.264 inventing reference pictures for a frame_num gap (started on a picture that is not an IDR;
@@ -171,7 +176,10 @@ export async function readFrame(file: string, size: { w: number; h: number }): P
   return image && image.width === size.w && image.height === size.h ? image.rgb : null;
 }
 
-/** One ffmpeg run: decodes from `start` and writes the group's targets as PPM files named by pts. */
+/**
+ * One ffmpeg run: decodes from `start` and writes the group's targets as PPM files numbered in
+ * output order; returns them by target pts.
+ */
 async function extractOnce(
   req: GroupRequest,
   start: Start,
@@ -201,13 +209,21 @@ async function extractOnce(
     `scale=${size.w}:${size.h}:flags=bicubic`,
     'setsar=1',
     'format=rgb24',
+    // Logs each frame's timestamp as it leaves for the encoder, in the order the files are
+    // numbered (nothing after it drops or reorders a frame).
+    'showinfo',
   ];
   const dir = join(req.dir, `run-${n}`);
   await mkdir(dir, { recursive: true });
   const script = join(dir, 'filters');
   await writeFile(script, filters.join(',\n'));
   const watch = troubleWatch(d, seek === null ? null : new Set(packets.keyframes));
-  await run(
+  const stamps = runLog(d);
+  const log = lines((text) => {
+    watch.line(text);
+    stamps.line(text);
+  });
+  const exit = await run(
     'ffmpeg',
     [
       // Debug level, each line tagged with its level: H.264 reports invented reference pictures
@@ -228,16 +244,10 @@ async function extractOnce(
       `0:${d.index}`,
       '-filter_script:v',
       script,
+      // Every selected frame is written, none duplicated. No frame count: trim ends the run (a
+      // clock that restarts may show a target's time twice, and each frame must be logged).
       '-fps_mode',
       'passthrough',
-      // Files are named by the frame's own pts (input time base), so a frame that never comes out
-      // cannot shift the others. No frame count: trim ends the run, and a clock that restarts
-      // (a file of concatenated recordings) may show a target's time twice; the later, like a
-      // sequential decode, wins.
-      '-enc_time_base',
-      '-1',
-      '-frame_pts',
-      '1',
       '-f',
       'image2',
       '-c:v',
@@ -250,35 +260,108 @@ async function extractOnce(
     {
       timeoutMs: 60_000 + group.length * 5_000 + span * 1000,
       signal: req.signal,
-      onStderr: watch.feed,
+      onStderr: log.feed,
     },
   );
-  // Files are named by each frame's pts as ffmpeg stamped it, which may be a tick off the listed
-  // one (a stream without timestamps is timed on a microsecond clock): each target takes the
-  // nearest file within the match tolerance. The image muxer formats the pts as a C int, so a
-  // large timestamp (a capture starting hours into its clock) wraps around to 32 bits.
-  const [tbNum, tbDen] = d.timeBase;
-  const tolerance = BigInt(Math.floor((eps * Number(tbDen)) / Number(tbNum)));
-  const written = new Map<bigint, string>();
-  for (const name of await readdir(dir)) {
-    const m = /^cell-(-?\d+)\.ppm$/.exec(name);
-    if (m) written.set(BigInt(m[1] as string), join(dir, name));
-  }
+  log.end();
   const frames = new Map<bigint, string>();
   const whole = ppmHeader(size).length + size.w * size.h * 3;
-  for (const [k, p] of pts.entries()) {
-    const named = BigInt.asIntN(32, p);
-    let best: { off: bigint; file: string } | undefined;
-    for (const [n, file] of written) {
-      const off = n > named ? n - named : named - n;
-      if (off <= tolerance && (!best || off < best.off)) best = { off, file };
-    }
-    const bytes = best ? (await stat(best.file).catch(() => null))?.size : undefined;
-    if (best && bytes === whole) frames.set(p, best.file);
+  const matched = await matchOutputs(req, dir, pts, eps, stamps, exit.code);
+  for (const [k, file] of matched.entries()) {
+    const bytes = file ? (await stat(file).catch(() => null))?.size : undefined;
+    if (file && bytes === whole) frames.set(pts[k] as bigint, file);
     else
       debug('frame at %ss not extracted (%s)', times[k], bytes === undefined ? 'no file' : `${bytes} bytes`);
   }
   return { frames, trouble: watch.trouble() };
+}
+
+/**
+ * Per target (`pts`, ascending), the file of the run's output that shows it, if any. File k (from
+ * 1) is the k-th frame showinfo logged: a run cut short may have logged a frame it did not write,
+ * never the reverse, so only trailing outputs can lack a file; a run that ended normally wrote one
+ * per stamp, or the numbering cannot be trusted and nothing is matched. A target takes the output
+ * nearest it within `eps` (ffmpeg may stamp a frame a tick off the listed pts: a stream without
+ * timestamps is timed on a microsecond clock) and, of outputs equally near (twins of a restarted
+ * clock), the one {@link onScreen} names, else the first.
+ */
+async function matchOutputs(
+  req: GroupRequest,
+  dir: string,
+  pts: bigint[],
+  eps: number,
+  log: { outputs: Stamp[]; decoded: Array<bigint | null> },
+  exitCode: number | null,
+): Promise<Array<string | undefined>> {
+  const { outputs } = log;
+  const numbers = (await readdir(dir)).flatMap((name) => {
+    const m = /^cell-(\d+)\.ppm$/.exec(name);
+    return m ? [Number(m[1])] : [];
+  });
+  const aligned =
+    numbers.every((k) => k <= outputs.length) && (exitCode !== 0 || numbers.length === outputs.length);
+  // Per target, the outputs nearest it (several only where a clock restarted), in output order.
+  const found: Array<{ off: number; outputs: number[] } | undefined> = pts.map(() => undefined);
+  if (!aligned) {
+    debug('%d frame files for %d frames logged: none is matched', numbers.length, outputs.length);
+    return found.map(() => undefined);
+  }
+  const [tbNum, tbDen] = req.d.timeBase;
+  const times = pts.map((p) => seconds(p, req.d));
+  for (const [o, stamp] of outputs.entries()) {
+    if (!stamp) continue;
+    // The targets are at least 3 eps apart: only the two around the output's time can match.
+    const t = Number(stamp.pts * stamp.tb[0]) / Number(stamp.tb[1]);
+    const after = lastAtOrBefore(times, (x) => x <= t) + 1;
+    for (const k of [after - 1, after]) {
+      const p = pts[k];
+      if (p === undefined) continue;
+      // Exact until the division: timestamps of a capture hours into its clock are large.
+      const diff = stamp.pts * stamp.tb[0] * tbDen - p * tbNum * stamp.tb[1];
+      const off = Number(diff < 0n ? -diff : diff) / Number(stamp.tb[1] * tbDen);
+      const best = found[k];
+      if (off < eps && (!best || off < best.off)) found[k] = { off, outputs: [o] };
+      else if (best && off === best.off) best.outputs.push(o);
+    }
+  }
+  const twin = onScreen(log.decoded, pts);
+  return found.map((f, k) => {
+    if (!f) return undefined;
+    const o = (f.outputs.length > 1 ? f.outputs[twin[k] ?? 0] : undefined) ?? f.outputs[0];
+    return join(dir, `cell-${(o as number) + 1}.ppm`);
+  });
+}
+
+/**
+ * Per target (`pts`, ascending), which of the frames sharing its timestamp (0: the first decoded)
+ * is on screen when the clock first reaches it, from every frame's timestamp in decode output
+ * order: the frames are played in that order, a frame whose timestamp goes back before the one
+ * on screen is not shown then, and the frame on screen when one past the target comes is the
+ * answer; the next target goes on from there. So of two recordings whose clocks overlap, a time
+ * both reach shows the first one's frame, a time only the second reaches (the first stopped
+ * short of it) the second's. undefined where that frame is not the target's (nothing decoded).
+ */
+function onScreen(decoded: Array<bigint | null>, pts: bigint[]): Array<number | undefined> {
+  const seen = new Map<bigint, number>();
+  const rank = decoded.map((ts) => {
+    if (ts === null) return 0;
+    const r = seen.get(ts) ?? 0;
+    seen.set(ts, r + 1);
+    return r;
+  });
+  let pos = 0;
+  let cur: number | undefined;
+  return pts.map((p) => {
+    for (; pos < decoded.length; pos++) {
+      const ts = decoded[pos];
+      if (ts === null || ts === undefined) continue;
+      const shown = cur === undefined ? undefined : decoded[cur];
+      if (shown !== undefined && shown !== null && ts < shown) continue;
+      if (ts > p) break;
+      cur = pos;
+    }
+    return cur !== undefined && decoded[cur] === p ? rank[cur] : undefined;
+  });
 }
 
 /**
@@ -316,7 +399,6 @@ function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
   let entered = keyframes === null;
   let before = false;
   let after = false;
-  let carry = '';
   const line = (text: string) => {
     if (!entered) {
       const packet = packetLine.exec(text);
@@ -334,16 +416,61 @@ function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
       else before = true;
     }
   };
+  return { line, trouble: () => after || (!entered && before) };
+}
+
+/** An output frame's timestamp: pts in the time base `tb` (num, den); null when it has none. */
+type Stamp = { pts: bigint; tb: [bigint, bigint] } | null;
+
+/**
+ * Reads the timestamps a run logs: `outputs`, each written frame's in output order (showinfo, the
+ * last filter), in the time base of the link showinfo saw it on (bwdif halves the stream's; logged
+ * when the graph is configured, again if it is reconfigured), null for a frame without one; and
+ * `decoded`, every decoded frame's in the stream time base, in decode output order (-debug_ts),
+ * null without one. `decoded` is left empty if the decoder logs another time base.
+ */
+function runLog(d: VideoDetails) {
+  const config = /^\[Parsed_showinfo_\d+ @ [^\]]*\] \[\w+\] config in time_base: (\d+)\/(\d+)/;
+  const frame = /^\[Parsed_showinfo_\d+ @ [^\]]*\] \[\w+\] n:\s*\d+ pts:\s*(-?\d+|NOPTS) /;
+  const decoder = new RegExp(
+    `^\\[\\w+\\] decoder -> ist_index:${d.index} type:video .*\\bbest_effort_ts:(-?\\d+) .*\\btime_base:(\\d+)/(\\d+)`,
+  );
+  const [tbNum, tbDen] = d.timeBase;
+  const noPts = -(2n ** 63n); // AV_NOPTS_VALUE, printed as a number
+  let tb: [bigint, bigint] | null = null;
+  const outputs: Stamp[] = [];
+  const decoded: Array<bigint | null> = [];
+  let sameClock = true;
+  return {
+    outputs,
+    decoded,
+    line: (text: string) => {
+      const c = config.exec(text);
+      if (c) tb = BigInt(c[2] as string) > 0n ? [BigInt(c[1] as string), BigInt(c[2] as string)] : null;
+      const f = frame.exec(text);
+      if (f) outputs.push(tb && f[1] !== 'NOPTS' ? { pts: BigInt(f[1] as string), tb } : null);
+      const g = sameClock ? decoder.exec(text) : null;
+      if (g) {
+        sameClock = BigInt(g[2] as string) === tbNum && BigInt(g[3] as string) === tbDen;
+        if (!sameClock) decoded.length = 0;
+        else decoded.push(BigInt(g[1] as string) === noPts ? null : BigInt(g[1] as string));
+      }
+    },
+  };
+}
+
+/** Hands `line` each whole line of a log fed in chunks; `end` hands it an unterminated last one. */
+function lines(line: (text: string) => void) {
+  let carry = '';
   return {
     feed: (chunk: string) => {
-      const lines = (carry + chunk).split('\n');
-      carry = lines.pop() ?? '';
-      for (const text of lines) line(text);
+      const parts = (carry + chunk).split('\n');
+      carry = parts.pop() ?? '';
+      for (const text of parts) line(text);
     },
-    trouble: () => {
+    end: () => {
       if (carry) line(carry);
       carry = '';
-      return after || (!entered && before);
     },
   };
 }
