@@ -1,75 +1,62 @@
 /**
- * The native engine: the only module that loads the napi-rs addon (crates/vidsheet-node).
- *
- * `loadNative()` tries the prebuilt platform package, then the file `npm run build:native` leaves
- * in the repo, and either returns an Engine or says which attempts failed and how to fix it (the
- * caller then falls back to the ffmpeg engine). Nothing happens at import time.
+ * The native engine: the Engine over a loaded napi-rs binding (crates/vidsheet-node). Finding and
+ * loading the binding is native-loader.ts's job.
  */
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
+import type * as Binding from '../../npm/linux-x64-gnu/index.js';
 import {
   type AudioEnvelope,
+  type AudioPlan,
+  type BandPlan,
+  type CellPlan,
   type Engine,
   EngineError,
   type EngineErrorCode,
+  type LabelPlan,
   type ProbeInfo,
+  type Rect,
   type RenderPlan,
   type RenderResult,
+  type SheetPlan,
+  type Theme,
   type VideoStreamFacts,
 } from './types.js';
 
-/** The binding's surface (generated declarations live in npm/<platform>/native.d.ts). */
-interface NativeBinding {
-  probe(path: string): Promise<NativeProbeInfo>;
-  render(
-    plan: NativeRenderPlan,
-    onProgress?: (done: number, total: number) => void,
-  ): Promise<NativeRenderResult>;
-}
+/**
+ * The binding's surface, typed by the declarations napi-rs generates from vidsheet-core's structs
+ * (npm/linux-x64-gnu/index.d.ts, committed; test/engine/native.test.ts checks it is current). The
+ * adapter below hands the plan over and the results back unchanged, so tsc checks there that the
+ * TypeScript plan fits the binding's and that the binding's probe and result fit the Engine's.
+ */
+type NativeBinding = { probe: typeof Binding.probe; render: typeof Binding.render };
 
-/** ProbeInfo as the binding returns it: unknown values are absent instead of null. */
-type NativeProbeInfo = Omit<ProbeInfo, 'videoStreams' | 'audioEnd'> & {
-  videoStreams: Array<
-    Omit<VideoStreamFacts, 'frames' | 'readableEnd'> & { frames?: number | null; readableEnd?: number | null }
-  >;
-  audioEnd?: number | null;
-};
+/**
+ * And that no field is lost on the way: each struct has the same fields on both sides (a field
+ * one side lacks passes an assignability check when it is optional, or extra).
+ */
+type SameFields<A, B> = [Exclude<keyof A, keyof B> | Exclude<keyof B, keyof A>] extends [never]
+  ? true
+  : false;
+type Check<T extends true> = T;
+type _NativeFieldsMatch = [
+  Check<SameFields<RenderPlan, Binding.RenderPlan>>,
+  Check<SameFields<Theme, Binding.Theme>>,
+  Check<SameFields<AudioPlan, Binding.AudioPlan>>,
+  Check<SameFields<SheetPlan, Binding.SheetPlan>>,
+  Check<SameFields<CellPlan, Binding.CellPlan>>,
+  Check<SameFields<Rect, Binding.Rect>>,
+  Check<SameFields<LabelPlan, Binding.LabelPlan>>,
+  // TRANSITION: `levels` (the audio band's per-column levels) is not in plan.rs yet; drop the
+  // Omit when it is.
+  Check<SameFields<Omit<BandPlan, 'levels'>, Binding.BandPlan>>,
+  Check<SameFields<ProbeInfo, Binding.ProbeInfo>>,
+  Check<SameFields<VideoStreamFacts, Binding.VideoStreamFacts>>,
+  Check<SameFields<RenderResult, Binding.RenderResult>>,
+  Check<SameFields<AudioEnvelope, Binding.AudioEnvelope>>,
+];
 
-/** RenderPlan as the binding takes it: optional fields instead of nulls. */
-type NativeRenderPlan = Omit<RenderPlan, 'audio' | 'sheets'> & {
-  audio?: RenderPlan['audio'];
-  sheets: Array<
-    Omit<RenderPlan['sheets'][number], 'band'> & {
-      band?: Omit<NonNullable<RenderPlan['sheets'][number]['band']>, 'message'> & {
-        message?: NonNullable<RenderPlan['sheets'][number]['band']>['message'];
-      };
-    }
-  >;
-};
-
-interface NativeRenderResult {
-  unreadable: Array<{ sheet: number; cell: number }>;
-  audio?: { present: boolean; envelope: Float32Array | number[] } | null;
-  stats?: { decodedFrames: number; seeks: number };
-}
-
-const PLATFORM_PACKAGE = '@vidsheet/binding-linux-x64-gnu';
-const BINARY = 'vidsheet.linux-x64-gnu.node';
 const CODES: readonly EngineErrorCode[] = ['unreadable_video', 'input_not_found', 'render_failed'];
 
-function describe(candidate: string, err: unknown): string {
-  if (err instanceof Error) {
-    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') {
-      return path.isAbsolute(candidate) ? 'file not found (not built yet)' : 'package not installed';
-    }
-    return err.message.split('\n')[0] ?? String(err);
-  }
-  return String(err);
-}
-
-function isBinding(value: unknown): value is NativeBinding {
+export function isBinding(value: unknown): value is NativeBinding {
   const b = value as Partial<NativeBinding> | null;
   return typeof b?.probe === 'function' && typeof b?.render === 'function';
 }
@@ -83,50 +70,13 @@ function toEngineError(err: unknown, fallback: EngineErrorCode): EngineError {
   return new EngineError(known ?? fallback, message);
 }
 
-function toNativePlan(plan: RenderPlan): NativeRenderPlan {
-  return {
-    ...plan,
-    audio: plan.audio ?? undefined,
-    sheets: plan.sheets.map((sheet) => ({
-      ...sheet,
-      band: sheet.band ? { ...sheet.band, message: sheet.band.message ?? undefined } : undefined,
-    })),
-  };
-}
-
-/** The binding's facts in the Engine's shape: what the binding leaves absent is null (unknown). */
-function toProbeInfo(info: NativeProbeInfo): ProbeInfo {
-  return {
-    duration: info.duration,
-    startTime: info.startTime,
-    videoStreams: info.videoStreams.map((s) => ({
-      index: s.index,
-      width: s.width,
-      height: s.height,
-      isDefault: s.isDefault,
-      attachedPic: s.attachedPic,
-      frames: s.frames ?? null,
-      decodes: s.decodes,
-      readableEnd: s.readableEnd ?? null,
-    })),
-    hasAudio: info.hasAudio,
-    audioEnd: info.audioEnd ?? null,
-  };
-}
-
-function toAudio(audio: NativeRenderResult['audio']): AudioEnvelope | null {
-  if (!audio) return null;
-  const envelope =
-    audio.envelope instanceof Float32Array ? audio.envelope : Float32Array.from(audio.envelope);
-  return { present: audio.present, envelope };
-}
-
-function adapt(binding: NativeBinding): Engine {
+/** The Engine over a loaded binding. */
+export function nativeEngine(binding: NativeBinding): Engine {
   return {
     name: 'native',
     async probe(file: string): Promise<ProbeInfo> {
       try {
-        return toProbeInfo(await binding.probe(file));
+        return await binding.probe(file);
       } catch (err) {
         throw toEngineError(err, 'unreadable_video');
       }
@@ -152,13 +102,8 @@ function adapt(binding: NativeBinding): Engine {
           }
         : undefined;
       try {
-        const call = binding.render(toNativePlan(plan), progress);
-        const result = signal ? await abortable(call, signal) : await call;
-        return {
-          unreadable: result.unreadable.map((c) => ({ sheet: c.sheet, cell: c.cell })),
-          audio: toAudio(result.audio),
-          stats: { decodedFrames: result.stats?.decodedFrames },
-        };
+        const call = binding.render(plan, progress);
+        return signal ? await abortable(call, signal) : await call;
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
         throw toEngineError(err, 'render_failed');
@@ -174,38 +119,4 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
-}
-
-/**
- * Loads the native addon. On failure the error lists each attempt (package or path, and why it
- * failed) and the fix; the caller logs it on the debug channel and uses the ffmpeg engine.
- */
-export function loadNative(): { engine: Engine } | { error: string } {
-  const require = createRequire(import.meta.url);
-  // dist/engine/native.js (or src/engine/native.ts) -> package root two levels up.
-  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const attempts: string[] = [];
-  const platform = `${process.platform}-${process.arch}`;
-  if (platform !== 'linux-x64') {
-    attempts.push(`no prebuilt native engine for ${platform} (only linux-x64 glibc is built)`);
-  }
-  const candidates = [PLATFORM_PACKAGE, path.join(root, 'npm', 'linux-x64-gnu', BINARY)];
-  for (const candidate of candidates) {
-    try {
-      const binding: unknown = require(candidate);
-      if (isBinding(binding)) return { engine: adapt(binding) };
-      attempts.push(`${candidate}: loaded but does not export probe() and render()`);
-    } catch (err) {
-      attempts.push(`${candidate}: ${describe(candidate, err)}`);
-    }
-  }
-  return {
-    error: [
-      'vidsheet native engine not loaded; tried:',
-      ...attempts.map((a) => `  - ${a}`),
-      'Fix: run `npm run build:native` (needs Rust, pkg-config, libclang-dev and the FFmpeg',
-      'development packages libavcodec-dev libavformat-dev libavutil-dev libswscale-dev);',
-      'until then the ffmpeg/ffprobe fallback engine is used.',
-    ].join('\n'),
-  };
 }
