@@ -13,7 +13,7 @@ import { makePlan } from '../dist/core/plan.js';
 import { chooseVideoStream } from '../dist/core/probe.js';
 import { durationToMs, resolveWindow } from '../dist/core/window.js';
 import { ffmpegEngine } from '../dist/engine/ffmpeg.js';
-import { loadNative } from '../dist/engine/native.js';
+import { loadNative } from '../dist/engine/native-loader.js';
 import { pool, run } from '../dist/engine/process.js';
 import { runJob } from '../dist/job.js';
 

@@ -3,7 +3,9 @@
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
  * `npm run bench -- --audio` for the cost of the audio envelope on a 60-minute clip, and
- * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs).
+ * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs), and
+ * `npm run bench -- --bindings static=a.node,system=b.node` for two builds of the native binding
+ * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline).
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -31,10 +33,19 @@ const flag = (name, fallback) => {
 };
 const RUNS = Number(flag('runs', '3'));
 const ONLY = flag('only', '');
-const METHODS = flag(
-  'methods',
-  argv.includes('--audio') ? 'native,native+audio,ffmpeg,ffmpeg+audio' : 'native,ffmpeg,peer',
-).split(',');
+// `--bindings name=path,...`: each named .node runs the `native` method.
+const BINDINGS = Object.fromEntries(
+  flag('bindings', '')
+    .split(',')
+    .filter(Boolean)
+    .map((pair) => pair.split('=')),
+);
+const METHODS = Object.keys(BINDINGS).length
+  ? Object.keys(BINDINGS)
+  : flag(
+      'methods',
+      argv.includes('--audio') ? 'native,native+audio,ffmpeg,ffmpeg+audio' : 'native,ffmpeg,peer',
+    ).split(',');
 
 const clips = {
   '1080p': () => clip('1080p-10min', { seconds: 600, size: '1920x1080' }),
@@ -54,15 +65,17 @@ const CASES = AUDIO
     ].filter((c) => !ONLY || c.name.includes(ONLY));
 
 function measure(method, c, path) {
+  const binding = BINDINGS[method];
   const args = [
     join(ROOT, 'bench', 'measure.mjs'),
-    method,
+    binding ? 'native' : method,
     path,
     c.density,
     String(c.start ?? ''),
     String(c.end ?? ''),
   ];
-  const r = spawnSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const env = binding ? { ...process.env, VIDSHEET_NATIVE_BINDING: binding } : process.env;
+  const r = spawnSync(process.execPath, args, { encoding: 'utf8', env, maxBuffer: 64 * 1024 * 1024 });
   if (r.status !== 0) throw new Error(`${method} ${c.name} failed:\n${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }
@@ -91,6 +104,20 @@ for (const c of CASES) {
   const med = Object.fromEntries(METHODS.map((m) => [m, median(times[m])]));
   rows.push({ c, med, nativeRss, decode });
   console.error(`bench: ${c.name} done`);
+}
+
+if (Object.keys(BINDINGS).length) {
+  const [a, b] = METHODS;
+  console.log(`\nvidsheet native binding builds: median of ${RUNS} runs each, alternated (2 cores)\n`);
+  console.log(`| case | ${METHODS.join(' | ')} | ${a} / ${b} |`);
+  console.log(`|---|${METHODS.map(() => '---|').join('')}---|`);
+  for (const { c, med } of rows) {
+    const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
+    console.log(
+      `| ${c.name} | ${METHODS.map((m) => s(med[m])).join(' | ')} | ${(med[a] / med[b]).toFixed(3)} |`,
+    );
+  }
+  process.exit(0);
 }
 
 if (AUDIO) {

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg and its libraries,
-# libclang for the native binding's bindgen, a C++ compiler for better-sqlite3, Chromium,
-# PostgreSQL and nginx for the tests), moto's S3 server for the storage tests, npm dependencies from the lock
-# file, then the native addon and the TypeScript build. Safe to run again: it installs only what is missing.
+# Sets up a fresh Debian/Ubuntu machine for vidsheet: system packages (FFmpeg, which the fallback
+# engine and the tests' oracle run, and its development libraries for `cargo test`/clippy and the
+# `build:native:system` developer build; libclang for the native binding's bindgen, a C++ compiler
+# for better-sqlite3, Chromium, PostgreSQL and nginx for the tests), moto's S3 server for the
+# storage tests, npm dependencies from the lock file, then the native addon (`npm run build:native`:
+# the self-contained build, whose static FFmpeg scripts/build-ffmpeg.sh builds once from Debian's
+# source packages and caches by key) and the TypeScript build. Safe to run again: it installs and
+# builds only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -5,7 +5,7 @@
 import { debuglog } from 'node:util';
 import { VidsheetError } from '../core/errors.js';
 import { ffmpegEngine } from './ffmpeg.js';
-import { loadNative } from './native.js';
+import { loadNative } from './native-loader.js';
 import type { Engine } from './types.js';
 
 const debug = debuglog('vidsheet');
@@ -19,6 +19,7 @@ export function selectEngine(env: NodeJS.ProcessEnv = process.env): Engine {
   } else {
     const native = loadNative();
     if ('engine' in native) {
+      debug('native binding: %s', native.from);
       chosen = native.engine;
     } else if (forced === 'native') {
       throw new VidsheetError(

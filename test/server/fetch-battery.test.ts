@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { loadNative } from '../../src/engine/native.js';
+import { loadNative } from '../../src/engine/native-loader.js';
 import type { Engine } from '../../src/engine/types.js';
 import { runJob } from '../../src/job.js';
 import {
