@@ -2,7 +2,7 @@
 /**
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
- * `npm run bench -- --audio` for the cost of the audio envelope on a 60-minute clip, and
+ * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip, and
  * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs), and
  * `npm run bench -- --bindings static=a.node,system=b.node` for two builds of the native binding
  * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline).
@@ -53,7 +53,7 @@ const clips = {
   '60min': () => clip('360p-60min', { seconds: 3600, size: '640x360' }),
 };
 
-// `--audio`: the cost of the audio envelope (decoding the whole track) on a 60-minute clip.
+// `--audio`: the cost of audio (the engine measures the whole track's peaks) on a 60-minute clip.
 const AUDIO = argv.includes('--audio');
 const CASES = AUDIO
   ? [{ name: '60 min 3x3 overview', clip: '60min', density: '3x3' }]
@@ -121,7 +121,9 @@ if (Object.keys(BINDINGS).length) {
 }
 
 if (AUDIO) {
-  console.log(`\nvidsheet audio envelope cost: median of ${RUNS} runs each, alternated (2 cores)\n`);
+  console.log(
+    `\nvidsheet audio cost (peaks measured alongside the render): median of ${RUNS} runs each, alternated (2 cores)\n`,
+  );
   console.log('| case | native | native + audio | ratio | ffmpeg | ffmpeg + audio | ratio |');
   console.log('|---|---|---|---|---|---|---|');
   for (const { c, med } of rows) {

@@ -11,14 +11,15 @@
 import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, parse, resolve } from 'node:path';
-import { audioReport } from './core/audio.js';
+import { type AudioPeaks, audioReport, peaksRange, withBandLevels } from './core/audio.js';
 import type { Density } from './core/density.js';
 import { hostedErrors, runtimeErrors, VidsheetError } from './core/errors.js';
 import { computeGrid, JPEG_QUALITY, layoutSheets, THEME } from './core/layout.js';
 import { makePlan, type SamplingPlan } from './core/plan.js';
 import { chooseVideoStream, clipExtent } from './core/probe.js';
+import type { SheetPlan } from './core/render-plan.js';
 import type { JobOutcome } from './core/report.js';
-import { resolveWindow } from './core/window.js';
+import { resolveWindow, type Window } from './core/window.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
 import { type Engine, EngineError, type RenderResult } from './engine/types.js';
@@ -117,6 +118,19 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
     const workDir = options.workDir ?? tmpdir();
     await mkdir(workDir, { recursive: true });
     const tempDir = await mkdtemp(join(workDir, 'vidsheet-'));
+    // Audio alongside the video: the engine measures raw peaks, core/audio.ts alone turns them into
+    // the bands' column levels (handed to the render as they come) and the report's levels. The
+    // measurement has its own stop, so a failed render does not leave it running.
+    const audioStop = new AbortController();
+    const stopAudio = () => audioStop.abort(options.signal?.reason ?? new Error('job stopped'));
+    options.signal?.addEventListener('abort', stopAudio, { once: true });
+    const measuring = options.audio
+      ? measureAudio(engine, input, inputName, window, sheets, probe.hasAudio, audioStop.signal)
+      : undefined;
+    const bandLevels = measuring?.then((audio) => withBandLevels(sheets, audio).map((s) => s.band?.levels));
+    // Both are awaited below (or by the render); a rejection is the job's failure, not unhandled.
+    measuring?.catch(() => {});
+    bandLevels?.catch(() => {});
     try {
       const result = await engine
         .render(
@@ -127,17 +141,18 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
             quality: JPEG_QUALITY,
             theme: THEME,
             sheets,
-            audio: options.audio ? { startMs: window.startMs, endMs: window.endMs } : null,
             tempDir,
           },
           options.onProgress,
           options.signal,
+          bandLevels,
         )
         .catch((error) => {
           // An abort is the caller's own doing: its reason, not an engine failure.
           if (options.signal?.aborted) throw options.signal.reason;
           throw engineFailure(error, inputName);
         });
+      const audio = measuring ? await measuring : null;
       if (result.stats) options.onStats?.(result.stats);
       const requestedWindow = request.startMs !== undefined || request.endMs !== undefined;
       return {
@@ -151,22 +166,38 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
           ...(extent.warning ? [extent.warning] : []),
           ...result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
         ],
-        ...(options.audio
-          ? {
-              audio: audioReport(
-                window,
-                result.audio?.present ?? false,
-                result.audio?.envelope ?? new Float32Array(0),
-              ),
-            }
-          : {}),
+        ...(audio ? { audio: audioReport(window, audio) } : {}),
       };
     } finally {
-      // The engine settles only once none of its children runs, so nothing writes here any more.
+      // The engines settle only once none of their children runs, so nothing writes here any more.
+      stopAudio();
+      await measuring?.catch(() => {});
+      options.signal?.removeEventListener('abort', stopAudio);
       await rm(tempDir, { recursive: true, force: true });
     }
   };
   return { durationMs, plan, files, render };
+}
+
+/**
+ * The engine's raw audio peaks over every ms the report and the bands read. A file without an
+ * audio stream is not decoded at all.
+ */
+async function measureAudio(
+  engine: Engine,
+  input: string,
+  inputName: string,
+  window: Window,
+  sheets: SheetPlan[],
+  hasAudio: boolean,
+  signal: AbortSignal | undefined,
+): Promise<AudioPeaks> {
+  const range = peaksRange(window, sheets);
+  if (!hasAudio) return { present: false, clipPeak: 0, startMs: range.startMs, peaks: new Float32Array(0) };
+  return engine.audioPeaks(input, range, signal).catch((error) => {
+    if (signal?.aborted) throw signal.reason;
+    throw engineFailure(error, inputName);
+  });
 }
 
 /** Engine errors carry codes; users get the catalog's message, never raw FFmpeg text alone. */

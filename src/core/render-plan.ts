@@ -45,11 +45,14 @@ export interface CellPlan {
 /**
  * The audio-activity band above the grid (local surfaces only).
  *
+ * The levels are decided in TypeScript (core/audio.ts `bandLevels`, from the engine's raw peaks):
+ * pixel column c in [0, rect.w) covers [startMs + c*span/w, startMs + (c+1)*span/w) with
+ * span = endMs - startMs, and `levels[c]` is the clip-peak-normalised level (0..1) of the loudest
+ * 1 ms bin that range touches (at least one bin: floor(from) .. max(floor(from)+1, ceil(to))).
+ *
  * Painting rule, identical in both engines: fill `rect` with `theme.bandBackground`. If `message`
  * is set (no audio track), draw that label and nothing else. Otherwise, for every pixel column c in
- * [0, rect.w): it covers [startMs + c*span/w, startMs + (c+1)*span/w) with span = endMs - startMs;
- * its level is the max of the normalised 1 ms envelope over the bins that range touches (at least
- * one bin: floor(from) .. max(floor(from)+1, ceil(to))). Draw a bar from the bottom of the rect of
+ * [0, rect.w), with level = levels[c] (0 when absent): draw a bar from the bottom of the rect of
  * height round(level * (rect.h - 4)) in `theme.bandLevel`, or `theme.bandPeak` when
  * level >= theme.peakThreshold, in which case also fill the top 3 px of that column with
  * `theme.bandPeak` (the peak marker). Then, for each tick, a 1 px wide vertical line of height
@@ -64,6 +67,13 @@ export interface BandPlan {
   ticksMs: number[];
   /** When set, the clip has no audio: draw this label instead of levels. */
   message: LabelPlan | null;
+  /**
+   * One level (0..1) per pixel column of `rect.w`, computed by core/audio.ts from the engine's raw
+   * peaks (the layout leaves it out). The job runner hands it to `Engine.render` as `bandLevels`,
+   * which takes the place of this field, so the render need not wait for the audio to start;
+   * absent or short: the missing columns have no bar.
+   */
+  levels?: number[];
 }
 
 export interface SheetPlan {
@@ -88,13 +98,6 @@ export interface Theme {
   peakThreshold: number;
 }
 
-/** Audio work requested with the render (local surfaces). */
-export interface AudioPlan {
-  /** Window the returned envelope covers, ms relative to the container start time. */
-  startMs: number;
-  endMs: number;
-}
-
 export interface RenderPlan {
   /** Absolute input path. */
   input: string;
@@ -106,8 +109,6 @@ export interface RenderPlan {
   quality: number;
   theme: Theme;
   sheets: SheetPlan[];
-  /** Null on visual-only surfaces (hosted, remote): no audio is decoded and no band drawn. */
-  audio: AudioPlan | null;
   /** Directory the engine may use for intermediate files; removed by the caller. */
   tempDir: string;
 }

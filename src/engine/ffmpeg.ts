@@ -7,7 +7,7 @@
  *   targets that share a GOP (decoded by one process, no re-seek);
  * - ffmpeg/nal.ts: reference-picture and random-access hints read from the packets' bytes;
  * - ffmpeg/extract.ts: one group's frames, exactly (recovering from seeks that lie);
- * - ffmpeg/audio.ts: the audio envelope, decoded while the frames are;
+ * - ffmpeg/audio.ts: the audio peaks (`audioPeaks`, its own call: core/audio.ts turns them into levels);
  * - ffmpeg/compose.ts, encode.ts: each sheet composed as soon as its cells are in, while later
  *   groups still decode, then labelled and encoded to JPEG.
  *
@@ -18,7 +18,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { audioEnvelope } from './ffmpeg/audio.js';
+import { audioPeaks } from './ffmpeg/audio.js';
 import { composeSheet } from './ffmpeg/compose.js';
 import { encodeSheet } from './ffmpeg/encode.js';
 import { extractGroup, readFrame } from './ffmpeg/extract.js';
@@ -27,7 +27,7 @@ import { pictureHints } from './ffmpeg/nal.js';
 import { frameAt, lastAtOrBefore, listAllPackets, type Packets } from './ffmpeg/packets.js';
 import { probeFile, type VideoDetails, videoDetails } from './ffprobe.js';
 import { limiter, settleAll } from './process.js';
-import type { AudioEnvelope, Engine, RenderPlan, RenderResult } from './types.js';
+import type { BandLevels, Engine, RenderPlan, RenderResult } from './types.js';
 
 export const ffmpegEngine: Engine = {
   name: 'ffmpeg',
@@ -36,7 +36,12 @@ export const ffmpegEngine: Engine = {
     return (await probeFile(path)).info;
   },
 
-  async render(plan, onProgress, signal) {
+  async audioPeaks(path, range, signal) {
+    const probed = await probeFile(path);
+    return audioPeaks(path, probed.audio, probed.info.startTime, range, signal);
+  },
+
+  async render(plan, onProgress, signal, bandLevels) {
     const probed = await probeFile(plan.input);
     const d = videoDetails(probed, plan.videoStream);
     // The render's own controller: the caller's abort, or this render's first failure, stops every
@@ -45,16 +50,12 @@ export const ffmpegEngine: Engine = {
     const abort = () => stop.abort(signal?.reason ?? new Error('render stopped'));
     if (signal?.aborted) abort();
     signal?.addEventListener('abort', abort, { once: true });
-    const audioTask = plan.audio
-      ? audioEnvelope(plan.input, probed.audio, d.startTime, plan.audio, stop.signal)
-      : Promise.resolve(null);
-    audioTask.catch(() => {}); // awaited by the sheets that carry a band, and below
     const composing: Promise<void>[] = [];
     try {
-      return await renderSheets(plan, d, audioTask, composing, stop, onProgress);
+      return await renderSheets(plan, d, composing, stop, onProgress, bandLevels);
     } catch (error) {
       abort();
-      await Promise.allSettled([audioTask, ...composing]);
+      await Promise.allSettled(composing);
       throw error;
     } finally {
       signal?.removeEventListener('abort', abort);
@@ -69,10 +70,10 @@ export const ffmpegEngine: Engine = {
 async function renderSheets(
   plan: RenderPlan,
   d: VideoDetails,
-  audioTask: Promise<Float32Array | null>,
   composing: Promise<void>[],
   stop: AbortController,
   onProgress: ((done: number, total: number) => void) | undefined,
+  bandLevels: Promise<BandLevels> | undefined,
 ): Promise<RenderResult> {
   const abortAll = () => stop.abort(new Error('render stopped'));
   // A sheet that fails stops the decoding at once, and its error, not the stop, is what is thrown.
@@ -110,8 +111,12 @@ async function renderSheets(
       const pts = frameOf[(firstCell[s] as number) + c];
       if (pts !== undefined) await release(pts);
     }
-    const envelope = sheet.band && !sheet.band.message ? await audioTask : null;
-    const { canvas, labels } = composeSheet(plan, sheet, frames, envelope, plan.audio?.startMs ?? 0);
+    // Levels measured while the frames decoded: awaited only now, by a sheet that has a band.
+    const band =
+      sheet.band && !sheet.band.message && bandLevels
+        ? { ...sheet.band, levels: (await bandLevels)[s] }
+        : sheet.band;
+    const { canvas, labels } = composeSheet(plan, { ...sheet, band }, frames);
     const script = join(plan.tempDir, `sheet-${s + 1}.filter`);
     await encodeSheet(canvas, labels, plan.quality, sheet.path, script, stop.signal);
   };
@@ -224,11 +229,5 @@ async function renderSheets(
     throw sheetFailure ? sheetFailure.error : error;
   });
   await settleAll(composing, abortAll);
-
-  let audio: AudioEnvelope | null = null;
-  if (plan.audio) {
-    const envelope = await audioTask;
-    audio = envelope ? { present: true, envelope } : { present: false, envelope: new Float32Array(0) };
-  }
-  return { unreadable: unreadable.flat(), audio };
+  return { unreadable: unreadable.flat() };
 }

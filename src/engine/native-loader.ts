@@ -48,7 +48,7 @@ export function loadNative(
     try {
       const binding: unknown = require(candidate);
       if (isBinding(binding)) return { engine: nativeEngine(binding), from: require.resolve(candidate) };
-      attempts.push(`${candidate}: loaded but does not export probe() and render()`);
+      attempts.push(`${candidate}: loaded but does not export probe(), audioPeaks() and render()`);
     } catch (err) {
       attempts.push(`${candidate}: ${describe(candidate, err)}`);
     }

@@ -57,28 +57,17 @@ export function parsePpm(file: Buffer): { width: number; height: number; rgb: Bu
   return { width, height, rgb: file.subarray(offset, offset + width * height * 3) };
 }
 
-/** Paints the audio band per the BandPlan rule (labels are drawn later with the other labels). */
-export function paintBand(
-  canvas: Canvas,
-  band: BandPlan,
-  theme: Theme,
-  envelope: Float32Array | null,
-  envelopeStartMs: number,
-): void {
+/**
+ * Paints the audio band per the BandPlan rule, from the column levels the plan carries (labels are
+ * drawn later with the other labels).
+ */
+export function paintBand(canvas: Canvas, band: BandPlan, theme: Theme): void {
   const { rect } = band;
   fillRect(canvas, rect, theme.bandBackground);
-  if (band.message || !envelope) return;
+  if (band.message) return;
   const span = band.endMs - band.startMs;
   for (let c = 0; c < rect.w; c++) {
-    const from = band.startMs + (c * span) / rect.w;
-    const to = band.startMs + ((c + 1) * span) / rect.w;
-    const first = Math.floor(from);
-    const last = Math.max(first + 1, Math.ceil(to));
-    let level = 0;
-    for (let ms = first; ms < last; ms++) {
-      const v = envelope[ms - envelopeStartMs];
-      if (v !== undefined && v > level) level = v;
-    }
+    const level = band.levels?.[c] ?? 0;
     const peak = level >= theme.peakThreshold;
     const color = peak ? theme.bandPeak : theme.bandLevel;
     const bar = Math.round(level * (rect.h - 4));

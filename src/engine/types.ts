@@ -6,13 +6,14 @@
  * it seeks, decodes, scales, paints and encodes. Two engines implement it: the native addon
  * (crates/vidsheet-node) and the ffmpeg/ffprobe fallback.
  */
+import type { AudioPeaks, MsRange } from '../core/audio.js';
 import type { VideoStreamFacts } from '../core/probe.js';
 import type { RenderPlan } from '../core/render-plan.js';
 
+export type { AudioPeaks, MsRange } from '../core/audio.js';
 export type { VideoStreamFacts } from '../core/probe.js';
 
 export type {
-  AudioPlan,
   BandPlan,
   CellPlan,
   LabelPlan,
@@ -38,22 +39,12 @@ export interface ProbeInfo {
   audioEnd: number | null;
 }
 
-export interface AudioEnvelope {
-  /** False when the file has no decodable audio track. */
-  present: boolean;
-  /**
-   * Peak absolute amplitude per millisecond of the mono downmix, divided by the peak of the whole
-   * clip (so 0..1), one value per ms of the plan's audio window: index i covers
-   * [startMs + i, startMs + i + 1). All zeros for a silent track; empty when not present.
-   */
-  envelope: Float32Array;
-}
+/** Each sheet's band levels, by sheet index (undefined: the sheet's band has no bars). */
+export type BandLevels = Array<number[] | undefined>;
 
 export interface RenderResult {
   /** Cells whose frame could not be decoded (left black, still labelled). Indices are 0-based. */
   unreadable: Array<{ sheet: number; cell: number }>;
-  /** Present when the plan asked for audio. */
-  audio: AudioEnvelope | null;
   /** Work counters for benchmarks (engines fill what they can measure). */
   stats?: { decodedFrames?: number };
 }
@@ -75,13 +66,28 @@ export interface Engine {
   readonly name: 'native' | 'ffmpeg';
   probe(path: string): Promise<ProbeInfo>;
   /**
+   * Decodes the whole first audio stream and measures it (core/audio.ts `AudioPeaks`): raw peaks
+   * per ms over `range` (container-relative, integer ms), samples placed by their timestamps (from
+   * the pts of the frame that resynchronised the count, counting samples from there; a frame whose
+   * pts strays more than 2 ms from the count starts a new origin, so a gap stays a gap), and the
+   * peak of the whole clip. Never fails on the media: no decodable audio gives `present: false`.
+   * When `signal` aborts, rejects once nothing it started still runs.
+   */
+  audioPeaks(path: string, range: MsRange, signal?: AbortSignal): Promise<AudioPeaks>;
+  /**
    * One call per job: writes every sheet of the plan. When `signal` aborts, the render stops and
    * rejects, but only once nothing it started still writes into `plan.tempDir`, so the caller may
    * remove that directory as soon as this settles.
+   *
+   * `bandLevels`, when given, completes the plan while the render runs: sheet s's band levels are
+   * `(await bandLevels)[s]` (core/audio.ts computes them from `audioPeaks`, which the caller runs
+   * alongside), in place of the plan's own. An engine awaits it before painting a band; if it
+   * rejects, the render stops and rejects with its reason.
    */
   render(
     plan: RenderPlan,
     onProgress?: (done: number, total: number) => void,
     signal?: AbortSignal,
+    bandLevels?: Promise<BandLevels>,
   ): Promise<RenderResult>;
 }

@@ -2,12 +2,22 @@
  * Audio activity through the built CLI on every engine: the `audio` object and the band on the
  * sheet. The clip is silence except a 3 kHz burst at 5.000–5.050 s (0.9), a 1 ms full-scale click
  * at 12.000 s (0.99, the clip peak) and a faint 100 Hz hum at 14.5–15.5 s (0.05).
+ *
+ * Then the placement rule on every engine: `audioPeaks` puts samples where the file's timestamps
+ * put them (a gap stays a gap, an MPEG-TS jump stays a jump), checked against the clips'
+ * construction (pulses at known times, the gap measured by ffprobe), never against the other
+ * engine; and the band a sheet shows is the levels core/audio.ts computes from those peaks.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { computeGrid, THEME } from '../../src/core/layout.js';
+import { type AudioPeaks, bandLevels } from '../../src/core/audio.js';
+import { computeGrid, layoutSheets, THEME } from '../../src/core/layout.js';
+import { makePlan } from '../../src/core/plan.js';
+import { PeakBinner } from '../../src/engine/ffmpeg/audio.js';
+import type { Engine } from '../../src/engine/types.js';
+import { audioPacketGap, type GapKind, gapClip } from '../helpers/audio-gaps.js';
 import { ENGINES, runCli } from '../helpers/cli.js';
 import { AUDIO_EVENTS, audioClip, noAudioClip, silentAudioClip } from '../helpers/fixtures.js';
 import { type Image, readJpeg } from '../helpers/frames.js';
@@ -144,5 +154,156 @@ describe.runIf(ENGINES.length > 1)('engines agree', () => {
       expect(s.time).toBe(b?.[i]?.time);
       expect(Math.abs(s.level - (b?.[i]?.level as number))).toBeLessThanOrEqual(0.02);
     }
+  });
+});
+
+/** The engine under test, as the built package loads it. */
+async function engineNamed(name: 'native' | 'ffmpeg'): Promise<Engine> {
+  if (name === 'ffmpeg') return (await import('../../dist/engine/ffmpeg.js')).ffmpegEngine;
+  const { loadNative } = await import('../../dist/engine/native-loader.js');
+  const loaded = loadNative();
+  if (!('engine' in loaded)) throw new Error(loaded.error);
+  return loaded.engine;
+}
+
+/** Bins at or above `threshold`, as container-relative ms. */
+const loudBins = (p: AudioPeaks, threshold: number) =>
+  [...p.peaks.entries()].filter(([, v]) => v >= threshold).map(([i]) => p.startMs + i);
+
+/** Codec delay each clip's audio codec may add to a pulse (PCM: none). */
+const CODEC_DELAY_MS: Record<GapKind, number> = { 'mkv-pcm': 0, 'mp4-aac': 3, 'ts-mp2-jump': 12 };
+
+describe('the placement rule, on its own', () => {
+  // The native Binner's unit vectors (crates/vidsheet-core/src/audio.rs), in 1/rate units.
+  it('places samples in their millisecond, counts on, keeps the count within 2 ms, resyncs past it', () => {
+    const b = new PeakBinner(0n, { startMs: 0, endMs: 1000 });
+    const s = new Float32Array(80);
+    s[20] = -0.5; // 8 kHz: sample 20 is 2.5 ms
+    s[79] = 0.25;
+    b.add(0n, 8000, s);
+    expect(b.bins[2]).toBe(0.5);
+    expect(b.bins[9]).toBe(0.25);
+    expect(b.peak).toBe(0.5);
+    b.add(null, 8000, new Float32Array(8).fill(0.75)); // no pts: continues at 10 ms
+    expect(b.bins[10]).toBe(0.75);
+    b.add(96n, 8000, new Float32Array(8).fill(0.5)); // 12 ms, 1 ms off the count: kept at 11 ms
+    expect(b.bins[11]).toBe(0.5);
+    expect(b.bins[12]).toBe(0);
+    b.add(4000n, 8000, new Float32Array(8).fill(0.125)); // 500 ms: a gap, resynced
+    expect(b.bins[500]).toBe(0.125);
+    expect(b.bins[13]).toBe(0);
+  });
+
+  it('counts from the container start; samples before it are ignored, peak included', () => {
+    const b = new PeakBinner(1_000_000n, { startMs: 0, endMs: 1000 });
+    const s = new Float32Array(100);
+    s[0] = 1;
+    s[44] = 0.5; // 10 ms + 44/44.1 ms = 10.998 ms -> bin 10
+    s[45] = 0.25; // 11.02 ms -> bin 11
+    b.add(44_100n + 441n, 44_100, s);
+    expect(b.bins[10]).toBe(1);
+    expect(b.bins[11]).toBe(0.25);
+    const early = new PeakBinner(0n, { startMs: 0, endMs: 10 });
+    early.add(-2n, 1000, Float32Array.from([1, 1, 0.5]));
+    expect(early.peak).toBe(0.5);
+    expect(early.bins[0]).toBe(0.5);
+  });
+});
+
+describe.each(ENGINES)('engine %s: audio peaks placed by timestamp', (name) => {
+  it.each<GapKind>(['mkv-pcm', 'mp4-aac', 'ts-mp2-jump'])(
+    '%s: each pulse where the timestamps put it',
+    async (kind) => {
+      const clip = await gapClip(join(work, 'gaps'), kind);
+      // The oracle's side: the file really jumps by the shift (ffprobe's packet timestamps).
+      expect(await audioPacketGap(clip.path)).toBeGreaterThan(clip.shiftS - 0.05);
+      const engine = await engineNamed(name);
+      const last = Math.ceil((clip.pulses.at(-1)?.at ?? 0) * 1000) + 500;
+      const peaks = await engine.audioPeaks(clip.path, { startMs: 0, endMs: last });
+      expect(peaks.present).toBe(true);
+      expect(peaks.startMs).toBe(0);
+      expect(peaks.peaks).toHaveLength(last);
+      // Lossy codecs ring around a rectangular pulse (MP2 overshoots by ~10 %).
+      expect(peaks.clipPeak).toBeGreaterThan(0.85);
+      expect(peaks.clipPeak).toBeLessThan(1.01);
+      const delay = CODEC_DELAY_MS[kind];
+      for (const pulse of clip.pulses) {
+        const from = pulse.at * 1000;
+        const bins = loudBins(peaks, pulse.amplitude / 2).filter((ms) => Math.abs(ms - from) < 100);
+        expect(bins.length, `${kind} pulse at ${pulse.at} s`).toBeGreaterThanOrEqual(pulse.ms - 1);
+        expect(Math.min(...bins)).toBeGreaterThanOrEqual(from - 1);
+        expect(Math.max(...bins)).toBeLessThanOrEqual(from + pulse.ms + delay + 1);
+      }
+      // Nothing where counting samples from the start would have put the second pulse, nothing
+      // anywhere else either.
+      expect(
+        loudBins(peaks, 0.2).every((ms) => clip.pulses.some((p) => Math.abs(ms - p.at * 1000) < 30)),
+      ).toBe(true);
+      expect(
+        Math.max(...peaks.peaks.subarray(clip.countedAt * 1000 - 20, clip.countedAt * 1000 + 30)),
+      ).toBeLessThan(0.05);
+    },
+  );
+
+  it("a windowed call keeps the whole clip's peak", async () => {
+    const clip = await gapClip(join(work, 'gaps'), 'mkv-pcm');
+    const engine = await engineNamed(name);
+    const peaks = await engine.audioPeaks(clip.path, { startMs: 900, endMs: 1100 });
+    expect(peaks.startMs).toBe(900);
+    expect(peaks.peaks).toHaveLength(200);
+    expect(peaks.clipPeak).toBeCloseTo(0.9, 3);
+    expect(Math.max(...peaks.peaks)).toBeCloseTo(0.5, 3);
+  });
+
+  it('the band on the sheet is the levels core/audio.ts computes from those peaks', async () => {
+    const clip = await gapClip(join(work, 'gaps'), 'mkv-pcm');
+    // 30 ms around the pulse that follows the gap: about 50 px per ms, so JPEG blur is no issue.
+    const window = { startMs: 3990, endMs: 4020 };
+    const r = await report(name, clip.path, '--start', '3.99', '--end', '4.02');
+    const grid = computeGrid(64, 36, '3x3', true);
+    const [sheet] = layoutSheets({
+      grid,
+      sheets: makePlan(window, '3x3').sheets,
+      window,
+      paths: ['x'],
+      hasAudio: true,
+    });
+    const band = sheet?.band as NonNullable<NonNullable<typeof sheet>['band']>;
+    const engine = await engineNamed(name);
+    const peaks = await engine.audioPeaks(clip.path, window);
+    const levels = bandLevels(band, peaks);
+    expect(Math.max(...levels)).toBe(1);
+    expect(levels.filter((l) => l === 0).length).toBeGreaterThan(100);
+    const img = readJpeg(r.files[0]);
+    const { rect } = band;
+    /** Rows from the bottom of the band painted in a bar colour (not background), column x. */
+    const barHeight = (x: number) => {
+      let h = 0;
+      for (let y = rect.y + rect.h - 1; y >= rect.y; y--) {
+        const o = (y * img.width + x) * 4;
+        const [r0, g0, b0] = [img.data[o] as number, img.data[o + 1] as number, img.data[o + 2] as number];
+        const [br, bg, bb] = THEME.bandBackground;
+        if (Math.abs(r0 - br) + Math.abs(g0 - bg) + Math.abs(b0 - bb) < 90) break;
+        h++;
+      }
+      return h;
+    };
+    let checked = 0;
+    // Columns away from a change of level (and from the tick marks), so each is a clean bar.
+    const ticks = band.ticksMs.map((t) =>
+      Math.floor(((t - band.startMs) * rect.w) / (band.endMs - band.startMs)),
+    );
+    for (let c = 8; c < rect.w - 8; c += 7) {
+      const level = levels[c] as number;
+      if (levels.slice(c - 4, c + 5).some((l) => l !== level)) continue;
+      if (ticks.some((t) => Math.abs(t - c) < 4)) continue;
+      const expected = Math.round(level * (rect.h - 4));
+      const got = barHeight(rect.x + c);
+      // A peak column also has its 3 px marker on top; a full bar then meets it.
+      const tolerance = level >= THEME.peakThreshold ? 4 : 2;
+      expect(Math.abs(got - expected), `column ${c}: level ${level}`).toBeLessThanOrEqual(tolerance);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(100);
   });
 });

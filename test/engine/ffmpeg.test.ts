@@ -5,7 +5,15 @@
  * The oracle is the index each frame of the clip shows, read from the extracted pixels.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,7 +46,6 @@ function renderPlan(
     quality: JPEG_QUALITY,
     theme: THEME,
     sheets: layoutSheets({ ...layout, hasAudio: false }),
-    audio: null,
     tempDir,
   };
 }
@@ -142,7 +149,12 @@ describe('ffmpeg engine: a huge group', () => {
     rmSync(tempDir, { recursive: true, force: true });
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(existsSync(tempDir)).toBe(false);
-    expect(existsSync(join(work, 'sheet-2.jpg'))).toBe(false);
+    // No half-written sheet: the other sheet is absent (its encoder was stopped, or never started)
+    // or whole (finished before the failure: groups are not scheduled in time order, so which
+    // sheet completes first is not fixed).
+    expect(readdirSync(work).filter((name) => name.endsWith('.partial'))).toEqual([]);
+    const other = join(work, 'sheet-2.jpg');
+    if (existsSync(other)) expect(readJpeg(other).width).toBe(plan.sheets[1]?.width);
   }, 120_000);
 });
 

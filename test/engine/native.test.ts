@@ -249,7 +249,6 @@ describe.runIf(ENGINES.includes('native'))('native render: a bad plan is rejecte
           band: null,
         },
       ],
-      audio: null,
       tempDir: work,
     };
   }

@@ -1,58 +1,65 @@
-//! The 1 ms audio envelope: the whole first audio stream decoded, downmixed to mono (average of
-//! the channels, native sample rate), bin k = max |sample| over samples whose time falls in
-//! [k ms, k+1 ms) relative to the container start time, normalised by the peak over all bins.
+//! The audio measurement (`audioPeaks`): the whole first audio stream decoded, downmixed to mono
+//! (average of the channels, native sample rate), bin k = max |sample| over samples whose time
+//! falls in [k ms, k+1 ms) relative to the container start time, plus the peak over every bin of
+//! the clip. Raw: normalising and bucketing are src/core/audio.ts's alone.
 
 use ff::ffi;
 use ff::util::error::EAGAIN;
 use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
+use crate::error::{Error, Result};
 use crate::media;
+use crate::plan::AudioPeaks;
 
 const MAX_READ_ERRORS: u32 = 64;
 const MAX_DECODE_ERRORS: u32 = 4096;
 
-/// Raw (not normalised) bins for the ms range the plan needs, plus the clip peak.
+/// Raw (not normalised) bins for the ms range asked for, plus the clip peak.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Envelope {
+struct Envelope {
     /// A stream was found and at least one frame decoded.
     pub present: bool,
     /// Max over every bin k >= 0 of the whole clip.
     pub peak: f32,
     /// ms of bins[0].
     pub lo: i64,
+    /// Exactly hi - lo bins when present; empty when not.
     pub bins: Vec<f32>,
 }
 
 impl Envelope {
-    fn absent() -> Self {
+    fn absent(lo: i64) -> Self {
         Envelope {
             present: false,
             peak: 0.0,
-            lo: 0,
+            lo,
             bins: Vec::new(),
         }
     }
+}
 
-    /// Normalised level of bin `k` (ms); 0 outside the stored range or for a silent clip.
-    pub(crate) fn level(&self, k: i64) -> f32 {
-        if self.peak <= 0.0 || k < self.lo {
-            return 0.0;
-        }
-        let i = (k - self.lo) as u64;
-        match self.bins.get(i as usize) {
-            Some(v) => (v / self.peak).min(1.0),
-            None => 0.0,
-        }
+/// Raw peaks per ms over [`start_ms`, `end_ms`) (container-relative) and the whole clip's peak, for
+/// the first audio stream of `path`. Never fails on the media: no decodable audio gives
+/// `present: false`. Fractional bounds widen to whole ms; a range that is not one (not finite,
+/// beyond ±1e12 ms like plan times, or ending before it starts) is rejected.
+pub fn audio_peaks(path: &str, start_ms: f64, end_ms: f64) -> Result<AudioPeaks> {
+    let bounded = |v: f64| v.is_finite() && v.abs() <= 1e12;
+    if !bounded(start_ms) || !bounded(end_ms) || end_ms < start_ms {
+        return Err(Error::failed(format!(
+            "audio range {start_ms}..{end_ms} ms is not a range of finite times within ±1e12 ms"
+        )));
     }
-
-    /// `len` normalised bins starting at ms `start` (empty when the clip has no audio).
-    pub(crate) fn window(&self, start: i64, len: usize) -> Vec<f32> {
-        if !self.present {
-            return Vec::new();
-        }
-        (0..len as i64).map(|i| self.level(start + i)).collect()
-    }
+    media::init();
+    // Exact: whole numbers within ±1e12.
+    let (lo, hi) = (start_ms.floor() as i64, end_ms.ceil() as i64);
+    let env = envelope(path, lo, hi);
+    Ok(AudioPeaks {
+        present: env.present,
+        clip_peak: env.peak as f64,
+        start_ms: env.lo as f64,
+        peaks: if env.present { env.bins } else { Vec::new() },
+    })
 }
 
 fn is_eagain(e: &ff::Error) -> bool {
@@ -224,22 +231,23 @@ fn downmix(f: &frame::Audio, out: &mut Vec<f32>) -> bool {
     }
 }
 
-/// Decodes the first audio stream of `path` and returns bins for ms [lo, hi) plus the clip peak.
-/// Never fails: a file without a decodable audio stream gives `present: false`.
-pub(crate) fn envelope(path: &str, lo: i64, hi: i64) -> Envelope {
+/// Decodes the first audio stream of `path` and returns raw bins for ms [lo, hi) plus the clip
+/// peak. Never fails: a file without a decodable audio stream gives `present: false`.
+fn envelope(path: &str, lo: i64, hi: i64) -> Envelope {
+    let absent = || Envelope::absent(lo);
     let Ok(mut input) = media::open_input(path) else {
-        return Envelope::absent();
+        return absent();
     };
     let Some(index) = media::first_audio_stream(&input) else {
-        return Envelope::absent();
+        return absent();
     };
     let start_us = media::start_us(&input);
     let Some(st) = media::stream_ptr(&input, index) else {
-        return Envelope::absent();
+        return absent();
     };
     let tb = unsafe { (*st).time_base };
     if tb.num <= 0 || tb.den <= 0 {
-        return Envelope::absent();
+        return absent();
     }
     unsafe {
         let ctx = input.as_mut_ptr();
@@ -251,14 +259,14 @@ pub(crate) fn envelope(path: &str, lo: i64, hi: i64) -> Envelope {
         }
     }
     let Some(params) = input.stream(index).map(|s| s.parameters()) else {
-        return Envelope::absent();
+        return absent();
     };
     let Ok(mut ctx) = ff::codec::Context::from_parameters(params) else {
-        return Envelope::absent();
+        return absent();
     };
     unsafe { (*ctx.as_mut_ptr()).pkt_timebase = tb };
     let Ok(mut decoder) = ctx.decoder().audio() else {
-        return Envelope::absent();
+        return absent();
     };
 
     let mut binner = Binner {
@@ -340,7 +348,7 @@ pub(crate) fn envelope(path: &str, lo: i64, hi: i64) -> Envelope {
         }
     }
     if !decoded_any {
-        return Envelope::absent();
+        return absent();
     }
     let len = (binner.hi - binner.lo).max(0) as usize;
     binner.bins.resize(len, 0.0);

@@ -113,14 +113,10 @@ impl Canvas {
         );
     }
 
-    /// The audio band, exactly as the BandPlan comment in src/core/render-plan.ts specifies.
-    pub(crate) fn band(
-        &mut self,
-        band: &BandPlan,
-        theme: &Theme,
-        font: &Font,
-        level: &dyn Fn(i64) -> f32,
-    ) {
+    /// The audio band, exactly as the BandPlan comment in src/core/render-plan.ts specifies:
+    /// `levels` holds one level (0..1) per pixel column, decided by src/core/audio.ts (a missing
+    /// one is 0); this only paints.
+    pub(crate) fn band(&mut self, band: &BandPlan, theme: &Theme, font: &Font, levels: &[f64]) {
         let r = band.rect;
         self.fill(r, theme.band_background);
         if let Some(message) = &band.message {
@@ -134,15 +130,13 @@ impl Canvas {
         let w = r.w as f64;
         let bar_room = r.h.saturating_sub(4) as f64;
         for c in 0..r.w {
-            let from = band.start_ms + (c as f64) * span / w;
-            let to = band.start_ms + (c as f64 + 1.0) * span / w;
-            let first = from.floor() as i64;
-            let last = (first + 1).max(to.ceil() as i64);
-            let mut lv = 0f32;
-            for k in first..last {
-                lv = lv.max(level(k));
-            }
-            let lv = lv as f64;
+            let lv = levels.get(c as usize).copied().unwrap_or(0.0);
+            // NaN or out-of-range levels from a bad plan draw nothing rather than a wild bar.
+            let lv = if lv.is_finite() {
+                lv.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
             let bar = ((lv * bar_room).round() as u32).min(r.h);
             let peak = lv >= theme.peak_threshold;
             let colour = if peak {
@@ -289,7 +283,6 @@ mod tests {
         let Some(font) = font() else { return };
         let t = theme();
         let mut c = Canvas::new(20, 24, [1, 2, 3]);
-        // 10 columns over 100 ms: column k covers bins 10k..10k+10.
         let band = BandPlan {
             rect: Rect {
                 x: 5,
@@ -301,13 +294,11 @@ mod tests {
             end_ms: 100.0,
             ticks_ms: vec![55.0],
             message: None,
+            levels: None,
         };
-        let level = |k: i64| match k {
-            25 => 0.5,
-            71 => 1.0,
-            _ => 0.0,
-        };
-        c.band(&band, &t, &font, &level);
+        // Column 2 at 0.5, column 7 at 1.0 (what src/core/audio.ts gives for bins 25 and 71).
+        let levels = [0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
+        c.band(&band, &t, &font, &levels);
         // Outside the rect: untouched.
         assert_eq!(px(&c, 4, 10), [1, 2, 3]);
         // Column 2 (bin 25 = 0.5): bar of round(0.5 * 16) = 8 px from the bottom, level colour.

@@ -3,7 +3,8 @@
 //! TypeScript decides every rule (window, sampling, layout, labels, colours). This crate only
 //! probes a file, finds the frame displayed at each planned time (frame-exact, never a keyframe
 //! snap), scales it into its cell, paints labels and the audio band, and encodes JPEGs. It knows
-//! nothing of Node: the `vidsheet-node` crate is a thin binding over [`probe`] and [`render`].
+//! nothing of Node: the `vidsheet-node` crate is a thin binding over [`probe`], [`audio_peaks`]
+//! and [`render`].
 
 mod audio;
 mod canvas;
@@ -18,10 +19,11 @@ mod probe;
 mod render;
 mod video;
 
+pub use audio::audio_peaks;
 pub use error::{Error, ErrorCode, Result};
 pub use plan::{
-    AudioEnvelope, AudioPlan, BandPlan, CellPlan, CellRef, LabelPlan, ProbeInfo, Rect, RenderPlan,
-    RenderResult, RenderStats, SheetPlan, Theme, VideoStreamFacts,
+    AudioPeaks, BandPlan, CellPlan, CellRef, LabelPlan, ProbeInfo, Rect, RenderPlan, RenderResult,
+    RenderStats, SheetPlan, Theme, VideoStreamFacts,
 };
 pub use probe::probe;
 pub use render::{render, render_on};

@@ -211,24 +211,6 @@ pub struct Theme {
     pub peak_threshold: f64,
 }
 
-/// TRANSITION: what the render used to measure audio over. No engine reads it any more (audio is
-/// measured by `audioPeaks`, before the render); removed once the test plans that still set it
-/// (test/engine/ffmpeg.test.ts, native.test.ts, tests/common) drop it.
-#[cfg_attr(
-    feature = "napi",
-    napi_derive::napi(object, object_from_js = false, object_to_js = false)
-)]
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AudioPlan {
-    /// Start of the window, ms relative to the container start time.
-    #[serde(deserialize_with = "read::time")]
-    pub start_ms: f64,
-    /// End of the window, ms; not before `startMs`.
-    #[serde(deserialize_with = "read::time")]
-    pub end_ms: f64,
-}
-
 /// A finished plan: every sheet of one job.
 #[cfg_attr(
     feature = "napi",
@@ -255,8 +237,6 @@ pub struct RenderPlan {
     pub theme: Theme,
     /// The sheets to write (none is a valid, empty job).
     pub sheets: Vec<SheetPlan>,
-    /// TRANSITION: ignored (see [`AudioPlan`]).
-    pub audio: Option<AudioPlan>,
     /// Directory the engine may use for intermediate files (the native engine writes none).
     pub temp_dir: String,
 }

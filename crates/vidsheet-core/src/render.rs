@@ -1,7 +1,8 @@
 //! One render call per job: the cells of every sheet in time order, through one decoder using
 //! every core when they are dense, or split into contiguous parts decoded in parallel by workers
-//! with their own demuxer and single-threaded decoder when they are spread over many GOPs; the
-//! audio envelope on another demuxer in parallel; sheets encoded as soon as their last cell is in.
+//! with their own demuxer and single-threaded decoder when they are spread over many GOPs; sheets
+//! (cells, labels, and the audio band from the levels the plan carries) encoded as soon as their
+//! last cell is in. Audio is measured by its own call ([`crate::audio_peaks`]), before the render.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -15,13 +16,12 @@ use std::sync::Arc;
 use image::codecs::jpeg::JpegEncoder;
 use image::ExtendedColorType;
 
-use crate::audio::{self, Envelope};
 use crate::canvas::{Canvas, Font};
 use crate::convert::{self, Image, Scaler};
 use crate::error::{Error, Result};
 use crate::media;
 use crate::orientation::Orientation;
-use crate::plan::{AudioEnvelope, CellRef, Rect, RenderPlan, RenderResult, RenderStats, SheetPlan};
+use crate::plan::{CellRef, Rect, RenderPlan, RenderResult, RenderStats, SheetPlan};
 use crate::video::{DecodeRun, Decoded, VideoSource};
 
 /// Renders every sheet of `plan`. `progress(done, total)` is called after each cell (cells of all
@@ -54,17 +54,6 @@ pub fn render_on(
     // Opened with every core for the decoder's own threads: right when the cells are dense.
     let source = VideoSource::open(&plan.input, plan.video_stream, cores)?;
     let start_us = source.start_us;
-
-    // The ms range whose bins the plan needs: the returned window plus every band.
-    let audio_range = plan.audio.map(|a| {
-        let mut lo = a.start_ms.floor() as i64;
-        let mut hi = a.end_ms.ceil() as i64;
-        for band in plan.sheets.iter().filter_map(|s| s.band.as_ref()) {
-            lo = lo.min(band.start_ms.floor() as i64);
-            hi = hi.max(band.end_ms.ceil() as i64 + 1);
-        }
-        (lo.max(0), hi.max(0))
-    });
 
     let mut cells: Vec<(i64, usize, usize)> = Vec::new();
     for (si, sheet) in plan.sheets.iter().enumerate() {
@@ -99,24 +88,6 @@ pub fn render_on(
     std::thread::scope(|scope| {
         // Stops the workers early when the main thread leaves with an error.
         let _stop = StopOnDrop(&cancel);
-        let mut audio = match audio_range {
-            Some((lo, hi)) => {
-                let path = plan.input.as_str();
-                let handle = std::thread::Builder::new()
-                    .name("vidsheet-audio".into())
-                    .spawn_scoped(scope, move || audio::envelope(path, lo, hi))
-                    .map_err(|e| Error::failed(format!("cannot start the audio thread ({e})")))?;
-                AudioJob {
-                    handle: Some(handle),
-                    envelope: None,
-                }
-            }
-            None => AudioJob {
-                handle: None,
-                envelope: None,
-            },
-        };
-
         let (tx, rx) = mpsc::sync_channel::<Msg>(CHANNEL_DEPTH * parts.len().max(1));
         for (k, part) in parts.iter().enumerate() {
             let job = Worker {
@@ -136,33 +107,16 @@ pub fn render_on(
 
         let mut remaining: Vec<usize> = plan.sheets.iter().map(|s| s.cells.len()).collect();
         let mut canvases: Vec<Option<Canvas>> = plan.sheets.iter().map(|_| None).collect();
-        // Finished sheets whose band waits for the audio thread.
-        let mut waiting: Vec<(usize, Canvas)> = Vec::new();
         let mut unreadable: Vec<CellRef> = Vec::new();
         let mut stats = RenderStats {
             workers: parts.len() as u64,
             ..RenderStats::default()
         };
 
-        let complete = |si: usize,
-                        canvas: Canvas,
-                        audio: &mut AudioJob,
-                        waiting: &mut Vec<(usize, Canvas)>| {
-            let sheet = &plan.sheets[si];
-            let needs_audio =
-                plan.audio.is_some() && sheet.band.as_ref().is_some_and(|b| b.message.is_none());
-            if needs_audio && !audio.ready() && waiting.len() < MAX_WAITING_SHEETS {
-                waiting.push((si, canvas));
-                return Ok(());
-            }
-            let envelope = if needs_audio { audio.wait()? } else { None };
-            finish_sheet(plan, sheet, canvas, &font, envelope)
-        };
-
-        for (si, sheet) in plan.sheets.iter().enumerate() {
+        for sheet in &plan.sheets {
             if sheet.cells.is_empty() {
                 let canvas = Canvas::new(sheet.width, sheet.height, plan.theme.background);
-                complete(si, canvas, &mut audio, &mut waiting)?;
+                finish_sheet(plan, sheet, canvas, &font)?;
             }
         }
 
@@ -198,12 +152,7 @@ pub fn render_on(
             remaining[si] -= 1;
             if remaining[si] == 0 {
                 if let Some(canvas) = canvases[si].take() {
-                    complete(si, canvas, &mut audio, &mut waiting)?;
-                }
-            }
-            if !waiting.is_empty() && audio.ready() {
-                for (wi, canvas) in std::mem::take(&mut waiting) {
-                    complete(wi, canvas, &mut audio, &mut waiting)?;
+                    finish_sheet(plan, sheet, canvas, &font)?;
                 }
             }
             done += 1;
@@ -213,30 +162,8 @@ pub fn render_on(
             return Err(Error::failed("the video decoder stopped early"));
         }
 
-        let envelope = audio.wait()?;
-        for (wi, canvas) in std::mem::take(&mut waiting) {
-            finish_sheet(plan, &plan.sheets[wi], canvas, &font, envelope)?;
-        }
-        let audio = plan.audio.map(|a| {
-            let start = a.start_ms.floor() as i64;
-            let len = (a.end_ms - a.start_ms).round().max(0.0) as usize;
-            match envelope {
-                Some(env) if env.present => AudioEnvelope {
-                    present: true,
-                    envelope: env.window(start, len),
-                },
-                _ => AudioEnvelope {
-                    present: false,
-                    envelope: Vec::new(),
-                },
-            }
-        });
         unreadable.sort_by_key(|c| (c.sheet, c.cell));
-        Ok(RenderResult {
-            unreadable,
-            audio,
-            stats,
-        })
+        Ok(RenderResult { unreadable, stats })
     })
 }
 
@@ -509,45 +436,23 @@ impl Worker<'_> {
 /// Largest sheet accepted (a JPEG is at most 65535 px a side; this bounds memory too).
 const MAX_SHEET_PIXELS: u64 = 100_000_000;
 
-/// Sheets kept in memory while the audio thread finishes, before the video side waits for it.
-const MAX_WAITING_SHEETS: usize = 6;
-
-/// The envelope being built on the audio thread.
-struct AudioJob<'scope> {
-    handle: Option<std::thread::ScopedJoinHandle<'scope, Envelope>>,
-    envelope: Option<Envelope>,
-}
-
-impl AudioJob<'_> {
-    fn ready(&self) -> bool {
-        self.handle.as_ref().is_none_or(|h| h.is_finished())
-    }
-
-    fn wait(&mut self) -> Result<Option<&Envelope>> {
-        if let Some(handle) = self.handle.take() {
-            let env = handle
-                .join()
-                .map_err(|_| Error::failed("the audio decoder crashed"))?;
-            self.envelope = Some(env);
-        }
-        Ok(self.envelope.as_ref())
-    }
-}
-
 /// Labels, band, JPEG.
 fn finish_sheet(
     plan: &RenderPlan,
     sheet: &SheetPlan,
     mut canvas: Canvas,
     font: &Font,
-    envelope: Option<&Envelope>,
 ) -> Result<()> {
     for cell in &sheet.cells {
         canvas.label(font, &cell.label, &plan.theme);
     }
     if let Some(band) = &sheet.band {
-        let level = |k: i64| envelope.map_or(0.0, |e| e.level(k));
-        canvas.band(band, &plan.theme, font, &level);
+        canvas.band(
+            band,
+            &plan.theme,
+            font,
+            band.levels.as_deref().unwrap_or(&[]),
+        );
     }
     write_jpeg(&sheet.path, &canvas, plan.quality)
 }

@@ -1,10 +1,11 @@
-//! The 1 ms envelope: whole-clip peak normalisation, mono average, container-relative bins, and
-//! the band painted from it.
+//! `audio_peaks`: raw 1 ms peaks of the mono average, container-relative bins, the whole clip's
+//! peak on any range; and the band painted from the levels the plan carries (normalising and
+//! bucketing are src/core/audio.ts's, tested there).
 
 mod common;
 
 use common::*;
-use vidsheet_core::{render, AudioPlan, BandPlan, Rect, RenderPlan};
+use vidsheet_core::{audio_peaks, render, BandPlan, Rect, RenderPlan};
 
 /// A 1 kHz burst of `ms` milliseconds at `at` seconds with amplitude `amp`.
 fn burst(at: f64, ms: f64, amp: f64) -> String {
@@ -41,7 +42,14 @@ fn clip_with_audio(
     clip
 }
 
-fn audio_plan(dir: &TempDir, clip: &str, start_ms: f64, end_ms: f64, band: bool) -> RenderPlan {
+/// A one-sheet plan over `clip` whose band (300 columns over `start_ms..end_ms`) shows `levels`.
+fn band_plan(
+    dir: &TempDir,
+    clip: &str,
+    start_ms: f64,
+    end_ms: f64,
+    levels: Vec<f64>,
+) -> RenderPlan {
     let out = dir.path("audio.jpg");
     let mut s = sheet(&out, &[100.0, 1500.0], 64, 36);
     s.height += 44;
@@ -50,24 +58,33 @@ fn audio_plan(dir: &TempDir, clip: &str, start_ms: f64, end_ms: f64, band: bool)
         c.label.r#box.y += 44;
         c.label.baseline_y += 44.0;
     }
-    if band {
-        s.band = Some(BandPlan {
-            rect: Rect {
-                x: 0,
-                y: 2,
-                w: 300,
-                h: 40,
-            },
-            start_ms,
-            end_ms,
-            ticks_ms: vec![100.0, 1500.0],
-            message: None,
-        });
-        s.width = s.width.max(300);
-    }
-    let mut p = plan(clip, vec![s], dir);
-    p.audio = Some(AudioPlan { start_ms, end_ms });
-    p
+    s.band = Some(BandPlan {
+        rect: Rect {
+            x: 0,
+            y: 2,
+            w: 300,
+            h: 40,
+        },
+        start_ms,
+        end_ms,
+        ticks_ms: vec![100.0, 1500.0],
+        message: None,
+        levels: Some(levels),
+    });
+    s.width = s.width.max(300);
+    plan(clip, vec![s], dir)
+}
+
+/// Raw peaks over 0..3000 ms, normalised by the clip peak the way src/core/audio.ts does.
+fn normalised(clip: &str) -> (bool, Vec<f32>) {
+    let a = audio_peaks(clip, 0.0, 3000.0).expect("range");
+    let peak = a.clip_peak as f32;
+    let levels = a
+        .peaks
+        .iter()
+        .map(|v| if peak > 0.0 { (v / peak).min(1.0) } else { 0.0 })
+        .collect();
+    (a.present, levels)
 }
 
 fn peak_bins(env: &[f32], threshold: f32) -> Vec<usize> {
@@ -79,38 +96,33 @@ fn peak_bins(env: &[f32], threshold: f32) -> Vec<usize> {
 }
 
 #[test]
-fn envelope_is_per_millisecond_and_clip_peak_normalised() {
+fn peaks_are_raw_per_millisecond_with_the_whole_clips_peak() {
     let dir = TempDir::new("envelope");
     let expr = format!("'{}+{}'", burst(1.0, 5.0, 0.8), burst(2.5, 3.0, 0.4));
     let clip = clip_with_audio(&dir, "bursts.mkv", &expr, &["-c:a", "pcm_s16le"], &[]);
 
-    let r = render(&audio_plan(&dir, &clip, 0.0, 3000.0, true), &mut |_, _| {}).expect("render");
-    let a = r.audio.expect("audio requested");
+    let a = audio_peaks(&clip, 0.0, 3000.0).expect("range");
     assert!(a.present);
-    assert_eq!(a.envelope.len(), 3000);
+    assert_eq!(a.start_ms, 0.0);
+    assert_eq!(a.peaks.len(), 3000);
+    // Raw amplitudes (s16 of a 1 kHz sine), not levels.
+    assert!((a.clip_peak - 0.8).abs() < 0.01, "{}", a.clip_peak);
     assert_eq!(
-        peak_bins(&a.envelope, 0.9),
+        peak_bins(&a.peaks, 0.72),
         vec![1000, 1001, 1002, 1003, 1004]
     );
-    let half = peak_bins(&a.envelope, 0.4);
+    let half = peak_bins(&a.peaks, 0.32);
     assert_eq!(&half[5..], &[2500, 2501, 2502]);
-    assert!(
-        (a.envelope[2501] - 0.5).abs() < 0.02,
-        "{}",
-        a.envelope[2501]
-    );
-    assert!(a.envelope[..1000].iter().all(|v| *v < 0.01));
+    assert!((a.peaks[2501] - 0.4).abs() < 0.02, "{}", a.peaks[2501]);
+    assert!(a.peaks[..1000].iter().all(|v| *v < 0.01));
 
-    // A window holding only the quiet burst stays quiet: normalised by the whole clip's peak.
-    let r = render(
-        &audio_plan(&dir, &clip, 2000.0, 3000.0, false),
-        &mut |_, _| {},
-    )
-    .expect("render");
-    let a = r.audio.unwrap();
-    assert_eq!(a.envelope.len(), 1000);
-    assert!((a.envelope[501] - 0.5).abs() < 0.02);
-    assert_eq!(peak_bins(&a.envelope, 0.4), vec![500, 501, 502]);
+    // A range holding only the quiet burst still reports the whole clip's peak.
+    let w = audio_peaks(&clip, 2000.0, 3000.0).expect("range");
+    assert_eq!(w.start_ms, 2000.0);
+    assert_eq!(w.peaks.len(), 1000);
+    assert_eq!(w.clip_peak, a.clip_peak);
+    assert_eq!(&w.peaks[..], &a.peaks[2000..]);
+    assert_eq!(peak_bins(&w.peaks, 0.32), vec![500, 501, 502]);
 }
 
 #[test]
@@ -118,10 +130,13 @@ fn band_shows_the_peak_and_ticks() {
     let dir = TempDir::new("band");
     let expr = format!("'{}'", burst(1.0, 20.0, 0.9));
     let clip = clip_with_audio(&dir, "burst.mkv", &expr, &["-c:a", "pcm_s16le"], &[]);
-    let p = audio_plan(&dir, &clip, 0.0, 3000.0, true);
+    // 300 px over 3000 ms: the burst at 1000..1020 ms is columns 100..102 (levels as core gives).
+    let mut levels = vec![0.0; 300];
+    levels[100..102].fill(1.0);
+    let p = band_plan(&dir, &clip, 0.0, 3000.0, levels);
     render(&p, &mut |_, _| {}).expect("render");
     let img = Sheet::open(&p.sheets[0].path);
-    // 300 px over 3000 ms: the burst at 1000..1020 ms is columns 100..102, a full-height peak bar.
+    // A full-height peak bar with its marker.
     let theme = theme();
     let near = |a: [u8; 3], b: [u8; 3]| {
         a.iter()
@@ -157,11 +172,11 @@ fn mono_downmix_averages_channels_of_any_format() {
     // Right = -left: the average is silence.
     let expr = format!("'{a}|-{a}'", a = burst(1.0, 10.0, 0.8));
     let clip = clip_with_audio(&dir, "cancel.mkv", &expr, &["-c:a", "pcm_f32le"], &[]);
-    let r = render(&audio_plan(&dir, &clip, 0.0, 3000.0, false), &mut |_, _| {}).expect("render");
-    let a = r.audio.unwrap();
+    let a = audio_peaks(&clip, 0.0, 3000.0).expect("range");
     assert!(a.present);
+    assert_eq!(a.clip_peak, 0.0);
     assert!(
-        a.envelope.iter().all(|v| *v == 0.0),
+        a.peaks.iter().all(|v| *v == 0.0),
         "cancelling channels give a silent track"
     );
 
@@ -175,11 +190,9 @@ fn mono_downmix_averages_channels_of_any_format() {
         ("left-flac.mkv", &["-c:a", "flac"][..]),
     ] {
         let clip = clip_with_audio(&dir, name, &expr, args, &[]);
-        let r =
-            render(&audio_plan(&dir, &clip, 0.0, 3000.0, false), &mut |_, _| {}).expect("render");
-        let a = r.audio.unwrap();
-        assert!(a.present, "{name}");
-        let loud = peak_bins(&a.envelope, 0.5);
+        let (present, levels) = normalised(&clip);
+        assert!(present, "{name}");
+        let loud = peak_bins(&levels, 0.5);
         assert!(
             loud.first().is_some_and(|&b| (999..=1001).contains(&b)),
             "{name}: {loud:?}"
@@ -202,9 +215,8 @@ fn bins_count_from_the_container_start_time() {
         &["-c:a", "mp2", "-b:a", "256k"],
         &["-output_ts_offset", "50"],
     );
-    let r = render(&audio_plan(&dir, &clip, 0.0, 3000.0, false), &mut |_, _| {}).expect("render");
-    let a = r.audio.unwrap();
-    let loud = peak_bins(&a.envelope, 0.5);
+    let (_, levels) = normalised(&clip);
+    let loud = peak_bins(&levels, 0.5);
     // MPEG audio adds a few ms of codec delay at most; the burst must sit near 1000 ms, not 51 s.
     assert!(
         loud.first().is_some_and(|&b| (995..=1040).contains(&b)),
@@ -216,11 +228,11 @@ fn bins_count_from_the_container_start_time() {
 fn silence_gives_zeros_and_no_track_gives_absent() {
     let dir = TempDir::new("silence");
     let clip = clip_with_audio(&dir, "silent.mkv", "0", &["-c:a", "pcm_s16le"], &[]);
-    let r = render(&audio_plan(&dir, &clip, 0.0, 3000.0, true), &mut |_, _| {}).expect("render");
-    let a = r.audio.unwrap();
+    let a = audio_peaks(&clip, 0.0, 3000.0).expect("range");
     assert!(a.present);
-    assert_eq!(a.envelope.len(), 3000);
-    assert!(a.envelope.iter().all(|v| *v == 0.0));
+    assert_eq!(a.clip_peak, 0.0);
+    assert_eq!(a.peaks.len(), 3000);
+    assert!(a.peaks.iter().all(|v| *v == 0.0));
 
     let mute = dir.path("mute.mp4");
     ffmpeg(&[
@@ -232,24 +244,35 @@ fn silence_gives_zeros_and_no_track_gives_absent() {
         "libx264",
         &mute,
     ]);
-    let mut p = audio_plan(&dir, &mute, 0.0, 3000.0, true);
+    let a = audio_peaks(&mute, 0.0, 3000.0).expect("range");
+    assert!(!a.present);
+    assert!(a.peaks.is_empty());
+    assert!(
+        !audio_peaks("/nonexistent/clip.mp4", 0.0, 10.0)
+            .expect("range")
+            .present
+    );
+    assert!(audio_peaks(&clip, 10.0, 0.0).is_err());
+    assert!(audio_peaks(&clip, 0.0, f64::INFINITY).is_err());
+
+    // A band with a message draws the message and no levels, whatever levels it carries.
+    let mut p = band_plan(&dir, &mute, 0.0, 3000.0, vec![1.0; 300]);
     if let Some(band) = &mut p.sheets[0].band {
         band.message = Some(label("no audio", 4, 10));
     }
-    let r = render(&p, &mut |_, _| {}).expect("render");
-    let a = r.audio.unwrap();
-    assert!(!a.present);
-    assert!(a.envelope.is_empty());
-    // Message drawn, no levels: label box over band background, and bright text pixels.
+    render(&p, &mut |_, _| {}).expect("render");
     let img = Sheet::open(&p.sheets[0].path);
     let bright = (4..44)
         .flat_map(|x| (10..22).map(move |y| (x, y)))
         .filter(|&(x, y)| img.luma(x, y) > 150)
         .count();
     assert!(bright > 10, "message text drawn");
-
-    // Visual-only plan: no audio at all.
-    let mut p = audio_plan(&dir, &clip, 0.0, 3000.0, false);
-    p.audio = None;
-    assert!(render(&p, &mut |_, _| {}).unwrap().audio.is_none());
+    let theme = theme();
+    let px = img.px(200, 30);
+    assert!(
+        px.iter()
+            .zip(theme.band_peak)
+            .any(|(a, b)| (*a as i32 - b as i32).abs() > 60),
+        "no bars under a message: {px:?}"
+    );
 }

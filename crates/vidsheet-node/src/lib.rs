@@ -1,5 +1,5 @@
-//! napi-rs binding over vidsheet-core: `probe(path)` and `render(plan, onProgress?)`, both async
-//! tasks on the libuv pool so the event loop keeps ticking. Failures reject with an Error whose
+//! napi-rs binding over vidsheet-core: `probe(path)`, `audioPeaks(path, startMs, endMs)` and
+//! `render(plan, onProgress?)`, all async tasks on the libuv pool so the event loop keeps ticking. Failures reject with an Error whose
 //! `code` is `unreadable_video`, `input_not_found` or `render_failed`; a panic in native code is
 //! caught here and becomes `render_failed`.
 //!
@@ -65,6 +65,39 @@ impl Task for ProbeTask {
 #[napi(ts_return_type = "Promise<ProbeInfo>")]
 pub fn probe(path: String) -> AsyncTask<ProbeTask> {
     AsyncTask::new(ProbeTask { path })
+}
+
+pub struct AudioPeaksTask {
+    path: String,
+    start_ms: f64,
+    end_ms: f64,
+}
+
+impl Task for AudioPeaksTask {
+    type Output = core::Result<core::AudioPeaks>;
+    type JsValue = core::AudioPeaks;
+
+    fn compute(&mut self) -> Result<Self::Output> {
+        let (path, start, end) = (self.path.clone(), self.start_ms, self.end_ms);
+        Ok(guarded(move || core::audio_peaks(&path, start, end)))
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
+        output.or_else(|e| reject(&env, e))
+    }
+}
+
+/// Decodes the whole first audio stream and measures it: raw peak absolute amplitude of the mono
+/// downmix per ms over [startMs, endMs) (container-relative, samples placed by their timestamps)
+/// and the whole clip's peak. Normalising is src/core/audio.ts's. No decodable audio resolves
+/// with `present: false`.
+#[napi(ts_return_type = "Promise<AudioPeaks>")]
+pub fn audio_peaks(path: String, start_ms: f64, end_ms: f64) -> AsyncTask<AudioPeaksTask> {
+    AsyncTask::new(AudioPeaksTask {
+        path,
+        start_ms,
+        end_ms,
+    })
 }
 
 type Progress = ThreadsafeFunction<FnArgs<(u32, u32)>, (), FnArgs<(u32, u32)>, Status, false>;

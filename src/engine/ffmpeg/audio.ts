@@ -1,44 +1,248 @@
 /**
- * The audio envelope of the fallback engine: ffmpeg decodes the whole first audio track to raw
- * float PCM through a pipe; the per-millisecond peaks of the mono downmix are built while it
- * streams (memory is one float per ms of the window, no temporary WAV). Levels are relative to
- * the peak of the whole track, as DESIGN §4 asks (a quiet window stays quiet).
+ * The fallback engine's audio measurement (Engine.audioPeaks): the whole first audio track is
+ * decoded by one ffmpeg run, raw float PCM through a pipe (memory is one float per ms of the range,
+ * no temporary WAV), while `ashowinfo` reports each decoded frame's timestamp and sample count on
+ * stderr. The frames' samples are then placed by those timestamps exactly as the native engine
+ * places them (crates/vidsheet-core/src/audio.rs, `Binner`): counted from the pts of the frame
+ * that last resynchronised, a new origin whenever a frame's pts strays from the count by more than
+ * 2 ms, so a gap or a timestamp jump in the file stays where the file puts it.
+ *
+ * `-copyts` keeps the file's own timestamps (the ffmpeg tool otherwise shifts them to start at 0
+ * and smooths MPEG-TS discontinuities away); bins are counted from the container start time, like
+ * the cells' frames. Normalisation and bucketing are core/audio.ts's, not this file's.
  */
+import type { AudioPeaks, MsRange } from '../../core/audio.js';
 import { type AudioDetails, input } from '../ffprobe.js';
 import { run } from '../process.js';
-import type { AudioPlan } from '../types.js';
+
+/** Samples placed by timestamp into 1 ms bins: the native engine's Binner, in TypeScript. */
+export class PeakBinner {
+  /** Max |sample| over every sample at or after the container start. */
+  peak = 0;
+  readonly bins: Float32Array;
+  /** Resync point: pts (in 1/rate units) and rate of the frame that set it. */
+  private origin: { pts: bigint; rate: number } | null = null;
+  /** Samples counted since the origin. */
+  private counted = 0n;
+
+  /**
+   * @param startUs container start time, µs (bins count from it)
+   * @param range the ms the bins cover, [startMs, endMs)
+   */
+  constructor(
+    private readonly startUs: bigint,
+    private readonly range: MsRange,
+  ) {
+    this.bins = new Float32Array(Math.max(0, range.endMs - range.startMs));
+  }
+
+  /**
+   * One decoded frame: its mono samples, its pts in 1/`rate` units (the time base ffmpeg's filters
+   * see audio in), null when it has none (it then continues the count).
+   */
+  add(pts: bigint | null, rate: number, mono: Float32Array): void {
+    const n = mono.length;
+    if (n === 0 || !(rate > 0)) return;
+    const r = BigInt(rate);
+    const counted = this.origin && this.origin.rate === rate ? this.origin.pts + this.counted : null;
+    // 2 ms in 1/rate units, at least one unit (the native tolerance, in its time base).
+    const tolerance = BigInt(Math.max(1, Math.floor((2 * rate) / 1000)));
+    if (pts !== null && (counted === null || abs(pts - counted) > tolerance)) {
+      this.origin = { pts, rate };
+      this.counted = 0n;
+    } else if (pts === null && counted === null) {
+      return;
+    }
+    const origin = this.origin as { pts: bigint };
+    // Sample j after the origin is at t_j ms with t_j * D = (origin + j) * 1e6 - startUs * rate,
+    // D = rate * 1000. Exact in BigInt for the frame's first sample, then in doubles within it.
+    const d = r * 1000n;
+    const n0 = (origin.pts + this.counted) * 1_000_000n - this.startUs * r;
+    const k0 = floorDiv(n0, d);
+    const dn = Number(d);
+    let acc = Number(n0 - k0 * d); // 0 <= acc < D
+    let k = Number(k0);
+    this.counted += BigInt(n);
+    const lo = this.range.startMs;
+    const hi = this.range.endMs;
+    let binPeak = 0;
+    for (let i = 0; i < n; i++) {
+      const v = Math.abs(mono[i] as number);
+      if (k >= 0) {
+        if (v > this.peak) this.peak = v;
+        if (v > binPeak) binPeak = v;
+      }
+      acc += 1_000_000;
+      if (acc >= dn || i === n - 1) {
+        if (k >= lo && k < hi && binPeak > (this.bins[k - lo] as number)) this.bins[k - lo] = binPeak;
+        binPeak = 0;
+        while (acc >= dn) {
+          acc -= dn;
+          k++;
+        }
+      }
+    }
+  }
+}
+
+const abs = (x: bigint) => (x < 0n ? -x : x);
+const floorDiv = (a: bigint, b: bigint) => {
+  const q = a / b;
+  return a % b !== 0n && a < 0n !== b < 0n ? q - 1n : q;
+};
 
 /**
- * Peaks per ms over the plan's window (index 0 = plan.startMs), normalised to the whole track's
- * peak; null when no audio decodes.
+ * One `ashowinfo` line: the decoded frame's pts (1/rate units), channels, rate and samples. (A
+ * layout without a name prints as "3 channels": the layout field may hold spaces.)
  */
-export async function audioEnvelope(
+const FRAME_LINE =
+  /\] n:\d+ pts:(-?\d+|NOPTS) pts_time:\S+ pos:\S+ fmt:\S+ channels:(\d+) chlayout:.*? rate:(\d+) nb_samples:(\d+)/;
+
+interface FrameInfo {
+  pts: bigint | null;
+  rate: number;
+  samples: number;
+}
+
+/** Decoded PCM bytes waiting for their frame line, first in first out. */
+class ByteQueue {
+  private chunks: Buffer[] = [];
+  length = 0;
+
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.length += chunk.length;
+  }
+
+  take(bytes: number): Buffer {
+    const parts: Buffer[] = [];
+    let left = Math.min(bytes, this.length);
+    this.length -= left;
+    while (left > 0) {
+      const head = this.chunks[0] as Buffer;
+      if (head.length <= left) {
+        parts.push(head);
+        this.chunks.shift();
+        left -= head.length;
+      } else {
+        parts.push(head.subarray(0, left));
+        this.chunks[0] = head.subarray(left);
+        left = 0;
+      }
+    }
+    return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
+  }
+}
+
+/**
+ * Average of the channels of interleaved f32le samples. A non-finite sample from a broken decoder
+ * counts as silence, as on the native engine.
+ */
+function downmix(data: Buffer, channels: number): Float32Array {
+  // A float view of the bytes (little-endian like f32le): copied only when a pipe chunk left them
+  // unaligned. The bytes are this run's own, so a mono track is cleaned in place.
+  const count = Math.floor(data.length / 4);
+  const samples =
+    data.byteOffset % 4 === 0
+      ? new Float32Array(data.buffer, data.byteOffset, count)
+      : new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + count * 4));
+  const mono = channels === 1 ? samples : new Float32Array(Math.floor(count / channels));
+  for (let i = 0, o = 0; i < mono.length; i++, o += channels) {
+    let sum = 0;
+    for (let c = 0; c < channels; c++) {
+      const v = samples[o + c] as number;
+      if (Number.isFinite(v)) sum += v;
+    }
+    mono[i] = sum / channels;
+  }
+  return mono;
+}
+
+/**
+ * Raw peaks per ms over `range` and the whole clip's peak (AudioPeaks), for the first audio stream.
+ * `containerStart` is the container start time in seconds (ffprobe's format start_time).
+ */
+export async function audioPeaks(
   path: string,
   audio: AudioDetails | null,
   containerStart: number,
-  plan: AudioPlan,
-  signal: AbortSignal,
-): Promise<Float32Array | null> {
-  if (!audio) return null;
-  const { channels, sampleRate } = audio;
-  const bins = new Float32Array(Math.max(0, plan.endMs - plan.startMs));
-  // Sample i lands at this many ms after the window start: samples are placed by the stream's
-  // start time on the container clock, like the cells' frames.
-  const offsetMs = (audio.startTime - containerStart) * 1000 - plan.startMs;
-  const frameBytes = 4 * channels;
-  let peak = 0;
-  let carry = Buffer.alloc(0);
-  let index = 0;
-  const { code } = await run(
+  range: MsRange,
+  signal?: AbortSignal,
+): Promise<AudioPeaks> {
+  const absent: AudioPeaks = {
+    present: false,
+    clipPeak: 0,
+    startMs: range.startMs,
+    peaks: new Float32Array(0),
+  };
+  if (!audio) return absent;
+  const binner = new PeakBinner(BigInt(Math.round(containerStart * 1e6)), range);
+  // The pipe's sample layout is the first frame's (ffmpeg converts later frames to it): channels
+  // and rate come from the first ashowinfo line, not from the probe.
+  let layout: { channels: number; rate: number } | undefined;
+  const frames: FrameInfo[] = [];
+  let seen = 0;
+  let lineCarry = '';
+  const pcm = new ByteQueue();
+
+  const readLines = (text: string) => {
+    const lines = (lineCarry + text).split('\n');
+    lineCarry = lines.pop() ?? '';
+    for (const line of lines) {
+      const m = FRAME_LINE.exec(line);
+      if (!m) continue;
+      const rate = Number(m[3]);
+      layout ??= { channels: Math.max(1, Number(m[2])), rate };
+      frames.push({ pts: m[1] === 'NOPTS' ? null : BigInt(m[1] as string), rate, samples: Number(m[4]) });
+      seen++;
+    }
+  };
+  /** Places every frame whose samples have all arrived (at the end: whatever did arrive). */
+  const place = (final: boolean) => {
+    if (!layout) return;
+    const frameBytes = 4 * layout.channels;
+    for (let frame = frames[0]; frame; frame = frames[0]) {
+      // A frame at another rate than the first reaches the pipe resampled to the first's rate:
+      // placed at its pts, its length converted (a mid-stream rate change is rare and approximate).
+      const same = frame.rate === layout.rate;
+      const count = same ? frame.samples : Math.round((frame.samples * layout.rate) / frame.rate);
+      const want = count * frameBytes;
+      if (pcm.length < want && !final) return;
+      frames.shift();
+      const pts =
+        same || frame.pts === null ? frame.pts : (frame.pts * BigInt(layout.rate)) / BigInt(frame.rate);
+      const bytes = Math.min(want, pcm.length - (pcm.length % frameBytes));
+      binner.add(pts, layout.rate, downmix(pcm.take(bytes), layout.channels));
+    }
+    if (final && pcm.length >= frameBytes) {
+      // Samples whose frame line never came (a crash mid-line) continue the count.
+      binner.add(
+        null,
+        layout.rate,
+        downmix(pcm.take(pcm.length - (pcm.length % frameBytes)), layout.channels),
+      );
+    }
+  };
+  // A decoder error mid-file still leaves what decoded, as on the native engine: the exit code is
+  // not a verdict, the frames are.
+  await run(
     'ffmpeg',
     [
-      '-v',
-      'error',
+      '-hide_banner',
+      '-nostats',
       '-nostdin',
+      // ashowinfo reports at the info level; only its lines are read from stderr.
+      '-v',
+      'info',
+      '-copyts',
       ...input(path),
       '-map',
       `0:${audio.index}`,
       '-vn',
+      '-sn',
+      '-dn',
+      '-af',
+      'ashowinfo',
       '-f',
       'f32le',
       '-c:a',
@@ -48,25 +252,18 @@ export async function audioEnvelope(
     {
       timeoutMs: 30 * 60_000,
       signal,
+      onStderr: (text) => {
+        readLines(text);
+        place(false);
+      },
       onStdout: (chunk) => {
-        const data = carry.length ? Buffer.concat([carry, chunk]) : chunk;
-        const whole = data.length - (data.length % frameBytes);
-        // An aligned float view (pipe chunks start at any byte offset); little-endian like f32le.
-        const samples = new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + whole));
-        for (let o = 0; o < samples.length; o += channels, index++) {
-          let sum = 0;
-          for (let c = 0; c < channels; c++) sum += samples[o + c] as number;
-          const amplitude = Math.abs(sum / channels);
-          if (!(amplitude <= 1e6)) continue; // NaN or absurd values from a broken decoder
-          if (amplitude > peak) peak = amplitude;
-          const bin = Math.floor(offsetMs + (index * 1000) / sampleRate);
-          if (bin >= 0 && bin < bins.length && amplitude > (bins[bin] as number)) bins[bin] = amplitude;
-        }
-        carry = Buffer.from(data.subarray(whole));
+        pcm.push(chunk);
+        place(false);
       },
     },
   );
-  if (code !== 0 && index === 0) return null;
-  if (peak > 0) for (let i = 0; i < bins.length; i++) bins[i] = (bins[i] as number) / peak;
-  return bins;
+  readLines('\n');
+  if (seen === 0) return absent;
+  place(true);
+  return { present: true, clipPeak: binner.peak, startMs: range.startMs, peaks: binner.bins };
 }

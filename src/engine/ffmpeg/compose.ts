@@ -14,14 +14,12 @@ export interface ComposedSheet {
 
 /**
  * Paints `sheet`: `frames[c]` is cell c's pixels (exactly its rect's size), undefined for a cell
- * left black; `envelope` holds the audio peaks from `envelopeStartMs` on (null: no audio decoded).
+ * left black; the band from the levels the plan carries.
  */
 export function composeSheet(
   plan: RenderPlan,
   sheet: SheetPlan,
   frames: Array<Buffer | undefined>,
-  envelope: Float32Array | null,
-  envelopeStartMs: number,
 ): ComposedSheet {
   const canvas = createCanvas(sheet.width, sheet.height, plan.theme.background);
   const labels: LabelPlan[] = [];
@@ -31,7 +29,7 @@ export function composeSheet(
     labels.push(cell.label);
   }
   if (sheet.band) {
-    paintBand(canvas, sheet.band, plan.theme, envelope, envelopeStartMs);
+    paintBand(canvas, sheet.band, plan.theme);
     if (sheet.band.message) labels.push(sheet.band.message);
   }
   return { canvas, labels: labels.flatMap((l) => labelFilters(l, plan)).join(',\n') };

@@ -58,9 +58,6 @@ impl RenderPlan {
             };
             rejected(&at, &message(e.inner()))
         })?;
-        if let Some(a) = &plan.audio {
-            window("plan.audio", a.start_ms, a.end_ms)?;
-        }
         for (i, sheet) in plan.sheets.iter().enumerate() {
             if let Some(b) = &sheet.band {
                 window(&format!("plan.sheets[{i}].band"), b.start_ms, b.end_ms)?;
@@ -312,7 +309,6 @@ mod tests {
                     "startMs": 0, "endMs": 5000, "ticksMs": [1234.5], "message": null
                 }
             }],
-            "audio": { "startMs": 0, "endMs": 5000 },
             "tempDir": "/tmp/x"
         })
     }
@@ -331,6 +327,25 @@ mod tests {
     }
 
     #[test]
+    fn band_levels_are_absent_or_numbers_0_to_1() {
+        let band = |plan: &RenderPlan| plan.sheets[0].band.clone().expect("band");
+        assert_eq!(
+            band(&RenderPlan::read(valid()).expect("valid")).levels,
+            None
+        );
+        let mut plan = valid();
+        plan["sheets"][0]["band"]["levels"] = json!([0, 0.25, 1]);
+        let read = RenderPlan::read(plan.clone()).expect("levels");
+        assert_eq!(band(&read).levels, Some(vec![0.0, 0.25, 1.0]));
+        plan["sheets"][0]["band"]["levels"] = json!([0.5, 1.5]);
+        let message = RenderPlan::read(plan).expect_err("1.5 rejected").message;
+        assert_eq!(
+            message,
+            "plan.sheets[0].band.levels[1] must be a number 0..1, got 1.5"
+        );
+    }
+
+    #[test]
     fn reads_a_valid_plan_exactly() {
         let plan = RenderPlan::read(valid()).expect("valid");
         assert_eq!(plan.quality, 70);
@@ -344,19 +359,16 @@ mod tests {
         let band = plan.sheets[0].band.as_ref().expect("band");
         assert_eq!(band.ticks_ms, vec![1234.5]);
         assert_eq!(band.message, None);
-        assert_eq!(plan.audio.map(|a| a.end_ms), Some(5000.0));
     }
 
     #[test]
     fn null_and_absent_optional_fields_are_none() {
         let mut plan = valid();
-        plan["audio"] = Value::Null;
         plan["sheets"][0]
             .as_object_mut()
             .expect("sheet")
             .remove("band");
         let plan = RenderPlan::read(plan).expect("valid");
-        assert_eq!(plan.audio, None);
         assert_eq!(plan.sheets[0].band, None);
     }
 
@@ -438,10 +450,6 @@ mod tests {
         assert_eq!(
             error_with("/sheets/0/band/ticksMs", json!([1.0, 2e12])),
             "plan.sheets[0].band.ticksMs[1] must be a finite time in ms within ±1e12, got 2000000000000"
-        );
-        assert_eq!(
-            error_with("/audio/endMs", json!(-1)),
-            "plan.audio.endMs must not be before startMs (0), got -1"
         );
         assert_eq!(
             error_with("/sheets/0/band/startMs", json!(6000)),

@@ -321,7 +321,6 @@ pub fn plan(input: &str, sheets: Vec<SheetPlan>, dir: &TempDir) -> RenderPlan {
         quality: 90,
         theme: theme(),
         sheets,
-        audio: None,
         temp_dir: dir.0.to_string_lossy().into_owned(),
     }
 }
