@@ -15,6 +15,7 @@
  * a reference picture, the decoder skips the non-reference pictures before them
  * (`-skip_frame noref`), as the native engine does.
  */
+import { setMaxListeners } from 'node:events';
 import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -47,6 +48,10 @@ export const ffmpegEngine: Engine = {
     // The render's own controller: the caller's abort, or this render's first failure, stops every
     // child; the render settles only once none of them runs, so the caller may remove tempDir.
     const stop = new AbortController();
+    // Every child listens on it (extractions and encoders of a big plan run side by side, past
+    // Node's default of 10 listeners, which would print a bogus leak warning); each removes its
+    // listener when it exits.
+    setMaxListeners(0, stop.signal);
     const abort = () => stop.abort(signal?.reason ?? new Error('render stopped'));
     if (signal?.aborted) abort();
     signal?.addEventListener('abort', abort, { once: true });
