@@ -46,10 +46,13 @@ function pack(dir: string): PackResult {
   return result;
 }
 
-/** npm install into `project`, the way scripts/setup.sh installs (nothing from outside the registry). */
+/**
+ * npm install into `project`, the way scripts/setup.sh installs, but `--offline`: the packages come
+ * from npm's cache, which setup's install filled, so the test talks to no registry (loopback only).
+ */
 function npmInstall(project: string, args: string[]): void {
   const nodedir = dirname(dirname(process.execPath));
-  const result = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...args], {
+  const result = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--offline', ...args], {
     cwd: project,
     encoding: 'utf8',
     env: { ...process.env, npm_config_build_from_source: 'true', npm_config_nodedir: nodedir },
