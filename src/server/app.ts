@@ -11,7 +11,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { hostedErrors, VidsheetError, webErrors } from '../core/errors.js';
 import type { ServerDeps } from './deps.js';
-import { answerBeforeBody } from './early-answer.js';
+import { answerBeforeBody } from './plugins/early-answer.js';
 import { healthRoutes } from './routes/health.js';
 import { keysRoutes } from './routes/keys.js';
 import { mcpRoutes } from './routes/mcp.js';

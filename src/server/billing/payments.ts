@@ -18,7 +18,7 @@
 import type { Kysely } from 'kysely';
 import Stripe from 'stripe';
 import { type PackId, packById } from '../../core/packs.js';
-import type { Clock, Ledger } from '../billing/ledger.js';
+import type { Clock, Ledger } from './ledger.js';
 import type { ServerConfig } from '../config.js';
 import { writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';

@@ -7,14 +7,14 @@
  * worker death, storage) is refunded and reported as `500 processing_failed` with `refunded`.
  */
 import { join } from 'node:path';
-import { creditsPerSheet, type Density } from '../core/density.js';
-import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../core/errors.js';
-import type { JobOutcome } from '../core/report.js';
-import { limiter } from '../engine/process.js';
-import type { Ledger, Surface } from './billing/ledger.js';
-import { effectiveMaxDurationS, type ServerConfig } from './config.js';
+import { creditsPerSheet, type Density } from '../../core/density.js';
+import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../../core/errors.js';
+import type { JobOutcome } from '../../core/report.js';
+import { limiter } from '../../engine/process.js';
+import type { Ledger, Surface } from '../billing/ledger.js';
+import { effectiveMaxDurationS, type ServerConfig } from '../config.js';
 import { looksLikeText } from './input-check.js';
-import type { SheetStorage } from './storage/storage.js';
+import type { SheetStorage } from '../storage/storage.js';
 import type { JobWorker } from './worker/worker.js';
 
 export interface JobLog {

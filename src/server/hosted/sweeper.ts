@@ -2,8 +2,8 @@
  * Deletes expired sheets: at start, then every `VIDSHEET_SWEEP_S`. Serving stops at expiry
  * whatever the sweeper has done (routes/sheets.ts asks the database); this only frees the space.
  */
-import type { Ledger } from './billing/ledger.js';
-import type { SheetStorage } from './storage/storage.js';
+import type { Ledger } from '../billing/ledger.js';
+import type { SheetStorage } from '../storage/storage.js';
 
 export interface Sweeper {
   /** One pass; resolves with the number of jobs whose sheets were deleted. */

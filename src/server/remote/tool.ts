@@ -9,17 +9,17 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { DEFAULT_DENSITY } from '../core/density.js';
-import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '../core/errors.js';
-import { remoteReport } from '../core/report.js';
-import { parseWindowArgs } from '../core/request.js';
-import { type RemoteInput, toolError } from '../mcp/tool.js';
-import type { AnonymousCounter } from './billing/anonymous-lane.js';
-import type { Account } from './billing/ledger.js';
-import type { ServerDeps } from './deps.js';
+import { DEFAULT_DENSITY } from '../../core/density.js';
+import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '../../core/errors.js';
+import { remoteReport } from '../../core/report.js';
+import { parseWindowArgs } from '../../core/request.js';
+import { type RemoteInput, toolError } from '../../mcp/tool.js';
+import type { AnonymousCounter } from '../billing/anonymous-lane.js';
+import type { Account } from '../billing/ledger.js';
+import type { ServerDeps } from '../deps.js';
 import { downloadVideo, FetchError } from './fetch/download.js';
-import { sheetName } from './jobs.js';
-import { newJobId } from './routes/vidsheet.js';
+import { sheetName } from '../hosted/jobs.js';
+import { newJobId } from '../routes/vidsheet.js';
 import { inlineImage } from './thumbnail.js';
 
 /** Who is calling, as the HTTP layer established it. */

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { CONTRACTS } from '../../core/report.js';
 import type { ServerDeps } from '../deps.js';
-import { healthSchema } from '../schemas.js';
+import { healthSchema } from './schemas.js';
 
 /** How long a dependency may take to answer before it counts as unreachable. */
 const CHECK_TIMEOUT_MS = 3_000;

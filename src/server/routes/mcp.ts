@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hostedErrors, remoteErrors, type VidsheetError } from '../../core/errors.js';
 import { type RemoteInput, toolDefinition } from '../../mcp/tool.js';
 import type { ServerDeps } from '../deps.js';
-import { callRemoteTool } from '../remote-tool.js';
+import { callRemoteTool } from '../remote/tool.js';
 
 const refuse = (reply: FastifyReply, error: VidsheetError) => reply.code(error.status).send(error.body());
 

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import { hostedErrors } from '../../core/errors.js';
 import type { ServerDeps } from '../deps.js';
-import { sheetSchema } from '../schemas.js';
+import { sheetSchema } from './schemas.js';
 
 const JOB_ID = /^[A-Za-z0-9_-]{22}$/;
 const SHEET = /^video\.sheet-([1-9]\d{0,3})\.jpg$/;

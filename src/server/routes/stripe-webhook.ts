@@ -5,7 +5,7 @@
  * its own plugin, so the rest of the app keeps its JSON, form and multipart parsers.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Payments } from '../keys/payments.js';
+import type { Payments } from '../billing/payments.js';
 
 /** Stripe's events are a few kilobytes; anything near this is not from Stripe. */
 export const WEBHOOK_BODY_LIMIT = 1024 * 1024;

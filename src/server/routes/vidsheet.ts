@@ -17,9 +17,9 @@ import { hostedReport } from '../../core/report.js';
 import { parseHostedFields, type ResponseMode } from '../../core/request.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
-import { answerBeforeBody } from '../early-answer.js';
-import { type HostedJobResult, sheetName } from '../jobs.js';
-import { hostedJobSchema } from '../schemas.js';
+import { answerBeforeBody } from '../plugins/early-answer.js';
+import { type HostedJobResult, sheetName } from '../hosted/jobs.js';
+import { hostedJobSchema } from './schemas.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -13,12 +13,12 @@ import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashKey, Ledger } from '../../src/server/billing/ledger.js';
-import { loadConfig } from '../../src/server/config.js';
-import { DATABASE_FILE, MAX_POOL_SIZE, openDatabase } from '../../src/server/db/open.js';
-import type { Database } from '../../src/server/db/schema.js';
-import { ROOT } from '../global-setup.js';
-import { BACKENDS, useBackend } from '../helpers/databases.js';
+import { hashKey, Ledger } from '../../../src/server/billing/ledger.js';
+import { loadConfig } from '../../../src/server/config.js';
+import { DATABASE_FILE, MAX_POOL_SIZE, openDatabase } from '../../../src/server/db/open.js';
+import type { Database } from '../../../src/server/db/schema.js';
+import { ROOT } from '../../global-setup.js';
+import { BACKENDS, useBackend } from '../../helpers/databases.js';
 
 const FLOOR = 7;
 const TTL = 86_400;

@@ -12,12 +12,12 @@ import Fastify from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PACKS, type PackId } from '../../src/core/packs.js';
-import { Ledger } from '../../src/server/billing/ledger.js';
-import type { Database } from '../../src/server/db/schema.js';
-import { Payments, type PaymentsDeps } from '../../src/server/keys/payments.js';
-import { stripeWebhookRoutes } from '../../src/server/routes/stripe-webhook.js';
-import { BACKENDS, type TestBackend, useBackend } from '../helpers/databases.js';
+import { PACKS, type PackId } from '../../../src/core/packs.js';
+import { Ledger } from '../../../src/server/billing/ledger.js';
+import type { Database } from '../../../src/server/db/schema.js';
+import { Payments, type PaymentsDeps } from '../../../src/server/billing/payments.js';
+import { stripeWebhookRoutes } from '../../../src/server/routes/stripe-webhook.js';
+import { BACKENDS, type TestBackend, useBackend } from '../../helpers/databases.js';
 
 const SECRET_KEY = 'sk_test_vidsheet_double';
 const WEBHOOK_SECRET = 'whsec_vidsheet_test_secret';

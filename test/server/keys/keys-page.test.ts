@@ -13,12 +13,12 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { SMTPServer } from 'smtp-server';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Ledger } from '../../dist/server/billing/ledger.js';
-import { openDatabase } from '../../dist/server/db/open.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
-import { visitor } from '../helpers/visitor.js';
+import { Ledger } from '../../../dist/server/billing/ledger.js';
+import { openDatabase } from '../../../dist/server/db/open.js';
+import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
+import { visitor } from '../../helpers/visitor.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
+const ROOT = join(import.meta.dirname, '..', '..', '..');
 const SAMPLE = readFileSync(join(ROOT, 'fixtures', 'sample.mp4'));
 const WEBHOOK_SECRET = 'whsec_test_vidsheet';
 
@@ -235,7 +235,7 @@ describe('the keys page in a real browser', () => {
       '2',
     ]);
     if (process.env.UPDATE_SCREENSHOTS) {
-      // The README's picture of the page: `UPDATE_SCREENSHOTS=1 npx vitest run test/server/keys-page.test.ts`.
+      // The README's picture of the page: `UPDATE_SCREENSHOTS=1 npx vitest run test/server/keys/keys-page.test.ts`.
       mkdirSync(join(ROOT, 'docs'), { recursive: true });
       await page.setViewportSize({ width: 1000, height: 1100 });
       await page.screenshot({ path: join(ROOT, 'docs', 'keys-page.png'), fullPage: true });

@@ -10,9 +10,9 @@ import type { AddressInfo } from 'node:net';
 import { type ParsedMail, simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Ledger } from '../../src/server/billing/ledger.js';
-import { createMailer, LOG_CODE_MESSAGE, type Mailer, SIGN_IN_SUBJECT } from '../../src/server/keys/mail.js';
-import { SESSION_COOKIE, SESSION_TTL_S, Sessions } from '../../src/server/keys/sessions.js';
+import { Ledger } from '../../../src/server/billing/ledger.js';
+import { createMailer, LOG_CODE_MESSAGE, type Mailer, SIGN_IN_SUBJECT } from '../../../src/server/keys/mail.js';
+import { SESSION_COOKIE, SESSION_TTL_S, Sessions } from '../../../src/server/keys/sessions.js';
 import {
   CODE_HMAC_KEY_SETTING,
   CODE_TTL_S,
@@ -22,8 +22,8 @@ import {
   SEND_LIMITS,
   SignIn,
   TRY_LIMIT,
-} from '../../src/server/keys/sign-in.js';
-import { BACKENDS, type TestBackend, type TestDatabase, useBackend } from '../helpers/databases.js';
+} from '../../../src/server/keys/sign-in.js';
+import { BACKENDS, type TestBackend, type TestDatabase, useBackend } from '../../helpers/databases.js';
 
 const BASE_URL = 'http://127.0.0.1:8080';
 

@@ -16,18 +16,18 @@ import { type AddressInfo, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { loadNative } from '../../src/engine/native-loader.js';
-import type { Engine } from '../../src/engine/types.js';
-import { runJob } from '../../src/job.js';
+import { ffmpegEngine } from '../../../src/engine/ffmpeg.js';
+import { loadNative } from '../../../src/engine/native-loader.js';
+import type { Engine } from '../../../src/engine/types.js';
+import { runJob } from '../../../src/job.js';
 import {
   type DownloadOptions,
   downloadVideo,
   FetchError,
   type FetchReason,
-} from '../../src/server/fetch/download.js';
+} from '../../../src/server/remote/fetch/download.js';
 
-const SAMPLE = join(import.meta.dirname, '..', '..', 'fixtures', 'sample.mp4');
+const SAMPLE = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4');
 const MB = 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import net, { isIP } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { refusedAddress } from '../../src/server/fetch/address-policy.js';
-import { downloadVideo, FetchError, type FetchReason } from '../../src/server/fetch/download.js';
+import { refusedAddress } from '../../../src/server/remote/fetch/address-policy.js';
+import { downloadVideo, FetchError, type FetchReason } from '../../../src/server/remote/fetch/download.js';
 
 // ---------------------------------------------------------------------------------------------
 // Egress guard

@@ -11,13 +11,13 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseTimeMs } from '../../src/core/time.js';
-import { decodeJpeg } from '../helpers/frames.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import { parseTimeMs } from '../../../src/core/time.js';
+import { decodeJpeg } from '../../helpers/frames.js';
+import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
 
 afterAll(removeServerDirs);
 
-const SAMPLE = readFileSync(join(import.meta.dirname, '..', '..', 'fixtures', 'sample.mp4'));
+const SAMPLE = readFileSync(join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4'));
 const TOOL = 'vidsheet_video';
 const KEYS = [
   'input',

@@ -10,11 +10,11 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { LocalSheetStorage } from '../../src/server/storage/local.js';
-import { parseStorageUrl, S3SheetStorage, StorageUnavailableError } from '../../src/server/storage/s3.js';
-import type { SheetStorage } from '../../src/server/storage/storage.js';
-import { freePort } from '../helpers/net.js';
-import { startS3, TEST_AWS_ENV, type TestS3 } from '../helpers/s3.js';
+import { LocalSheetStorage } from '../../../src/server/storage/local.js';
+import { parseStorageUrl, S3SheetStorage, StorageUnavailableError } from '../../../src/server/storage/s3.js';
+import type { SheetStorage } from '../../../src/server/storage/storage.js';
+import { freePort } from '../../helpers/net.js';
+import { startS3, TEST_AWS_ENV, type TestS3 } from '../../helpers/s3.js';
 
 const env = TEST_AWS_ENV;
 const roots: string[] = [];

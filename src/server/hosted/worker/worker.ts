@@ -6,9 +6,9 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { runtimeErrors, VidsheetError } from '../../core/errors.js';
-import type { JobOutcome } from '../../core/report.js';
-import type { JobRequest } from '../../job.js';
+import { runtimeErrors, VidsheetError } from '../../../core/errors.js';
+import type { JobOutcome } from '../../../core/report.js';
+import type { JobRequest } from '../../../job.js';
 import type { FromWorker, ToWorker, WorkerJobOptions } from './protocol.js';
 
 export interface WorkerLog {
