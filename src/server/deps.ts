@@ -1,11 +1,12 @@
 /** What the app is built from: every stateful part is made by server.ts (or a test) and passed in. */
-import type { Admission } from './hosted/admission.js';
+
 import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
+import type { Payments } from './billing/payments.js';
 import type { ServerConfig } from './config.js';
+import type { Admission } from './hosted/admission.js';
 import type { HostedJobs } from './hosted/jobs.js';
 import type { Mailer } from './keys/mail.js';
-import type { Payments } from './billing/payments.js';
 import type { Sessions } from './keys/sessions.js';
 import type { SignIn } from './keys/sign-in.js';
 import type { SheetStorage } from './storage/storage.js';

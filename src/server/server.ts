@@ -10,23 +10,23 @@ import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import { pino } from 'pino';
 import { packageVersion } from '../version.js';
-import { Admission } from './hosted/admission.js';
 import { buildApp } from './app.js';
 import { AnonymousLane } from './billing/anonymous-lane.js';
 import { type Clock, Ledger } from './billing/ledger.js';
+import { Payments } from './billing/payments.js';
 import type { ServerConfig } from './config.js';
 import { openDatabase } from './db/open.js';
 import type { Database } from './db/schema.js';
+import { Admission } from './hosted/admission.js';
 import { HostedJobs } from './hosted/jobs.js';
+import { startSweeper } from './hosted/sweeper.js';
+import { JobWorker } from './hosted/worker/worker.js';
 import { createMailer } from './keys/mail.js';
-import { Payments } from './billing/payments.js';
 import { Sessions } from './keys/sessions.js';
 import { SignIn } from './keys/sign-in.js';
 import { LocalSheetStorage } from './storage/local.js';
 import { S3SheetStorage } from './storage/s3.js';
 import type { SheetStorage } from './storage/storage.js';
-import { startSweeper } from './hosted/sweeper.js';
-import { JobWorker } from './hosted/worker/worker.js';
 
 /** How long a stop waits for the running job before stopping the worker (the contract says 60 s). */
 const STOP_DEADLINE_MS = 50_000;

@@ -18,10 +18,10 @@
 import type { Kysely } from 'kysely';
 import Stripe from 'stripe';
 import { type PackId, packById } from '../../core/packs.js';
-import type { Clock, Ledger } from './ledger.js';
 import type { ServerConfig } from '../config.js';
 import { writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';
+import type { Clock, Ledger } from './ledger.js';
 
 /** The slice of a pino logger this needs (the server passes `app.log`; tests pass a recorder). */
 export interface PaymentsLog {

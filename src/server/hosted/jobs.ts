@@ -13,8 +13,8 @@ import type { JobOutcome } from '../../core/report.js';
 import { limiter } from '../../engine/process.js';
 import type { Ledger, Surface } from '../billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from '../config.js';
-import { looksLikeText } from './input-check.js';
 import type { SheetStorage } from '../storage/storage.js';
+import { looksLikeText } from './input-check.js';
 import type { JobWorker } from './worker/worker.js';
 
 export interface JobLog {

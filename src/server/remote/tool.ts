@@ -17,9 +17,9 @@ import { type RemoteInput, toolError } from '../../mcp/tool.js';
 import type { AnonymousCounter } from '../billing/anonymous-lane.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
-import { downloadVideo, FetchError } from './fetch/download.js';
 import { sheetName } from '../hosted/jobs.js';
 import { newJobId } from '../routes/vidsheet.js';
+import { downloadVideo, FetchError } from './fetch/download.js';
 import { inlineImage } from './thumbnail.js';
 
 /** Who is calling, as the HTTP layer established it. */

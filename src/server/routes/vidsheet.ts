@@ -17,8 +17,8 @@ import { hostedReport } from '../../core/report.js';
 import { parseHostedFields, type ResponseMode } from '../../core/request.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
-import { answerBeforeBody } from '../plugins/early-answer.js';
 import { type HostedJobResult, sheetName } from '../hosted/jobs.js';
+import { answerBeforeBody } from '../plugins/early-answer.js';
 import { hostedJobSchema } from './schemas.js';
 
 declare module 'fastify' {

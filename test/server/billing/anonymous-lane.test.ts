@@ -6,7 +6,11 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { type AnonymousCounter, AnonymousLane, counterKey } from '../../../src/server/billing/anonymous-lane.js';
+import {
+  type AnonymousCounter,
+  AnonymousLane,
+  counterKey,
+} from '../../../src/server/billing/anonymous-lane.js';
 import type { Database } from '../../../src/server/db/schema.js';
 import { BACKENDS, useBackend } from '../../helpers/databases.js';
 

@@ -14,8 +14,8 @@ import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKS, type PackId } from '../../../src/core/packs.js';
 import { Ledger } from '../../../src/server/billing/ledger.js';
-import type { Database } from '../../../src/server/db/schema.js';
 import { Payments, type PaymentsDeps } from '../../../src/server/billing/payments.js';
+import type { Database } from '../../../src/server/db/schema.js';
 import { stripeWebhookRoutes } from '../../../src/server/routes/stripe-webhook.js';
 import { BACKENDS, type TestBackend, useBackend } from '../../helpers/databases.js';
 

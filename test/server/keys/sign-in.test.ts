@@ -11,7 +11,12 @@ import { type ParsedMail, simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../../src/server/billing/ledger.js';
-import { createMailer, LOG_CODE_MESSAGE, type Mailer, SIGN_IN_SUBJECT } from '../../../src/server/keys/mail.js';
+import {
+  createMailer,
+  LOG_CODE_MESSAGE,
+  type Mailer,
+  SIGN_IN_SUBJECT,
+} from '../../../src/server/keys/mail.js';
 import { SESSION_COOKIE, SESSION_TTL_S, Sessions } from '../../../src/server/keys/sessions.js';
 import {
   CODE_HMAC_KEY_SETTING,
