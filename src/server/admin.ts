@@ -48,15 +48,15 @@ export async function runAdmin(argv: string[], io: AdminIo, ledger: Ledger): Pro
     const flags = parseFlags(command, rest);
     switch (command) {
       case 'create-key': {
-        const account = await ledger.findOrCreateAccount(email(flags.email));
-        io.stdout(`${(await ledger.createKey(account.id)).key}\n`);
+        const account = await ledger.accounts.findOrCreateAccount(email(flags.email));
+        io.stdout(`${(await ledger.accounts.createKey(account.id)).key}\n`);
         return 0;
       }
       case 'revoke-key': {
         const key = flags.key as string;
         if (!KEY_PATTERN.test(key))
           throw new Error('--key must be a key: vs_live_ followed by 40 hex characters');
-        if (!(await ledger.revokeKey(key)))
+        if (!(await ledger.accounts.revokeKey(key)))
           throw new Error(`no active key ${key.slice(0, 12)}… (unknown or already revoked)`);
         io.stdout(`revoked ${key.slice(0, 12)}…\n`);
         return 0;
@@ -64,15 +64,18 @@ export async function runAdmin(argv: string[], io: AdminIo, ledger: Ledger): Pro
       case 'add-credits': {
         const address = email(flags.email);
         const credits = creditsValue(flags.credits as string);
-        const account = await ledger.findOrCreateAccount(address);
-        io.stdout(`${await ledger.grant(account.id, credits)}\n`);
+        const account = await ledger.accounts.findOrCreateAccount(address);
+        io.stdout(`${await ledger.credits.grant(account.id, credits)}\n`);
         return 0;
       }
       case 'show': {
         const address = email(flags.email);
-        const account = await ledger.accountByEmail(address);
+        const account = await ledger.accounts.accountByEmail(address);
         if (account === undefined) throw new Error(`no account for ${address}`);
-        const [keys, usage] = await Promise.all([ledger.listKeys(account.id), ledger.usage(account.id)]);
+        const [keys, usage] = await Promise.all([
+          ledger.accounts.listKeys(account.id),
+          ledger.jobs.usage(account.id),
+        ]);
         const report = {
           email: account.email,
           balance: account.balance,

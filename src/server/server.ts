@@ -80,7 +80,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const leftovers = await readdir(workDir);
   await Promise.all(leftovers.map((entry) => rm(join(workDir, entry), { recursive: true, force: true })));
   const { db, ledger, instance } = await openLedger(config, clock);
-  const recovered = await ledger.recoverInterrupted();
+  const recovered = await ledger.jobs.recoverInterrupted();
   if (leftovers.length || recovered.length) {
     log.warn(
       { removed: leftovers.length, refundedJobs: recovered, instance },

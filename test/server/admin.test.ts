@@ -62,20 +62,20 @@ describe('create-key and revoke-key', () => {
     const result = await admin('create-key', '--email', ' New@Example.com');
     expect(result).toMatchObject({ code: 0, stderr: '' });
     expect(result.stdout).toMatch(/^vs_live_[0-9a-f]{40}\n$/);
-    const account = await ledger.accountForKey(result.stdout.trim());
+    const account = await ledger.accounts.accountForKey(result.stdout.trim());
     expect(account).toMatchObject({ email: 'new@example.com', balance: 0, purchased: false });
 
     const second = await admin('create-key', '--email=new@example.com');
     expect(second.code).toBe(0);
     expect(second.stdout).not.toBe(result.stdout);
-    expect((await ledger.accountForKey(second.stdout.trim()))?.id).toBe(account?.id);
+    expect((await ledger.accounts.accountForKey(second.stdout.trim()))?.id).toBe(account?.id);
   });
 
   it('revoke-key makes the key invalid at once and says so; a second revoke is an error', async () => {
     const key = (await admin('create-key', '--email', 'revoke@example.com')).stdout.trim();
     const result = await admin('revoke-key', '--key', key);
     expect(result).toEqual({ code: 0, stdout: `revoked ${key.slice(0, 12)}…\n`, stderr: '' });
-    expect(await ledger.accountForKey(key)).toBeUndefined();
+    expect(await ledger.accounts.accountForKey(key)).toBeUndefined();
 
     const again = await admin('revoke-key', `--key=${key}`);
     expect(again.code).toBe(1);
@@ -103,9 +103,9 @@ describe('add-credits', () => {
       stdout: '30\n',
       stderr: '',
     });
-    const account = await ledger.accountByEmail('fund@example.com');
+    const account = await ledger.accounts.accountByEmail('fund@example.com');
     expect(account).toMatchObject({ balance: 30, purchased: false });
-    expect(await ledger.ledgerSum(account?.id as number)).toBe(30);
+    expect(await ledger.credits.ledgerSum(account?.id as number)).toBe(30);
     const kinds = await db
       .selectFrom('ledger')
       .select('kind')
@@ -122,18 +122,18 @@ describe('add-credits', () => {
       expect(result.stderr).toMatch(/^--credits (must be a whole number|needs a value)/);
       expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
     }
-    expect(await ledger.accountByEmail('bad@example.com')).toBeUndefined();
+    expect(await ledger.accounts.accountByEmail('bad@example.com')).toBeUndefined();
   });
 });
 
 describe('show', () => {
   it('prints email, balance, purchased, keys and usage in the fixed key order', async () => {
-    const account = await ledger.findOrCreateAccount('show@example.com');
-    const first = await ledger.createKey(account.id);
-    await ledger.revokeKey(first.key);
-    const second = await ledger.createKey(account.id);
-    await ledger.purchase(account.id, 30, 'stripe:cs_show');
-    await ledger.charge({
+    const account = await ledger.accounts.findOrCreateAccount('show@example.com');
+    const first = await ledger.accounts.createKey(account.id);
+    await ledger.accounts.revokeKey(first.key);
+    const second = await ledger.accounts.createKey(account.id);
+    await ledger.credits.purchase(account.id, 30, 'stripe:cs_show');
+    await ledger.credits.charge({
       accountId: account.id,
       jobId: 'job-a',
       price: 2,
@@ -143,7 +143,7 @@ describe('show', () => {
       ttlSeconds: 60,
     });
     clock.now = new Date('2025-03-01T12:00:05.000Z');
-    await ledger.charge({
+    await ledger.credits.charge({
       accountId: account.id,
       jobId: 'job-b',
       price: 5,
@@ -152,7 +152,7 @@ describe('show', () => {
       sheets: 1,
       ttlSeconds: 60,
     });
-    await ledger.refund('job-b');
+    await ledger.credits.refund('job-b');
 
     const result = await admin('show', '--email', 'show@example.com');
     expect(result.code).toBe(0);
@@ -261,10 +261,10 @@ describe('beside a running server', () => {
     const server = await openDatabase({ dataDir });
     try {
       const serverLedger = new Ledger(server, { allowanceFloor: 7, clock: () => clock.now });
-      const customer = await serverLedger.findOrCreateAccount('busy@example.com');
-      await serverLedger.purchase(customer.id, 100, 'stripe:busy');
+      const customer = await serverLedger.accounts.findOrCreateAccount('busy@example.com');
+      await serverLedger.credits.purchase(customer.id, 100, 'stripe:busy');
       const charge = (round: number) =>
-        serverLedger.charge({
+        serverLedger.credits.charge({
           accountId: customer.id,
           jobId: `busy-${round}`,
           price: 1,
@@ -286,10 +286,10 @@ describe('beside a running server', () => {
         expect(key).toMatchObject({ code: 0, stderr: '' });
       }
 
-      const account = await serverLedger.accountById(customer.id);
+      const account = await serverLedger.accounts.accountById(customer.id);
       expect(account?.balance).toBe(100 + 20 * 10 - 20);
-      expect(await serverLedger.ledgerSum(customer.id)).toBe(account?.balance);
-      expect(await ledger.listKeys(customer.id)).toHaveLength(20);
+      expect(await serverLedger.credits.ledgerSum(customer.id)).toBe(account?.balance);
+      expect(await ledger.accounts.listKeys(customer.id)).toHaveLength(20);
       const shown = JSON.parse((await admin('show', '--email', 'busy@example.com')).stdout);
       expect(shown.usage).toHaveLength(20);
       expect(shown.balance).toBe(280);

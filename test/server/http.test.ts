@@ -178,9 +178,9 @@ async function purchase(server: TestServer, email: string, credits: number): Pro
   const db = await openDatabase({ dataDir: server.dataDir });
   try {
     const ledger = new Ledger(db, { allowanceFloor: 7 });
-    const account = await ledger.accountByEmail(email);
+    const account = await ledger.accounts.accountByEmail(email);
     if (!account) throw new Error(`no account ${email}`);
-    const result = await ledger.purchase(account.id, credits, `test:${randomUUID()}`);
+    const result = await ledger.credits.purchase(account.id, credits, `test:${randomUUID()}`);
     expect(result.applied).toBe(true);
   } finally {
     await db.destroy();

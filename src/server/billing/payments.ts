@@ -7,7 +7,7 @@
  * the bookkeeping tables. A paid completion is applied in three steps:
  * 1. read-only short cuts: an event id already in `stripe_events`, a session id we never created, or a
  *    session already `completed_at` end here without touching a balance;
- * 2. `ledger.purchase(account, credits recorded for the session, 'stripe:<session id>')`;
+ * 2. `ledger.credits.purchase(account, credits recorded for the session, 'stripe:<session id>')`;
  * 3. one write transaction marking the session completed and recording the event id.
  * A crash (or a database error) between 2 and 3 answers 500 or nothing, so Stripe delivers again; the
  * retry passes step 1 (nothing was recorded), and step 2 finds the key already in the ledger and changes
@@ -211,7 +211,7 @@ export class Payments {
       await this.#record(eventId, sessionId);
       return { status: 200, outcome: 'already credited' };
     }
-    const purchase = await ledger.purchase(
+    const purchase = await ledger.credits.purchase(
       recorded.account_id,
       recorded.credits,
       `${PURCHASE_KEY_PREFIX}${sessionId}`,

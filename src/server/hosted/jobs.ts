@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { creditsPerSheet, type Density } from '../../core/density.js';
 import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../../core/errors.js';
 import type { JobOutcome } from '../../core/report.js';
-import { limiter } from '../../engine/process.js';
+import { limiter } from '../../engine/index.js';
 import type { Ledger, Surface } from '../billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from '../config.js';
 import type { SheetStorage } from '../storage/storage.js';
@@ -112,11 +112,11 @@ export class HostedJobs {
     let price = 0;
     let balance: number | undefined;
     if (request.payer === 'anonymous') {
-      await ledger.recordFreeJob(record);
+      await ledger.jobs.recordFreeJob(record);
       log.info({ sheets: job.sheets, durationMs: job.durationMs }, 'job started (anonymous lane)');
     } else {
       price = job.sheets * creditsPerSheet(request.density);
-      const charge = await ledger.charge({ ...record, accountId: request.payer.accountId, price });
+      const charge = await ledger.credits.charge({ ...record, accountId: request.payer.accountId, price });
       if (charge.allowance > 0) log.info({ allowance: charge.allowance }, 'free daily allowance applied');
       if (!charge.ok) {
         job.discard();
@@ -130,7 +130,7 @@ export class HostedJobs {
     try {
       const outcome = await job.render();
       await storage.put(jobId, outcome.files);
-      await ledger.finishJob(jobId);
+      await ledger.jobs.finishJob(jobId);
       return {
         jobId,
         outcome: { ...outcome, files: outcome.files.map((_, i) => sheetUrl(config.baseUrl, jobId, i + 1)) },
@@ -138,7 +138,7 @@ export class HostedJobs {
         creditsRemaining: balance,
       };
     } catch (error) {
-      const refunded = await ledger.refund(jobId).catch((refundError: unknown) => {
+      const refunded = await ledger.credits.refund(jobId).catch((refundError: unknown) => {
         log.error({ err: refundError }, 'refund failed: the charge stands');
         return false;
       });

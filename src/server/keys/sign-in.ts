@@ -199,7 +199,7 @@ export class SignIn {
     if (outcome === 'wrong_code' || normalized === undefined) return { ok: false, reason: 'wrong_code' };
     // After the commit: the ledger takes its own write transaction (they do not nest). Should this fail,
     // the code is spent and the person asks for a new one; nothing half-made is left behind.
-    const account = await this.#ledger.findOrCreateAccount(normalized);
+    const account = await this.#ledger.accounts.findOrCreateAccount(normalized);
     return { ok: true, accountId: account.id };
   }
 

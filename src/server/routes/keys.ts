@@ -56,7 +56,7 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
 
   async function signedInAccount(request: FastifyRequest) {
     const accountId = await sessions.accountId(request.cookies[SESSION_COOKIE]);
-    return accountId === undefined ? undefined : ledger.accountById(accountId);
+    return accountId === undefined ? undefined : ledger.accounts.accountById(accountId);
   }
 
   /** State-changing routes: a valid CSRF token, and (except the sign-in steps) a session. */
@@ -75,7 +75,7 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     const newKey = flashedKey && KEY_PATTERN.test(flashedKey) ? flashedKey : undefined;
     const pageNumber = Math.max(1, Math.min(10_000, Number.parseInt(request.query.page ?? '1', 10) || 1));
     // One row more than a page tells whether an older page exists.
-    const usage = await ledger.usage(account.id, pageNumber * USAGE_PAGE + 1);
+    const usage = await ledger.jobs.usage(account.id, pageNumber * USAGE_PAGE + 1);
     const rows = usage.slice((pageNumber - 1) * USAGE_PAGE, pageNumber * USAGE_PAGE);
     const purchase = (request.query as Record<string, string | undefined>).purchase;
     return page(reply, {
@@ -83,7 +83,7 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
       csrf,
       email: account.email,
       balance: account.balance,
-      keys: await ledger.listKeys(account.id),
+      keys: await ledger.accounts.listKeys(account.id),
       newKey,
       buyingEnabled: payments.enabled,
       usage: rows.map((u) => ({
@@ -161,7 +161,7 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
   app.post('/keys/create-key', { ...guarded, schema: { hide: true } }, async (request, reply) => {
     const account = await signedInAccount(request);
     if (!account) return back(reply, 'Please sign in again.');
-    const { key, prefix } = await ledger.createKey(account.id);
+    const { key, prefix } = await ledger.accounts.createKey(account.id);
     request.log.info({ keyPrefix: prefix }, 'key created on the keys page');
     reply.setCookie(NEW_KEY_COOKIE, key, flashOptions);
     return back(reply);
@@ -171,7 +171,7 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     const account = await signedInAccount(request);
     if (!account) return back(reply, 'Please sign in again.');
     const keyId = Number(request.body?.key_id);
-    const revoked = Number.isSafeInteger(keyId) && (await ledger.revokeKeyById(account.id, keyId));
+    const revoked = Number.isSafeInteger(keyId) && (await ledger.accounts.revokeKeyById(account.id, keyId));
     return back(
       reply,
       revoked ? 'The key is revoked: it is refused from now on.' : 'That key was already revoked.',

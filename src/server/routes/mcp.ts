@@ -60,7 +60,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: ServerDeps): Promise
     const header = request.headers.authorization;
     if (header === undefined) return;
     const match = /^Bearer +(\S+)\s*$/i.exec(header);
-    const account = match?.[1] ? await ledger.accountForKey(match[1]) : undefined;
+    const account = match?.[1] ? await ledger.accounts.accountForKey(match[1]) : undefined;
     if (!account) return refuse(reply, hostedErrors.invalidKey());
     request.account = account;
   }

@@ -18,7 +18,7 @@ export async function sheetRoutes(app: FastifyInstance, deps: ServerDeps): Promi
     async (request, reply) => {
       const { jobId, name } = request.params;
       const n = Number(SHEET.exec(name)?.[1]);
-      const job = JOB_ID.test(jobId) && n ? await deps.ledger.job(jobId) : undefined;
+      const job = JOB_ID.test(jobId) && n ? await deps.ledger.jobs.job(jobId) : undefined;
       const now = deps.clock();
       const live = job && job.state === 'done' && n <= job.sheets && new Date(job.expiresAt) > now;
       const stream = live ? await deps.storage.get(jobId, name) : undefined;

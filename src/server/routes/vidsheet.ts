@@ -48,7 +48,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
   /** `Authorization: Bearer <key>`: missing, malformed or revoked is 401, before the body. */
   async function authenticate(request: FastifyRequest, reply: FastifyReply) {
     const match = /^Bearer +(\S+)\s*$/i.exec(request.headers.authorization ?? '');
-    const account = match?.[1] ? await ledger.accountForKey(match[1]) : undefined;
+    const account = match?.[1] ? await ledger.accounts.accountForKey(match[1]) : undefined;
     if (!account) return refuseEarly(request, reply, hostedErrors.invalidKey());
     request.account = account;
   }

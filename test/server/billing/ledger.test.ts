@@ -118,8 +118,8 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
       const [first, last] = [opened[0], opened[3]].map(
         (db) => new Ledger(db as Kysely<Database>, { allowanceFloor: FLOOR }),
       );
-      const account = await first?.findOrCreateAccount('first@example.com');
-      expect(await last?.accountByEmail('first@example.com')).toEqual(account);
+      const account = await first?.accounts.findOrCreateAccount('first@example.com');
+      expect(await last?.accounts.accountByEmail('first@example.com')).toEqual(account);
     });
 
     it.runIf(backend === 'postgres')(
@@ -174,7 +174,7 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
 
     it('refuses a balance below zero at the database level too (CHECK)', async () => {
       const { db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('check@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('check@example.com');
       await expect(
         db.updateTable('accounts').set({ balance: -1 }).where('id', '=', account.id).execute(),
       ).rejects.toThrow(/check/i);
@@ -188,8 +188,8 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
     });
 
     it('keeps one account per address, trimmed and lowercased, and refuses what is not an address', async () => {
-      const a = await env.ledger.findOrCreateAccount('  Alice@Example.COM ');
-      const b = await env.ledger.findOrCreateAccount('alice@example.com');
+      const a = await env.ledger.accounts.findOrCreateAccount('  Alice@Example.COM ');
+      const b = await env.ledger.accounts.findOrCreateAccount('alice@example.com');
       expect(b).toEqual(a);
       expect(a).toEqual({
         id: a.id,
@@ -198,21 +198,21 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
         purchased: false,
         createdAt: env.clock.now.toISOString(),
       });
-      expect(await env.ledger.accountByEmail('ALICE@example.com')).toEqual(a);
-      expect(await env.ledger.accountById(a.id)).toEqual(a);
-      expect(await env.ledger.accountById(a.id + 1000)).toBeUndefined();
+      expect(await env.ledger.accounts.accountByEmail('ALICE@example.com')).toEqual(a);
+      expect(await env.ledger.accounts.accountById(a.id)).toEqual(a);
+      expect(await env.ledger.accounts.accountById(a.id + 1000)).toBeUndefined();
       for (const bad of ['', 'alice', 'a b@example.com', 'a@b@c', '@example.com']) {
-        await expect(env.ledger.findOrCreateAccount(bad)).rejects.toThrow(/not an e-mail address/);
+        await expect(env.ledger.accounts.findOrCreateAccount(bad)).rejects.toThrow(/not an e-mail address/);
       }
     });
 
     it('mints vs_live_ + 40 hex, stores only its SHA-256 and prefix, and authenticates with it', async () => {
-      const account = await env.ledger.findOrCreateAccount('keys@example.com');
-      const minted = await env.ledger.createKey(account.id);
+      const account = await env.ledger.accounts.findOrCreateAccount('keys@example.com');
+      const minted = await env.ledger.accounts.createKey(account.id);
       expect(minted.key).toMatch(/^vs_live_[0-9a-f]{40}$/);
       expect(minted.prefix).toBe(minted.key.slice(0, 12));
       expect(minted.createdAt).toBe(env.clock.now.toISOString());
-      expect(await env.ledger.accountForKey(minted.key)).toEqual(account);
+      expect(await env.ledger.accounts.accountForKey(minted.key)).toEqual(account);
 
       const rows = await env.db
         .selectFrom('api_keys')
@@ -232,9 +232,9 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
     });
 
     it('answers undefined for malformed, unknown and revoked keys, revocation taking effect at once', async () => {
-      const account = await env.ledger.findOrCreateAccount('revoke@example.com');
-      const { key } = await env.ledger.createKey(account.id);
-      const other = await env.ledger.createKey(account.id);
+      const account = await env.ledger.accounts.findOrCreateAccount('revoke@example.com');
+      const { key } = await env.ledger.accounts.createKey(account.id);
+      const other = await env.ledger.accounts.createKey(account.id);
       for (const bad of [
         '',
         key.toUpperCase(),
@@ -242,18 +242,18 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
         key.slice(0, -1),
         key.replace('vs_live_', 'vs_test_'),
       ]) {
-        expect(await env.ledger.accountForKey(bad)).toBeUndefined();
+        expect(await env.ledger.accounts.accountForKey(bad)).toBeUndefined();
       }
-      expect(await env.ledger.accountForKey(`vs_live_${'0'.repeat(40)}`)).toBeUndefined();
+      expect(await env.ledger.accounts.accountForKey(`vs_live_${'0'.repeat(40)}`)).toBeUndefined();
 
-      expect(await env.ledger.revokeKey(key)).toBe(true);
-      expect(await env.ledger.accountForKey(key)).toBeUndefined();
-      expect(await env.ledger.revokeKey(key)).toBe(false);
-      expect(await env.ledger.revokeKey(`vs_live_${'0'.repeat(40)}`)).toBe(false);
-      expect(await env.ledger.revokeKey('nonsense')).toBe(false);
-      expect(await env.ledger.accountForKey(other.key)).toEqual(account);
+      expect(await env.ledger.accounts.revokeKey(key)).toBe(true);
+      expect(await env.ledger.accounts.accountForKey(key)).toBeUndefined();
+      expect(await env.ledger.accounts.revokeKey(key)).toBe(false);
+      expect(await env.ledger.accounts.revokeKey(`vs_live_${'0'.repeat(40)}`)).toBe(false);
+      expect(await env.ledger.accounts.revokeKey('nonsense')).toBe(false);
+      expect(await env.ledger.accounts.accountForKey(other.key)).toEqual(account);
 
-      const listed = await env.ledger.listKeys(account.id);
+      const listed = await env.ledger.accounts.listKeys(account.id);
       expect(listed.map((k) => [k.prefix, k.revokedAt])).toEqual([
         [key.slice(0, 12), env.clock.now.toISOString()],
         [other.prefix, null],
@@ -261,33 +261,33 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
     });
 
     it('revokes by id only within the owning account', async () => {
-      const owner = await env.ledger.findOrCreateAccount('owner@example.com');
-      const stranger = await env.ledger.findOrCreateAccount('stranger@example.com');
-      const { key } = await env.ledger.createKey(owner.id);
-      const [listed] = await env.ledger.listKeys(owner.id);
+      const owner = await env.ledger.accounts.findOrCreateAccount('owner@example.com');
+      const stranger = await env.ledger.accounts.findOrCreateAccount('stranger@example.com');
+      const { key } = await env.ledger.accounts.createKey(owner.id);
+      const [listed] = await env.ledger.accounts.listKeys(owner.id);
       const keyId = listed?.id as number;
-      expect(await env.ledger.revokeKeyById(stranger.id, keyId)).toBe(false);
-      expect(await env.ledger.accountForKey(key)).toEqual(owner);
-      expect(await env.ledger.revokeKeyById(owner.id, keyId)).toBe(true);
-      expect(await env.ledger.revokeKeyById(owner.id, keyId)).toBe(false);
-      expect(await env.ledger.accountForKey(key)).toBeUndefined();
+      expect(await env.ledger.accounts.revokeKeyById(stranger.id, keyId)).toBe(false);
+      expect(await env.ledger.accounts.accountForKey(key)).toEqual(owner);
+      expect(await env.ledger.accounts.revokeKeyById(owner.id, keyId)).toBe(true);
+      expect(await env.ledger.accounts.revokeKeyById(owner.id, keyId)).toBe(false);
+      expect(await env.ledger.accounts.accountForKey(key)).toBeUndefined();
     });
 
     it('refuses a key for an unknown account', async () => {
-      await expect(env.ledger.createKey(999_999)).rejects.toThrow(/unknown account/);
+      await expect(env.ledger.accounts.createKey(999_999)).rejects.toThrow(/unknown account/);
     });
   });
 
   describe('the debit under concurrency', () => {
     it('100 concurrent charges never take a balance of 57 below zero, and the books balance', async () => {
       const { db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('race@example.com');
-      await ledger.purchase(account.id, 57, 'stripe:race');
+      const account = await ledger.accounts.findOrCreateAccount('race@example.com');
+      await ledger.credits.purchase(account.id, 57, 'stripe:race');
       const prices = Array.from({ length: 100 }, (_, i) => (i % 5) + 1);
-      const results = await Promise.all(prices.map((price) => ledger.charge(job(account.id, price))));
+      const results = await Promise.all(prices.map((price) => ledger.credits.charge(job(account.id, price))));
 
       const ok = results.filter((r) => r.ok);
-      const final = (await ledger.accountById(account.id))?.balance as number;
+      const final = (await ledger.accounts.accountById(account.id))?.balance as number;
       for (const result of results) expect(result.balance).toBeGreaterThanOrEqual(0);
       expect(final).toBeGreaterThanOrEqual(0);
       const spent = prices.filter((_, i) => results[i]?.ok).reduce((a, b) => a + b, 0);
@@ -298,42 +298,44 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
       }
       expect(final).toBeLessThan(5);
       expect(ok.length).toBeGreaterThan(0);
-      expect(await ledger.ledgerSum(account.id)).toBe(final);
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(final);
       await expectBooksBalance(db, account.id, final);
       expect(await entries(db, account.id, 'charge')).toHaveLength(ok.length);
-      expect(await ledger.usage(account.id)).toHaveLength(ok.length);
+      expect(await ledger.jobs.usage(account.id)).toHaveLength(ok.length);
       expect(results.every((r) => r.allowance === 0)).toBe(true);
     });
 
     it('charges from two instances at once: never below zero, the books balance', async () => {
       const { database, db, ledger } = await fresh();
       const other = new Ledger(await databases.open(database.options), { allowanceFloor: FLOOR });
-      const account = await ledger.findOrCreateAccount('instances@example.com');
-      await ledger.purchase(account.id, 40, 'stripe:instances');
+      const account = await ledger.accounts.findOrCreateAccount('instances@example.com');
+      await ledger.credits.purchase(account.id, 40, 'stripe:instances');
       const results = await Promise.all(
-        Array.from({ length: 60 }, (_, i) => (i % 2 ? ledger : other).charge(job(account.id, 1))),
+        Array.from({ length: 60 }, (_, i) => (i % 2 ? ledger : other).credits.charge(job(account.id, 1))),
       );
       expect(results.filter((r) => r.ok)).toHaveLength(40);
-      expect((await ledger.accountById(account.id))?.balance).toBe(0);
-      expect(await other.ledgerSum(account.id)).toBe(0);
+      expect((await ledger.accounts.accountById(account.id))?.balance).toBe(0);
+      expect(await other.credits.ledgerSum(account.id)).toBe(0);
       await expectBooksBalance(db, account.id, 0);
     });
 
     it('charges, purchases, grants and refunds racing on two instances: every balance_after is right', async () => {
       const { database, db, ledger } = await fresh();
       const other = new Ledger(await databases.open(database.options), { allowanceFloor: FLOOR });
-      const account = await ledger.findOrCreateAccount('mixed@example.com');
-      await ledger.purchase(account.id, 100, 'stripe:mixed-0');
+      const account = await ledger.accounts.findOrCreateAccount('mixed@example.com');
+      await ledger.credits.purchase(account.id, 100, 'stripe:mixed-0');
       const earlier = Array.from({ length: 10 }, () => job(account.id, 2));
-      for (const charged of earlier) await ledger.charge(charged);
+      for (const charged of earlier) await ledger.credits.charge(charged);
       const on = (i: number) => (i % 2 ? ledger : other);
       await Promise.all([
-        ...Array.from({ length: 40 }, (_, i) => on(i).charge(job(account.id, (i % 3) + 1))),
-        ...Array.from({ length: 6 }, (_, i) => on(i).purchase(account.id, 10, `stripe:mixed-${i + 1}`)),
-        ...Array.from({ length: 6 }, (_, i) => on(i + 1).grant(account.id, 5)),
-        ...earlier.map((charged, i) => on(i).refund(charged.jobId)),
+        ...Array.from({ length: 40 }, (_, i) => on(i).credits.charge(job(account.id, (i % 3) + 1))),
+        ...Array.from({ length: 6 }, (_, i) =>
+          on(i).credits.purchase(account.id, 10, `stripe:mixed-${i + 1}`),
+        ),
+        ...Array.from({ length: 6 }, (_, i) => on(i + 1).credits.grant(account.id, 5)),
+        ...earlier.map((charged, i) => on(i).credits.refund(charged.jobId)),
       ]);
-      const balance = (await ledger.accountById(account.id))?.balance as number;
+      const balance = (await ledger.accounts.accountById(account.id))?.balance as number;
       expect(balance).toBeGreaterThanOrEqual(0);
       await expectBooksBalance(db, account.id, balance);
       expect(await entries(db, account.id, 'refund')).toHaveLength(10);
@@ -345,9 +347,9 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
         allowanceFloor: FLOOR,
         clock: () => new Date('2025-03-01T12:00:00.000Z'),
       });
-      const account = await ledger.findOrCreateAccount('allowance-race@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('allowance-race@example.com');
       const results = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => (i % 2 ? ledger : other).charge(job(account.id, 1))),
+        Array.from({ length: 10 }, (_, i) => (i % 2 ? ledger : other).credits.charge(job(account.id, 1))),
       );
       expect(results.filter((r) => r.allowance > 0).map((r) => r.allowance)).toEqual([FLOOR]);
       expect(results.filter((r) => r.ok)).toHaveLength(FLOOR);
@@ -362,8 +364,8 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
         'dist/ is built by test/global-setup.ts',
       ).toBe(true);
       const { database, db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('processes@example.com');
-      await ledger.purchase(account.id, 150, 'stripe:processes');
+      const account = await ledger.accounts.findOrCreateAccount('processes@example.com');
+      await ledger.credits.purchase(account.id, 150, 'stripe:processes');
 
       const script = join(tmp, 'charger.mjs');
       writeFileSync(script, CHILD_SCRIPT);
@@ -384,13 +386,13 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
         results.push(...JSON.parse(output.stdout));
       }
       expect(results).toHaveLength(120);
-      const final = (await ledger.accountById(account.id))?.balance as number;
+      const final = (await ledger.accounts.accountById(account.id))?.balance as number;
       for (const result of results) expect(result.balance).toBeGreaterThanOrEqual(0);
       const ok = results.filter((r) => r.ok);
       expect(final).toBe(150 - ok.reduce((sum, r) => sum + r.price, 0));
       expect(final).toBeGreaterThanOrEqual(0);
       expect(final).toBeLessThan(5);
-      expect(await ledger.ledgerSum(account.id)).toBe(final);
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(final);
       await expectBooksBalance(db, account.id, final);
       expect(await entries(db, account.id, 'charge')).toHaveLength(ok.length);
     });
@@ -399,9 +401,9 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
   describe('the free daily allowance (floor 7)', () => {
     it('raises a never-purchased account to 7 once per UTC day, and yesterday’s leftover reduces today’s grant', async () => {
       const { db, ledger, clock } = await fresh('2025-03-01T12:00:00.000Z');
-      const account = await ledger.findOrCreateAccount('daily@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('daily@example.com');
 
-      expect(await ledger.charge(job(account.id, 2))).toEqual({ ok: true, balance: 5, allowance: 7 });
+      expect(await ledger.credits.charge(job(account.id, 2))).toEqual({ ok: true, balance: 5, allowance: 7 });
       const first = await entries(db, account.id);
       expect(first.map((e) => [e.kind, e.amount, e.balance_after, e.idempotency_key.split(':')[0]])).toEqual([
         ['allowance', 7, 7, 'allowance'],
@@ -410,96 +412,117 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
       expect(first[0]?.idempotency_key).toBe(`allowance:${account.id}:2025-03-01`);
 
       // Same day, below the floor again: nothing more.
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 4, allowance: 0 });
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 4, allowance: 0 });
       clock.now = new Date('2025-03-01T23:59:59.999Z');
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 3, allowance: 0 });
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 3, allowance: 0 });
 
       // The next UTC day: 3 left over, so the grant is 4, not 7.
       clock.now = new Date('2025-03-02T00:00:00.000Z');
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 6, allowance: 4 });
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 5, allowance: 0 });
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 6, allowance: 4 });
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 5, allowance: 0 });
 
       const allowances = await entries(db, account.id, 'allowance');
       expect(allowances.map((e) => [e.amount, e.created_at])).toEqual([
         [7, '2025-03-01T12:00:00.000Z'],
         [4, '2025-03-02T00:00:00.000Z'],
       ]);
-      expect(await ledger.ledgerSum(account.id)).toBe(5);
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(5);
     });
 
     it('grants nothing at or above the floor, and applies at the day’s first request that finds it below', async () => {
       const { db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('above@example.com');
-      expect(await ledger.grant(account.id, 8)).toBe(8);
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 7, allowance: 0 });
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 6, allowance: 0 });
+      const account = await ledger.accounts.findOrCreateAccount('above@example.com');
+      expect(await ledger.credits.grant(account.id, 8)).toBe(8);
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 7, allowance: 0 });
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 6, allowance: 0 });
       expect(await entries(db, account.id, 'allowance')).toHaveLength(0);
       // Operator grants are not purchases: the allowance applies once the balance is found below 7.
-      expect((await ledger.accountById(account.id))?.purchased).toBe(false);
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 6, allowance: 1 });
+      expect((await ledger.accounts.accountById(account.id))?.purchased).toBe(false);
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 6, allowance: 1 });
       expect(await entries(db, account.id, 'allowance')).toHaveLength(1);
-      expect(await ledger.ledgerSum(account.id)).toBe(6);
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(6);
     });
 
     it('never touches an account that purchased, on any day', async () => {
       const { db, ledger, clock } = await fresh();
-      const account = await ledger.findOrCreateAccount('paid@example.com');
-      expect(await ledger.purchase(account.id, 3, 'stripe:cs_paid')).toEqual({ applied: true, balance: 3 });
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: true, balance: 2, allowance: 0 });
+      const account = await ledger.accounts.findOrCreateAccount('paid@example.com');
+      expect(await ledger.credits.purchase(account.id, 3, 'stripe:cs_paid')).toEqual({
+        applied: true,
+        balance: 3,
+      });
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({ ok: true, balance: 2, allowance: 0 });
       clock.now = new Date('2025-03-02T00:00:00.000Z');
-      expect(await ledger.charge(job(account.id, 2))).toEqual({ ok: true, balance: 0, allowance: 0 });
+      expect(await ledger.credits.charge(job(account.id, 2))).toEqual({ ok: true, balance: 0, allowance: 0 });
       clock.now = new Date('2025-03-03T08:00:00.000Z');
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: false, balance: 0, allowance: 0 });
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({
+        ok: false,
+        balance: 0,
+        allowance: 0,
+      });
       expect(await entries(db, account.id, 'allowance')).toHaveLength(0);
     });
 
     it('402 path: the allowance is applied first and stays, the charge is refused, nothing else is written', async () => {
       const { db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('short@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('short@example.com');
       const refused = job(account.id, 20);
-      expect(await ledger.charge(refused)).toEqual({ ok: false, balance: 7, allowance: 7 });
-      expect((await ledger.accountById(account.id))?.balance).toBe(7);
+      expect(await ledger.credits.charge(refused)).toEqual({ ok: false, balance: 7, allowance: 7 });
+      expect((await ledger.accounts.accountById(account.id))?.balance).toBe(7);
       expect((await entries(db, account.id)).map((e) => [e.kind, e.amount])).toEqual([['allowance', 7]]);
-      expect(await ledger.job(refused.jobId)).toBeUndefined();
-      expect(await ledger.usage(account.id)).toEqual([]);
+      expect(await ledger.jobs.job(refused.jobId)).toBeUndefined();
+      expect(await ledger.jobs.usage(account.id)).toEqual([]);
       // A second try the same day gets no second allowance.
-      expect(await ledger.charge(job(account.id, 20))).toEqual({ ok: false, balance: 7, allowance: 0 });
-      expect(await ledger.ledgerSum(account.id)).toBe(7);
+      expect(await ledger.credits.charge(job(account.id, 20))).toEqual({
+        ok: false,
+        balance: 7,
+        allowance: 0,
+      });
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(7);
     });
 
     it('is off with a floor of 0', async () => {
       const { db } = await fresh();
       const ledger = new Ledger(db, { allowanceFloor: 0 });
-      const account = await ledger.findOrCreateAccount('nofloor@example.com');
-      expect(await ledger.charge(job(account.id, 1))).toEqual({ ok: false, balance: 0, allowance: 0 });
+      const account = await ledger.accounts.findOrCreateAccount('nofloor@example.com');
+      expect(await ledger.credits.charge(job(account.id, 1))).toEqual({
+        ok: false,
+        balance: 0,
+        allowance: 0,
+      });
     });
   });
 
   describe('purchases, refunds and the job lifecycle', () => {
     it('applies a purchase exactly once per idempotency key and marks the account purchased', async () => {
       const { db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('buyer@example.com');
-      expect(await ledger.purchase(account.id, 30, 'stripe:cs_1')).toEqual({ applied: true, balance: 30 });
-      expect(await ledger.purchase(account.id, 30, 'stripe:cs_1')).toEqual({ applied: false, balance: 30 });
+      const account = await ledger.accounts.findOrCreateAccount('buyer@example.com');
+      expect(await ledger.credits.purchase(account.id, 30, 'stripe:cs_1')).toEqual({
+        applied: true,
+        balance: 30,
+      });
+      expect(await ledger.credits.purchase(account.id, 30, 'stripe:cs_1')).toEqual({
+        applied: false,
+        balance: 30,
+      });
       const twice = await Promise.all([
-        ledger.purchase(account.id, 120, 'stripe:cs_2'),
-        ledger.purchase(account.id, 120, 'stripe:cs_2'),
+        ledger.credits.purchase(account.id, 120, 'stripe:cs_2'),
+        ledger.credits.purchase(account.id, 120, 'stripe:cs_2'),
       ]);
       expect(twice.map((r) => r.applied).sort()).toEqual([false, true]);
-      expect(await ledger.accountById(account.id)).toMatchObject({ balance: 150, purchased: true });
+      expect(await ledger.accounts.accountById(account.id)).toMatchObject({ balance: 150, purchased: true });
       expect(await entries(db, account.id, 'purchase')).toHaveLength(2);
-      expect(await ledger.ledgerSum(account.id)).toBe(150);
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(150);
     });
 
     it('refunds a charged job once: balance back, entry written, job marked refunded and failed', async () => {
       const { db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('refund@example.com');
-      await ledger.purchase(account.id, 10, 'stripe:refund');
+      const account = await ledger.accounts.findOrCreateAccount('refund@example.com');
+      await ledger.credits.purchase(account.id, 10, 'stripe:refund');
       const charged = job(account.id, 4);
-      expect(await ledger.charge(charged)).toMatchObject({ ok: true, balance: 6 });
-      expect(await ledger.refund(charged.jobId)).toBe(true);
-      expect(await ledger.refund(charged.jobId)).toBe(false);
-      expect((await ledger.accountById(account.id))?.balance).toBe(10);
+      expect(await ledger.credits.charge(charged)).toMatchObject({ ok: true, balance: 6 });
+      expect(await ledger.credits.refund(charged.jobId)).toBe(true);
+      expect(await ledger.credits.refund(charged.jobId)).toBe(false);
+      expect((await ledger.accounts.accountById(account.id))?.balance).toBe(10);
       const row = await db
         .selectFrom('jobs')
         .selectAll()
@@ -509,101 +532,101 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
       expect((await entries(db, account.id, 'refund')).map((e) => [e.amount, e.idempotency_key])).toEqual([
         [4, `refund:${charged.jobId}`],
       ]);
-      expect(await ledger.ledgerSum(account.id)).toBe(10);
-      expect(await ledger.refund('no-such-job')).toBe(false);
-      const [usage] = await ledger.usage(account.id);
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(10);
+      expect(await ledger.credits.refund('no-such-job')).toBe(false);
+      const [usage] = await ledger.jobs.usage(account.id);
       expect(usage).toMatchObject({ jobId: charged.jobId, credits: 4, refunded: true });
     });
 
     it('finishes a job, and a job id is charged at most once', async () => {
       const { ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('finish@example.com');
-      await ledger.purchase(account.id, 10, 'stripe:finish');
+      const account = await ledger.accounts.findOrCreateAccount('finish@example.com');
+      await ledger.credits.purchase(account.id, 10, 'stripe:finish');
       const charged = job(account.id, 2, { jobId: 'same-id' });
-      await ledger.charge(charged);
-      await expect(ledger.charge(charged)).rejects.toThrow(/already exists/);
-      expect((await ledger.accountById(account.id))?.balance).toBe(8);
-      await ledger.finishJob('same-id');
-      expect((await ledger.job('same-id'))?.state).toBe('done');
-      await expect(ledger.finishJob('missing')).rejects.toThrow(/unknown job/);
+      await ledger.credits.charge(charged);
+      await expect(ledger.credits.charge(charged)).rejects.toThrow(/already exists/);
+      expect((await ledger.accounts.accountById(account.id))?.balance).toBe(8);
+      await ledger.jobs.finishJob('same-id');
+      expect((await ledger.jobs.job('same-id'))?.state).toBe('done');
+      await expect(ledger.jobs.finishJob('missing')).rejects.toThrow(/unknown job/);
     });
 
     it('recoverInterrupted refunds every job still charged, fails free ones and leaves finished ones', async () => {
       const { ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('crash@example.com');
-      await ledger.purchase(account.id, 20, 'stripe:crash');
+      const account = await ledger.accounts.findOrCreateAccount('crash@example.com');
+      await ledger.credits.purchase(account.id, 20, 'stripe:crash');
       const a = job(account.id, 3);
       const b = job(account.id, 5);
       const done = job(account.id, 1);
-      for (const j of [a, b, done]) await ledger.charge(j);
-      await ledger.finishJob(done.jobId);
-      await ledger.recordFreeJob({
+      for (const j of [a, b, done]) await ledger.credits.charge(j);
+      await ledger.jobs.finishJob(done.jobId);
+      await ledger.jobs.recordFreeJob({
         jobId: 'anon-1',
         surface: 'mcp',
         density: '4x4',
         sheets: 2,
         ttlSeconds: TTL,
       });
-      expect((await ledger.accountById(account.id))?.balance).toBe(11);
+      expect((await ledger.accounts.accountById(account.id))?.balance).toBe(11);
 
-      expect((await ledger.recoverInterrupted()).sort()).toEqual([a.jobId, b.jobId, 'anon-1'].sort());
-      expect((await ledger.accountById(account.id))?.balance).toBe(19);
-      expect(await ledger.ledgerSum(account.id)).toBe(19);
-      expect((await ledger.job(a.jobId))?.state).toBe('failed');
-      expect((await ledger.job('anon-1'))?.state).toBe('failed');
-      expect((await ledger.job(done.jobId))?.state).toBe('done');
-      expect(await ledger.recoverInterrupted()).toEqual([]);
+      expect((await ledger.jobs.recoverInterrupted()).sort()).toEqual([a.jobId, b.jobId, 'anon-1'].sort());
+      expect((await ledger.accounts.accountById(account.id))?.balance).toBe(19);
+      expect(await ledger.credits.ledgerSum(account.id)).toBe(19);
+      expect((await ledger.jobs.job(a.jobId))?.state).toBe('failed');
+      expect((await ledger.jobs.job('anon-1'))?.state).toBe('failed');
+      expect((await ledger.jobs.job(done.jobId))?.state).toBe('done');
+      expect(await ledger.jobs.recoverInterrupted()).toEqual([]);
     });
 
     it('lists expired jobs by the clock (expires_at <= now) until they are swept', async () => {
       const { ledger, clock } = await fresh('2025-03-01T12:00:00.000Z');
-      await ledger.recordFreeJob({
+      await ledger.jobs.recordFreeJob({
         jobId: 'short',
         surface: 'mcp',
         density: '3x3',
         sheets: 1,
         ttlSeconds: 60,
       });
-      await ledger.recordFreeJob({
+      await ledger.jobs.recordFreeJob({
         jobId: 'long',
         surface: 'mcp',
         density: '3x3',
         sheets: 1,
         ttlSeconds: 120,
       });
-      expect(await ledger.job('short')).toEqual({
+      expect(await ledger.jobs.job('short')).toEqual({
         jobId: 'short',
         sheets: 1,
         expiresAt: '2025-03-01T12:01:00.000Z',
         state: 'charged',
       });
       clock.now = new Date('2025-03-01T12:00:59.999Z');
-      expect(await ledger.expiredJobs()).toEqual([]);
+      expect(await ledger.jobs.expiredJobs()).toEqual([]);
       clock.now = new Date('2025-03-01T12:01:00.000Z');
-      expect(await ledger.expiredJobs()).toEqual(['short']);
+      expect(await ledger.jobs.expiredJobs()).toEqual(['short']);
       clock.now = new Date('2025-03-01T13:00:00.000Z');
-      expect(await ledger.expiredJobs()).toEqual(['short', 'long']);
-      expect(await ledger.expiredJobs(1)).toEqual(['short']);
+      expect(await ledger.jobs.expiredJobs()).toEqual(['short', 'long']);
+      expect(await ledger.jobs.expiredJobs(1)).toEqual(['short']);
       // The sweep is claimed once: a second instance's claim of the same job fails.
-      expect(await ledger.markSwept('short')).toBe(true);
-      expect(await ledger.markSwept('short')).toBe(false);
-      expect(await ledger.expiredJobs()).toEqual(['long']);
+      expect(await ledger.jobs.markSwept('short')).toBe(true);
+      expect(await ledger.jobs.markSwept('short')).toBe(false);
+      expect(await ledger.jobs.expiredJobs()).toEqual(['long']);
     });
 
     it('lists usage newest first with its own fields', async () => {
       const { ledger, clock } = await fresh('2025-03-01T12:00:00.000Z');
-      const account = await ledger.findOrCreateAccount('usage@example.com');
-      await ledger.purchase(account.id, 50, 'stripe:usage');
-      await ledger.charge({ ...job(account.id, 1), jobId: 'older' });
+      const account = await ledger.accounts.findOrCreateAccount('usage@example.com');
+      await ledger.credits.purchase(account.id, 50, 'stripe:usage');
+      await ledger.credits.charge({ ...job(account.id, 1), jobId: 'older' });
       clock.now = new Date('2025-03-01T12:00:01.000Z');
-      await ledger.charge({
+      await ledger.credits.charge({
         ...job(account.id, 10),
         jobId: 'newer',
         surface: 'mcp',
         density: '6x6',
         sheets: 2,
       });
-      expect(await ledger.usage(account.id)).toEqual([
+      expect(await ledger.jobs.usage(account.id)).toEqual([
         {
           jobId: 'newer',
           surface: 'mcp',
@@ -623,27 +646,31 @@ describe.each(BACKENDS)('the ledger on %s', (backend) => {
           createdAt: '2025-03-01T12:00:00.000Z',
         },
       ]);
-      expect(await ledger.usage(account.id, 1)).toHaveLength(1);
+      expect(await ledger.jobs.usage(account.id, 1)).toHaveLength(1);
     });
   });
 
   describe('argument validation', () => {
     it('refuses amounts that are not positive integers and jobs with bad fields, writing nothing', async () => {
       const { db, ledger } = await fresh();
-      const account = await ledger.findOrCreateAccount('valid@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('valid@example.com');
       for (const credits of [0, -1, 1.5, Number.NaN, 2e9]) {
-        await expect(ledger.grant(account.id, credits)).rejects.toThrow(/credits must be/);
-        await expect(ledger.purchase(account.id, credits, 'stripe:x')).rejects.toThrow(/credits must be/);
-        await expect(ledger.charge(job(account.id, credits))).rejects.toThrow(/price must be/);
+        await expect(ledger.credits.grant(account.id, credits)).rejects.toThrow(/credits must be/);
+        await expect(ledger.credits.purchase(account.id, credits, 'stripe:x')).rejects.toThrow(
+          /credits must be/,
+        );
+        await expect(ledger.credits.charge(job(account.id, credits))).rejects.toThrow(/price must be/);
       }
-      await expect(ledger.purchase(account.id, 1, '')).rejects.toThrow(/idempotency key/);
-      await expect(ledger.charge({ ...job(account.id, 1), density: '7x7' })).rejects.toThrow(/density/);
-      await expect(ledger.charge({ ...job(account.id, 1), sheets: 0 })).rejects.toThrow(/sheets/);
-      await expect(ledger.charge({ ...job(account.id, 1), jobId: '' })).rejects.toThrow(/job id/);
-      await expect(ledger.charge({ ...job(account.id, 1), surface: 'ftp' as 'http' })).rejects.toThrow(
-        /surface/,
+      await expect(ledger.credits.purchase(account.id, 1, '')).rejects.toThrow(/idempotency key/);
+      await expect(ledger.credits.charge({ ...job(account.id, 1), density: '7x7' })).rejects.toThrow(
+        /density/,
       );
-      await expect(ledger.charge(job(999_999, 1))).rejects.toThrow(/unknown account/);
+      await expect(ledger.credits.charge({ ...job(account.id, 1), sheets: 0 })).rejects.toThrow(/sheets/);
+      await expect(ledger.credits.charge({ ...job(account.id, 1), jobId: '' })).rejects.toThrow(/job id/);
+      await expect(
+        ledger.credits.charge({ ...job(account.id, 1), surface: 'ftp' as 'http' }),
+      ).rejects.toThrow(/surface/);
+      await expect(ledger.credits.charge(job(999_999, 1))).rejects.toThrow(/unknown account/);
       expect(() => new Ledger(db, { allowanceFloor: -1 })).toThrow(/allowanceFloor/);
       expect(await entries(db, account.id)).toEqual([]);
     });
@@ -664,7 +691,7 @@ const ledger = new Ledger(db, { allowanceFloor: 7 });
 await new Promise((resolve) => setTimeout(resolve, Math.max(0, Number(startAt) - Date.now())));
 const charge = async (i) => {
   const price = ((i + Number(worker)) % 5) + 1;
-  const result = await ledger.charge({
+  const result = await ledger.credits.charge({
     accountId: Number(accountId), jobId: 'w' + worker + '-' + i, price,
     surface: 'http', density: '3x3', sheets: 1, ttlSeconds: 60,
   });

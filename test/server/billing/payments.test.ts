@@ -123,7 +123,7 @@ async function fresh(options: { configured?: boolean; databases?: TestBackend } 
   };
   const deps = { config, db, ledger, clock, log };
   const payments = new Payments(deps);
-  const account = await ledger.findOrCreateAccount(`buyer${++buyers}@example.com`);
+  const account = await ledger.accounts.findOrCreateAccount(`buyer${++buyers}@example.com`);
   /** The same Payments on a second server instance of the same database. */
   const instance = async () => {
     const other = await databases.open(database.options);
@@ -342,7 +342,7 @@ describe.each(BACKENDS)('the webhook on %s', (backend) => {
     ]);
     expect(after.sessions[0]?.completed_at).toBe('2025-03-01T12:00:00.000Z');
     expect(after.events).toHaveLength(1);
-    expect((await ledger.accountById(account.id))?.purchased).toBe(true);
+    expect((await ledger.accounts.accountById(account.id))?.purchased).toBe(true);
 
     // The same delivery again (Stripe retries, or an attacker replays it within 300 s): nothing changes.
     expect(await deliver(payments, payload)).toEqual({ status: 200, outcome: 'duplicate event' });
@@ -360,7 +360,7 @@ describe.each(BACKENDS)('the webhook on %s', (backend) => {
 
     // Purchased: spending down to zero is not topped up by the allowance any more.
     const charge = (jobId: string, price: number) =>
-      ledger.charge({
+      ledger.credits.charge({
         accountId: account.id,
         jobId,
         price,

@@ -363,13 +363,13 @@ describe('the keys page over plain HTTP, with no SMTP and no Stripe configured',
     try {
       let now = Date.parse('2026-01-01T00:00:00.000Z');
       const ledger = new Ledger(db, { allowanceFloor: 7, clock: () => new Date(now) });
-      const account = await ledger.findOrCreateAccount('busy@example.com');
-      await ledger.grant(account.id, 1000);
+      const account = await ledger.accounts.findOrCreateAccount('busy@example.com');
+      await ledger.credits.grant(account.id, 1000);
       for (let i = 1; i <= 27; i++) {
         now += 60_000;
         const density = i % 2 ? '3x3' : '6x6';
         const price = i % 2 ? 1 : 5;
-        await ledger.charge({
+        await ledger.credits.charge({
           accountId: account.id,
           jobId: `job${i}`,
           price,
@@ -379,7 +379,7 @@ describe('the keys page over plain HTTP, with no SMTP and no Stripe configured',
           ttlSeconds: 60,
         });
       }
-      await ledger.refund('job26');
+      await ledger.credits.refund('job26');
     } finally {
       await db.destroy();
     }

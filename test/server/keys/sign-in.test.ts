@@ -143,10 +143,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('creates the account at the first successful sign-in, and the code works once', async () => {
       const { signIn, ledger, lastCode } = await fresh(databases);
       await signIn.sendCode('bob@example.com', '192.0.2.1');
-      expect(await ledger.accountByEmail('bob@example.com')).toBeUndefined();
+      expect(await ledger.accounts.accountByEmail('bob@example.com')).toBeUndefined();
       const code = lastCode();
       const first = await signIn.verify('Bob@Example.com', code, '192.0.2.1');
-      const account = await ledger.accountByEmail('bob@example.com');
+      const account = await ledger.accounts.accountByEmail('bob@example.com');
       expect(account).toBeDefined();
       expect(first).toEqual({ ok: true, accountId: account?.id });
       // Single use.
@@ -374,7 +374,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
   describe('sessions', () => {
     it('a session names its account; only the SHA-256 of its token is stored', async () => {
       const { database, db, ledger, now } = await fresh(databases);
-      const account = await ledger.findOrCreateAccount('sam@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('sam@example.com');
       const sessions = new Sessions(db, { clock: now });
       const token = await sessions.create(account.id);
       expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -396,7 +396,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('sign-out works at once, also for another instance on the same database', async () => {
       const first = await fresh(databases);
       const second = await fresh(databases, { sameAs: first.database });
-      const account = await first.ledger.findOrCreateAccount('tia@example.com');
+      const account = await first.ledger.accounts.findOrCreateAccount('tia@example.com');
       const here = new Sessions(first.db, { clock: first.now });
       const there = new Sessions(second.db, { clock: second.now });
       const token = await here.create(account.id);
@@ -413,7 +413,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
     it('expires after SESSION_TTL_S', async () => {
       const { db, ledger, now, advance } = await fresh(databases);
-      const account = await ledger.findOrCreateAccount('uma@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('uma@example.com');
       const sessions = new Sessions(db, { clock: now });
       const token = await sessions.create(account.id);
       advance(SESSION_TTL_S - 1);
@@ -427,7 +427,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
     it('unknown and malformed tokens name nobody', async () => {
       const { db, ledger, now } = await fresh(databases);
-      const account = await ledger.findOrCreateAccount('vic@example.com');
+      const account = await ledger.accounts.findOrCreateAccount('vic@example.com');
       const sessions = new Sessions(db, { clock: now });
       const token = await sessions.create(account.id);
       const hash = createHash('sha256').update(token).digest('hex');
@@ -444,7 +444,7 @@ describe('no account enumeration', () => {
     const log = captureLog();
     const mailer = createMailer({ smtpUrl: undefined, mailFrom: undefined, baseUrl: BASE_URL }, log);
     const { signIn, ledger, advance } = await fresh(sqlite, { mailer });
-    await ledger.findOrCreateAccount('known@example.com');
+    await ledger.accounts.findOrCreateAccount('known@example.com');
     const known = 'known@example.com';
     const unknown = 'unknown@example.com';
     // Warm-up (HMAC key, prepared statements, JIT) outside the measurement.
@@ -468,7 +468,7 @@ describe('no account enumeration', () => {
     const difference = Math.abs(median(times[known] ?? []) - median(times[unknown] ?? []));
     expect(difference).toBeLessThan(5);
     // Sending never created the account: that happens at the first successful sign-in only.
-    expect(await ledger.accountByEmail(unknown)).toBeUndefined();
+    expect(await ledger.accounts.accountByEmail(unknown)).toBeUndefined();
   });
 });
 
