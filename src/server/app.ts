@@ -10,7 +10,15 @@ import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { hostedErrors, VidsheetError, webErrors } from '../core/errors.js';
-import type { ServerDeps } from './deps.js';
+import type { AnonymousLane } from './billing/anonymous-lane.js';
+import type { Clock, Ledger } from './billing/ledger.js';
+import type { Payments } from './billing/payments.js';
+import type { ServerConfig } from './config.js';
+import type { Admission } from './hosted/admission.js';
+import type { HostedJobs } from './hosted/jobs.js';
+import type { Sessions } from './keys/sessions.js';
+import type { SignIn } from './keys/sign-in.js';
+import { auth } from './plugins/auth.js';
 import { answerBeforeBody } from './plugins/early-answer.js';
 import { healthRoutes } from './routes/health.js';
 import { keysRoutes } from './routes/keys.js';
@@ -18,16 +26,39 @@ import { mcpRoutes } from './routes/mcp.js';
 import { sheetRoutes } from './routes/sheets.js';
 import { stripeWebhookRoutes } from './routes/stripe-webhook.js';
 import { vidsheetRoutes } from './routes/vidsheet.js';
+import type { SheetStorage } from './storage/storage.js';
+
+/**
+ * What the app is built from: every stateful part is made by server.ts (or a test) and passed in,
+ * grouped by the wing that uses it; each route plugin is handed only the parts it reads.
+ */
+export interface AppParts {
+  config: ServerConfig;
+  version: string;
+  clock: Clock;
+  /** Resolves when the database answers (health check). */
+  checkDatabase: () => Promise<void>;
+  /** Accounts and keys, credits, the job registry. */
+  ledger: Ledger;
+  storage: SheetStorage;
+  /** The job queue and the hosted job, shared by uploads and the remote tool. */
+  hosted: { admission: Admission; jobs: Pick<HostedJobs, 'run'> };
+  /** The remote endpoint's anonymous daily quota. */
+  anonymous: Pick<AnonymousLane, 'take' | 'giveBack'>;
+  /** The keys page: browser sessions, e-mail sign-in, Stripe payments. */
+  keysPage: { sessions: Sessions; signIn: SignIn; payments: Payments };
+}
 
 export interface AppOptions {
   /** A pino logger (server.ts), or false for silence (tests). */
   loggerInstance?: FastifyServerOptions['loggerInstance'];
 }
 
-export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Promise<FastifyInstance> {
+export async function buildApp(parts: AppParts, options: AppOptions = {}): Promise<FastifyInstance> {
+  const { config, version, ledger, storage, hosted, keysPage } = parts;
   const app = Fastify({
     ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: false }),
-    trustProxy: deps.config.trustProxy,
+    trustProxy: config.trustProxy,
     // Unique across instances and restarts, so a log line finds its request anywhere.
     genReqId: () => randomBytes(8).toString('hex'),
   }) as unknown as FastifyInstance;
@@ -36,16 +67,16 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
     openapi: {
       info: {
         title: 'vidsheet hosted API',
-        version: deps.version,
+        version: version,
         description: 'Video to timestamped JPEG contact sheets. Contract vidsheet-http-v0.',
       },
-      servers: [{ url: deps.config.baseUrl }],
+      servers: [{ url: config.baseUrl }],
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
     },
   });
   await app.register(multipart, {
     limits: {
-      fileSize: deps.config.maxUploadMb * 1024 * 1024,
+      fileSize: config.maxUploadMb * 1024 * 1024,
       fieldSize: 1024,
       fields: 32,
       parts: 64,
@@ -54,7 +85,7 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
   });
 
   app.setErrorHandler((error: Error & { code?: string; statusCode?: number }, request, reply) => {
-    const known = toCatalogError(error, deps.config.maxUploadMb);
+    const known = toCatalogError(error, config.maxUploadMb);
     if (known.status >= 500) {
       request.log.error({ err: error, detail: known.detail }, 'request failed');
     } else {
@@ -77,12 +108,13 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
     return reply.code(notFound.status).send(notFound.body());
   });
 
-  await app.register(healthRoutes, deps);
-  await app.register(sheetRoutes, deps);
-  await app.register(vidsheetRoutes, deps);
-  await app.register(mcpRoutes, deps);
-  await app.register(keysRoutes, deps);
-  await app.register(stripeWebhookRoutes, { payments: deps.payments });
+  await app.register(auth, { accounts: ledger.accounts });
+  await app.register(healthRoutes, { version, storage, checkDatabase: parts.checkDatabase });
+  await app.register(sheetRoutes, { registry: ledger.jobs, storage, clock: parts.clock });
+  await app.register(vidsheetRoutes, { config, storage, ...hosted });
+  await app.register(mcpRoutes, { config, version, storage, anonymous: parts.anonymous, ...hosted });
+  await app.register(keysRoutes, { config, ledger, ...keysPage });
+  await app.register(stripeWebhookRoutes, { payments: keysPage.payments });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -101,14 +101,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     ceiling: config.anonCeiling,
     clock,
   });
-  const sweeper = startSweeper({ ledger, storage, intervalS: config.sweepS, log });
+  const sweeper = startSweeper({ registry: ledger.jobs, storage, intervalS: config.sweepS, log });
   await sweeper.sweep();
 
   const mailer = createMailer(config, log);
   const keysPage = {
     sessions: new Sessions(db, { clock }),
     signIn: new SignIn({ db, ledger, mailer, clock, log }),
-    mailer,
     payments: new Payments({ config, db, ledger, clock, log }),
   };
   const app = await buildApp(
@@ -116,10 +115,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       config,
       ledger,
       storage,
-      admission,
-      jobs,
+      hosted: { admission, jobs },
       anonymous,
-      ...keysPage,
+      keysPage,
       checkDatabase: async () => {
         await sql`select 1`.execute(db);
       },

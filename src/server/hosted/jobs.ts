@@ -6,6 +6,7 @@
  * Money rules: nothing is charged before the debit; once charged, any failure (engine error,
  * worker death, storage) is refunded and reported as `500 processing_failed` with `refunded`.
  */
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { creditsPerSheet, type Density } from '../../core/density.js';
 import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../../core/errors.js';
@@ -49,6 +50,9 @@ export interface HostedJobResult {
   /** The balance after the charge; undefined on the anonymous lane. */
   creditsRemaining: number | undefined;
 }
+
+/** 128 random bits, base64url: unguessable, so the sheet URLs are capabilities. */
+export const newJobId = (): string => randomBytes(16).toString('base64url');
 
 /** The capability URL of one sheet (spec: `{base_url}/v1/sheets/<job_id>/video.sheet-<N>.jpg`). */
 export const sheetUrl = (baseUrl: string, jobId: string, n: number): string =>

@@ -12,7 +12,7 @@ export interface Sweeper {
 }
 
 export function startSweeper(deps: {
-  ledger: Ledger;
+  registry: Pick<Ledger['jobs'], 'expiredJobs' | 'markSwept'>;
   storage: SheetStorage;
   intervalS: number;
   log: { info(o: object, m: string): void; error(o: object, m: string): void };
@@ -21,11 +21,11 @@ export function startSweeper(deps: {
   const pass = async (): Promise<number> => {
     let swept = 0;
     for (;;) {
-      const expired = await deps.ledger.jobs.expiredJobs(100);
+      const expired = await deps.registry.expiredJobs(100);
       if (expired.length === 0) break;
       for (const jobId of expired) {
         // Claimed first: of several instances, only the one that marks the job deletes its sheets.
-        if (!(await deps.ledger.jobs.markSwept(jobId))) continue;
+        if (!(await deps.registry.markSwept(jobId))) continue;
         await deps.storage.remove(jobId);
         swept++;
       }

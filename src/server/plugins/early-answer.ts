@@ -9,6 +9,7 @@
  * Either way the body is never looked at.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { VidsheetError } from '../../core/errors.js';
 
 export const DRAIN_LIMIT_BYTES = 32 * 1024 * 1024;
 
@@ -23,4 +24,10 @@ export function answerBeforeBody(request: FastifyRequest, reply: FastifyReply): 
   } else {
     reply.header('connection', 'close');
   }
+}
+
+/** A refusal before the body was read (401, 429, an announced 413): the catalog's body, sent so. */
+export function refuseBeforeBody(request: FastifyRequest, reply: FastifyReply, error: VidsheetError) {
+  answerBeforeBody(request, reply);
+  return reply.code(error.status).send(error.body());
 }

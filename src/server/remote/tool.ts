@@ -14,13 +14,23 @@ import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '../.
 import { remoteReport } from '../../core/report.js';
 import { parseWindowArgs } from '../../core/request.js';
 import { type RemoteInput, toolError } from '../../mcp/tool.js';
-import type { AnonymousCounter } from '../billing/anonymous-lane.js';
+import type { AnonymousCounter, AnonymousLane } from '../billing/anonymous-lane.js';
 import type { Account } from '../billing/ledger.js';
-import type { ServerDeps } from '../deps.js';
-import { sheetName } from '../hosted/jobs.js';
-import { newJobId } from '../routes/vidsheet.js';
+import type { ServerConfig } from '../config.js';
+import type { Admission } from '../hosted/admission.js';
+import { type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
+import type { SheetStorage } from '../storage/storage.js';
 import { downloadVideo, FetchError } from './fetch/download.js';
 import { inlineImage } from './thumbnail.js';
+
+/** What a remote call uses: the shared job queue and hosted job, the anonymous quota, the sheets. */
+export interface RemoteParts {
+  config: ServerConfig;
+  admission: Admission;
+  jobs: Pick<HostedJobs, 'run'>;
+  anonymous: Pick<AnonymousLane, 'take' | 'giveBack'>;
+  storage: SheetStorage;
+}
 
 /** Who is calling, as the HTTP layer established it. */
 export interface RemoteCaller {
@@ -48,13 +58,13 @@ export function subjectOf(meta: Record<string, unknown> | undefined): string | u
 
 /** DESIGN §6: the anonymous lane's quota error, with the upsell only where it is allowed. */
 function quotaExhausted(
-  deps: ServerDeps,
+  config: ServerConfig,
   counter: AnonymousCounter,
   why: 'counter' | 'ceiling',
 ): CallToolResult {
   const message =
     why === 'counter'
-      ? `the free lane allows ${deps.config.anonDaily} videos per day and they are used up for today`
+      ? `the free lane allows ${config.anonDaily} videos per day and they are used up for today`
       : 'the free lane is used up for today across all users';
   const body =
     counter.kind === 'subject'
@@ -66,8 +76,8 @@ function quotaExhausted(
       : {
           error: 'quota_exhausted',
           message,
-          hint: `mint a free API key at ${deps.config.baseUrl}/keys (${deps.config.allowanceFloor} free credits per day, no card) and send it as "Authorization: Bearer <key>", or run vidsheet locally on your own machine`,
-          billing_url: `${deps.config.baseUrl}/keys`,
+          hint: `mint a free API key at ${config.baseUrl}/keys (${config.allowanceFloor} free credits per day, no card) and send it as "Authorization: Bearer <key>", or run vidsheet locally on your own machine`,
+          billing_url: `${config.baseUrl}/keys`,
         };
   return { isError: true, content: [{ type: 'text', text: JSON.stringify(body) }] };
 }
@@ -76,7 +86,7 @@ export async function callRemoteTool(
   args: RemoteInput,
   meta: Record<string, unknown> | undefined,
   caller: RemoteCaller,
-  deps: ServerDeps,
+  deps: RemoteParts,
 ): Promise<CallToolResult> {
   let window: { startMs?: number; endMs?: number };
   try {
@@ -98,7 +108,7 @@ export async function callRemoteTool(
       const subject = subjectOf(meta);
       counter = subject ? { kind: 'subject', subject } : { kind: 'ip', ip: caller.ip };
       const take = await deps.anonymous.take(counter);
-      if (!take.ok) return quotaExhausted(deps, counter, take.exhausted);
+      if (!take.ok) return quotaExhausted(deps.config, counter, take.exhausted);
       taken = take;
     }
     await mkdir(workDir, { recursive: true });

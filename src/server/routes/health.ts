@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { CONTRACTS } from '../../core/report.js';
-import type { ServerDeps } from '../deps.js';
+import type { SheetStorage } from '../storage/storage.js';
 import { healthSchema } from './schemas.js';
 
 /** How long a dependency may take to answer before it counts as unreachable. */
@@ -31,7 +31,14 @@ async function probe(check: () => Promise<void>): Promise<string> {
   }
 }
 
-export async function healthRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+export interface HealthParts {
+  version: string;
+  storage: SheetStorage;
+  /** Resolves when the database answers. */
+  checkDatabase: () => Promise<void>;
+}
+
+export async function healthRoutes(app: FastifyInstance, deps: HealthParts): Promise<void> {
   app.get('/healthz', { schema: healthSchema }, async (_request, reply) => {
     const [database, storage] = await Promise.all([
       probe(deps.checkDatabase),

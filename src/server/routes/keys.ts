@@ -12,11 +12,12 @@ import fastifyCsrf from '@fastify/csrf-protection';
 import fastifyFormbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { packById } from '../../core/packs.js';
-import { KEY_PATTERN, normalizeEmail } from '../billing/ledger.js';
-import type { ServerDeps } from '../deps.js';
+import { KEY_PATTERN, type Ledger, normalizeEmail } from '../billing/ledger.js';
+import type { Payments } from '../billing/payments.js';
+import type { ServerConfig } from '../config.js';
 import { type PageState, renderKeysPage } from '../keys/page.js';
 import { SESSION_COOKIE, Sessions } from '../keys/sessions.js';
-import { isValidEmail } from '../keys/sign-in.js';
+import { isValidEmail, type SignIn } from '../keys/sign-in.js';
 
 /** Usage rows per page. */
 const USAGE_PAGE = 25;
@@ -25,7 +26,15 @@ const NOTICE_COOKIE = 'vidsheet_notice';
 
 type Form = Record<string, string | undefined>;
 
-export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+export interface KeysPageParts {
+  config: ServerConfig;
+  ledger: Ledger;
+  sessions: Sessions;
+  signIn: SignIn;
+  payments: Payments;
+}
+
+export async function keysRoutes(app: FastifyInstance, deps: KeysPageParts): Promise<void> {
   const { config, ledger, sessions, signIn, payments } = deps;
   const cookieOptions = Sessions.cookieOptions(config.baseUrl);
   const flashOptions = { ...cookieOptions, path: '/keys', maxAge: 60 };

@@ -9,10 +9,9 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hostedErrors, remoteErrors, type VidsheetError } from '../../core/errors.js';
+import { remoteErrors, type VidsheetError } from '../../core/errors.js';
 import { type RemoteInput, toolDefinition } from '../../mcp/tool.js';
-import type { ServerDeps } from '../deps.js';
-import { callRemoteTool } from '../remote/tool.js';
+import { callRemoteTool, type RemoteParts } from '../remote/tool.js';
 
 const refuse = (reply: FastifyReply, error: VidsheetError) => reply.code(error.status).send(error.body());
 
@@ -30,8 +29,11 @@ function floodGuard(perMinute: number) {
   };
 }
 
-export async function mcpRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
-  const { config, ledger } = deps;
+export async function mcpRoutes(
+  app: FastifyInstance,
+  deps: RemoteParts & { version: string },
+): Promise<void> {
+  const { config } = deps;
   const hosts = new Set(config.allowedHosts.map((h) => h.toLowerCase()));
   const origins = new Set(config.allowedOrigins.map((o) => o.toLowerCase()));
   const flooded = floodGuard(config.mcpFloodPerMin);
@@ -55,17 +57,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: ServerDeps): Promise
   app.get('/mcp', { schema: { hide: true } }, notAllowed);
   app.delete('/mcp', { schema: { hide: true } }, notAllowed);
 
-  /** A present `Authorization` header must hold a valid key; without one the call is anonymous. */
-  async function keyedOrAnonymous(request: FastifyRequest, reply: FastifyReply) {
-    const header = request.headers.authorization;
-    if (header === undefined) return;
-    const match = /^Bearer +(\S+)\s*$/i.exec(header);
-    const account = match?.[1] ? await ledger.accounts.accountForKey(match[1]) : undefined;
-    if (!account) return refuse(reply, hostedErrors.invalidKey());
-    request.account = account;
-  }
-
-  app.post('/mcp', { schema: { hide: true }, onRequest: keyedOrAnonymous }, async (request, reply) => {
+  app.post('/mcp', { schema: { hide: true }, onRequest: app.keyIfPresent }, async (request, reply) => {
     const caller = { account: request.account, ip: request.ip, log: request.log };
     // From here the transport writes the response itself.
     reply.hijack();

@@ -5,20 +5,27 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { hostedErrors } from '../../core/errors.js';
-import type { ServerDeps } from '../deps.js';
+import type { Clock, Ledger } from '../billing/ledger.js';
+import type { SheetStorage } from '../storage/storage.js';
 import { sheetSchema } from './schemas.js';
 
 const JOB_ID = /^[A-Za-z0-9_-]{22}$/;
 const SHEET = /^video\.sheet-([1-9]\d{0,3})\.jpg$/;
 
-export async function sheetRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+export interface SheetParts {
+  registry: Pick<Ledger['jobs'], 'job'>;
+  storage: SheetStorage;
+  clock: Clock;
+}
+
+export async function sheetRoutes(app: FastifyInstance, deps: SheetParts): Promise<void> {
   app.get<{ Params: { jobId: string; name: string } }>(
     '/v1/sheets/:jobId/:name',
     { schema: sheetSchema },
     async (request, reply) => {
       const { jobId, name } = request.params;
       const n = Number(SHEET.exec(name)?.[1]);
-      const job = JOB_ID.test(jobId) && n ? await deps.ledger.jobs.job(jobId) : undefined;
+      const job = JOB_ID.test(jobId) && n ? await deps.registry.job(jobId) : undefined;
       const now = deps.clock();
       const live = job && job.state === 'done' && n <= job.sheets && new Date(job.expiresAt) > now;
       const stream = live ? await deps.storage.get(jobId, name) : undefined;

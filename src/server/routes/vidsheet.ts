@@ -3,7 +3,6 @@
  * credential (401) and capacity (429) before any body byte is read, then the upload streamed to
  * disk under the size cap (413), the request's shape (422), and the hosted job (jobs.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,51 +11,42 @@ import { pipeline } from 'node:stream/promises';
 import type {} from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Density } from '../../core/density.js';
-import { hostedErrors, type VidsheetError } from '../../core/errors.js';
+import { hostedErrors } from '../../core/errors.js';
 import { hostedReport } from '../../core/report.js';
 import { parseHostedFields, type ResponseMode } from '../../core/request.js';
 import type { Account } from '../billing/ledger.js';
-import type { ServerDeps } from '../deps.js';
-import { type HostedJobResult, sheetName } from '../hosted/jobs.js';
-import { answerBeforeBody } from '../plugins/early-answer.js';
+import type { ServerConfig } from '../config.js';
+import type { Admission } from '../hosted/admission.js';
+import { type HostedJobResult, type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
+import { refuseBeforeBody } from '../plugins/early-answer.js';
+import type { SheetStorage } from '../storage/storage.js';
 import { hostedJobSchema } from './schemas.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    account?: Account;
     /** Gives back this request's place in the job queue (idempotent). */
     releaseAdmission?: () => void;
   }
 }
 
-/** 128 random bits, base64url: unguessable, so the sheet URLs are capabilities. */
-export const newJobId = (): string => randomBytes(16).toString('base64url');
-
 /** Multipart framing around a file is a few hundred bytes; this leaves room for the text fields. */
 const FRAMING_SLACK = 1024 * 1024;
 
-/** A refusal before any body byte is read. */
-function refuseEarly(request: FastifyRequest, reply: FastifyReply, error: VidsheetError) {
-  answerBeforeBody(request, reply);
-  return reply.code(error.status).send(error.body());
+export interface UploadParts {
+  config: ServerConfig;
+  storage: SheetStorage;
+  admission: Admission;
+  jobs: Pick<HostedJobs, 'run'>;
 }
 
-export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
-  const { config, ledger, admission, jobs } = deps;
+export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): Promise<void> {
+  const { config, admission, jobs } = deps;
   const maxBytes = config.maxUploadMb * 1024 * 1024;
-
-  /** `Authorization: Bearer <key>`: missing, malformed or revoked is 401, before the body. */
-  async function authenticate(request: FastifyRequest, reply: FastifyReply) {
-    const match = /^Bearer +(\S+)\s*$/i.exec(request.headers.authorization ?? '');
-    const account = match?.[1] ? await ledger.accounts.accountForKey(match[1]) : undefined;
-    if (!account) return refuseEarly(request, reply, hostedErrors.invalidKey());
-    request.account = account;
-  }
 
   /** A place in the queue, taken before the body is read; 429 at once when there is none. */
   async function admit(request: FastifyRequest, reply: FastifyReply) {
     const release = admission.tryEnter();
-    if (!release) return refuseEarly(request, reply, hostedErrors.busy());
+    if (!release) return refuseBeforeBody(request, reply, hostedErrors.busy());
     request.releaseAdmission = release;
   }
 
@@ -64,7 +54,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
   async function announcedSize(request: FastifyRequest, reply: FastifyReply) {
     const length = Number(request.headers['content-length']);
     if (length > maxBytes + FRAMING_SLACK)
-      return refuseEarly(request, reply, hostedErrors.tooLarge(config.maxUploadMb));
+      return refuseBeforeBody(request, reply, hostedErrors.tooLarge(config.maxUploadMb));
   }
 
   app.addHook('onResponse', async (request) => request.releaseAdmission?.());
@@ -74,7 +64,8 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: ServerDeps): Pr
     // The multipart body is read by the handler as a stream, never parsed into `request.body`;
     // the body schema above documents it (OpenAPI) and is not validated.
     validatorCompiler: () => () => true,
-    onRequest: [authenticate, admit, announcedSize],
+    // The key first (401), then a place in the queue (429), then the announced size (413).
+    onRequest: [app.requireKey, admit, announcedSize],
     handler: async (request, reply) => {
       const account = request.account as Account;
       const jobId = newJobId();
