@@ -1,0 +1,352 @@
+/**
+ * The app in process (`buildApp` + `inject`, no listening server, no worker): a real SQLite ledger in a
+ * temporary directory, real sheet storage, and a fake hosted job where a test needs one. Fast feedback
+ * for what every route shares: the auth plugin, the not-found answer, the error handler, OpenAPI.
+ * The spawned-server contract tests (http.test.ts, remote/mcp.test.ts) check the same rules end to end.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type AppParts, buildApp } from '../../src/server/app.js';
+import { AnonymousLane } from '../../src/server/billing/anonymous-lane.js';
+import { Ledger } from '../../src/server/billing/ledger.js';
+import { Payments } from '../../src/server/billing/payments.js';
+import { loadConfig } from '../../src/server/config.js';
+import { openDatabase } from '../../src/server/db/open.js';
+import type { Database } from '../../src/server/db/schema.js';
+import { Admission } from '../../src/server/hosted/admission.js';
+import type { HostedJobRequest, HostedJobs } from '../../src/server/hosted/jobs.js';
+import { createMailer } from '../../src/server/keys/mail.js';
+import { Sessions } from '../../src/server/keys/sessions.js';
+import { SignIn } from '../../src/server/keys/sign-in.js';
+import { LocalSheetStorage } from '../../src/server/storage/local.js';
+import type { SheetStorage } from '../../src/server/storage/storage.js';
+
+const BASE = 'http://127.0.0.1:9';
+const VERSION = '9.9.9-test';
+const INVALID_KEY = '{"error":"invalid_key"}';
+const NOT_FOUND = '{"error":"not_found"}';
+/** What a failing engine might say: none of it may reach a client. */
+const INTERNAL = 'ffmpeg exited 1 reading /srv/vidsheet/data/work/abc/upload.mp4: moov atom not found';
+
+const silent = { info() {}, warn() {}, error() {} };
+let dir: string;
+let db: Kysely<Database>;
+let ledger: Ledger;
+let key: string;
+let revokedKey: string;
+let accountId: number;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'vidsheet-app-'));
+  mkdirSync(join(dir, 'sheets'));
+  db = await openDatabase({ dataDir: dir });
+  ledger = new Ledger(db, { allowanceFloor: 7 });
+  const account = await ledger.accounts.findOrCreateAccount('app@example.com');
+  accountId = account.id;
+  key = (await ledger.accounts.createKey(account.id)).key;
+  revokedKey = (await ledger.accounts.createKey(account.id)).key;
+  expect(await ledger.accounts.revokeKey(revokedKey)).toBe(true);
+});
+afterAll(async () => {
+  await db.destroy();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Every hosted job this file asked for, and what the fake answers. */
+const runs: HostedJobRequest[] = [];
+let runJob: (request: HostedJobRequest) => ReturnType<HostedJobs['run']> = () => {
+  throw new Error('no job expected');
+};
+const apps: FastifyInstance[] = [];
+afterEach(async () => {
+  for (const app of apps.splice(0)) await app.close();
+  runs.length = 0;
+});
+
+/** The app over the shared database; `log` collects its log lines when given. */
+async function app(
+  options: {
+    admission?: Admission;
+    checkDatabase?: () => Promise<void>;
+    storage?: SheetStorage;
+    log?: string[];
+  } = {},
+) {
+  const config = loadConfig({ VIDSHEET_BASE_URL: BASE, VIDSHEET_DATA_DIR: dir });
+  const clock = () => new Date();
+  const parts: AppParts = {
+    config,
+    version: VERSION,
+    clock,
+    checkDatabase: options.checkDatabase ?? (async () => {}),
+    ledger,
+    storage: options.storage ?? new LocalSheetStorage(join(dir, 'sheets')),
+    hosted: {
+      admission: options.admission ?? new Admission(2),
+      jobs: {
+        run: (request) => {
+          runs.push(request);
+          return runJob(request);
+        },
+      },
+    },
+    anonymous: new AnonymousLane(db, { daily: 3, ceiling: 100, clock }),
+    keysPage: {
+      sessions: new Sessions(db, { clock }),
+      signIn: new SignIn({ db, ledger, mailer: createMailer(config, silent), clock, log: silent }),
+      payments: new Payments({ config, db, ledger, clock, log: silent }),
+    },
+  };
+  const lines = options.log;
+  const loggerInstance = lines
+    ? pino(
+        { level: 'info' },
+        new Writable({
+          write(chunk, _encoding, done) {
+            lines.push(String(chunk));
+            done();
+          },
+        }),
+      )
+    : undefined;
+  const built = await buildApp(parts, { loggerInstance });
+  apps.push(built);
+  return built;
+}
+
+/** A multipart body with one `video` part (a few bytes: the fake job never opens it). */
+function upload(fields: Record<string, string> = {}) {
+  const boundary = 'vidsheet-test-boundary';
+  const parts = [
+    ...Object.entries(fields).map(
+      ([name, value]) =>
+        `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`,
+    ),
+    `--${boundary}\r\ncontent-disposition: form-data; name="video"; filename="clip.mp4"\r\n` +
+      'content-type: video/mp4\r\n\r\nnot really a video\r\n',
+    `--${boundary}--\r\n`,
+  ];
+  return {
+    payload: parts.join(''),
+    headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+  };
+}
+
+describe('the auth plugin', () => {
+  const refused: Array<[string, () => string | undefined]> = [
+    ['no Authorization header', () => undefined],
+    ['not Bearer', () => `Basic ${Buffer.from(`user:${key}`).toString('base64')}`],
+    ['Bearer without a key', () => 'Bearer '],
+    ['a malformed key', () => 'Bearer vs_live_not-hex'],
+    ['an unknown key of the right shape', () => `Bearer vs_live_${'0'.repeat(40)}`],
+    ['a revoked key', () => `Bearer ${revokedKey}`],
+    ['a live key with trailing junk', () => `Bearer ${key} extra`],
+  ];
+
+  it.each(refused)('POST /v1/vidsheet with %s: 401 invalid_key, no job', async (_name, header) => {
+    const server = await app();
+    const authorization = header();
+    const res = await server.inject({
+      method: 'POST',
+      url: '/v1/vidsheet',
+      ...upload(),
+      headers: { ...upload().headers, ...(authorization === undefined ? {} : { authorization }) },
+    });
+    expect([res.statusCode, res.body]).toEqual([401, INVALID_KEY]);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(runs).toEqual([]);
+  });
+
+  it('is checked before the queue: a full queue still answers 401 to a bad key, 429 to a good one', async () => {
+    const admission = new Admission(1);
+    const place = admission.tryEnter();
+    expect(place).toBeDefined();
+    const server = await app({ admission });
+    const anonymous = await server.inject({ method: 'POST', url: '/v1/vidsheet', ...upload() });
+    expect([anonymous.statusCode, anonymous.body]).toEqual([401, INVALID_KEY]);
+    const keyed = await server.inject({
+      method: 'POST',
+      url: '/v1/vidsheet',
+      ...upload(),
+      headers: { ...upload().headers, authorization: `Bearer ${key}` },
+    });
+    expect([keyed.statusCode, keyed.body]).toEqual([429, '{"error":"busy"}']);
+    place?.();
+    expect(admission.size).toBe(0);
+  });
+
+  it('a live key (any case of "bearer", spaces around) reaches the job as its account', async () => {
+    runJob = async () => {
+      throw new Error('stop here');
+    };
+    const server = await app();
+    for (const authorization of [`Bearer ${key}`, `bearer   ${key}  `]) {
+      await server.inject({
+        method: 'POST',
+        url: '/v1/vidsheet',
+        ...upload({ density: '4x4' }),
+        headers: { ...upload().headers, authorization },
+      });
+    }
+    expect(runs.map((r) => [r.payer, r.surface, r.density, r.inputName])).toEqual([
+      [{ accountId }, 'http', '4x4', 'clip.mp4'],
+      [{ accountId }, 'http', '4x4', 'clip.mp4'],
+    ]);
+  });
+
+  describe('POST /mcp: a header that is present must hold a live key', () => {
+    const mcp = (authorization?: string) => ({
+      method: 'POST' as const,
+      url: '/mcp',
+      headers: {
+        host: '127.0.0.1:9',
+        accept: 'application/json, text/event-stream',
+        'content-type': 'application/json',
+        ...(authorization === undefined ? {} : { authorization }),
+      },
+      payload: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
+    });
+
+    it.each(refused.slice(1))('%s: 401 invalid_key, never the anonymous lane', async (_name, header) => {
+      const res = await (await app()).inject(mcp(header()));
+      expect([res.statusCode, res.body]).toEqual([401, INVALID_KEY]);
+    });
+
+    it('no header (anonymous) and a live key both reach the tool', async () => {
+      const server = await app();
+      for (const authorization of [undefined, `Bearer ${key}`]) {
+        const res = await server.inject(mcp(authorization));
+        expect(res.statusCode).toBe(200);
+        const tools = (res.json() as { result: { tools: Array<{ name: string }> } }).result.tools;
+        expect(tools.map((t) => t.name)).toEqual(['vidsheet_video']);
+      }
+    });
+  });
+});
+
+describe('the answers every route shares', () => {
+  it('an unknown route, method or sheet is 404 {"error":"not_found"}', async () => {
+    const server = await app();
+    const answers = await Promise.all(
+      [
+        { method: 'GET' as const, url: '/nothing-here' },
+        { method: 'PUT' as const, url: '/v1/vidsheet' },
+        { method: 'GET' as const, url: `/v1/sheets/${'A'.repeat(22)}/video.sheet-1.jpg` },
+        { method: 'GET' as const, url: `/v1/sheets/${'A'.repeat(22)}/video.sheet-0.jpg` },
+        { method: 'GET' as const, url: '/v1/sheets/short/video.sheet-1.jpg' },
+      ].map((request) => server.inject(request)),
+    );
+    expect(answers.map((res) => [res.statusCode, res.body])).toEqual(Array(5).fill([404, NOT_FOUND]));
+  });
+
+  /** The 500 body, exactly, and the detail in the log line of the request; nothing internal leaks. */
+  async function expectOpaque500(
+    request: (server: FastifyInstance) => Promise<{ statusCode: number; body: string; headers: object }>,
+    storage?: SheetStorage,
+  ) {
+    const log: string[] = [];
+    const res = await request(await app({ log, storage }));
+    expect([res.statusCode, res.body]).toEqual([500, '{"error":"processing_failed","refunded":true}']);
+    for (const leak of ['ffmpeg', '/srv', 'moov', 'Error', 'at ']) {
+      expect(JSON.stringify(res.headers) + res.body).not.toContain(leak);
+    }
+    const failed = log.map((line) => JSON.parse(line)).find((line) => line.msg === 'request failed');
+    expect(failed?.detail).toBe(INTERNAL);
+    expect(failed?.err?.message).toBe(INTERNAL);
+    expect(failed?.err?.stack).toContain('app.test.ts');
+    expect(failed?.reqId).toMatch(/^[0-9a-f]{16}$/);
+  }
+
+  it('a failure inside a job is 500 {"error":"processing_failed","refunded":true}; the detail only in the log', async () => {
+    runJob = async () => {
+      throw new Error(INTERNAL);
+    };
+    await expectOpaque500((server) =>
+      server.inject({
+        method: 'POST',
+        url: '/v1/vidsheet',
+        ...upload(),
+        headers: { ...upload().headers, authorization: `Bearer ${key}` },
+      }),
+    );
+    // The video of a failed job is gone before the answer leaves.
+    expect(runs).toHaveLength(1);
+    expect(readdirSync(join(dir, 'work'))).toEqual([]);
+  });
+
+  it('a route with no 500 in its schema leaks nothing either (the error handler, not the serializer)', async () => {
+    const jobId = 'B'.repeat(22);
+    await ledger.credits.grant(accountId, 1);
+    const charged = await ledger.credits.charge({
+      accountId,
+      jobId,
+      price: 1,
+      surface: 'http',
+      density: '3x3',
+      sheets: 1,
+      ttlSeconds: 3600,
+    });
+    expect(charged.ok).toBe(true);
+    await ledger.jobs.finishJob(jobId);
+    const broken: SheetStorage = {
+      put: async () => {},
+      remove: async () => {},
+      get: async () => {
+        throw new Error(INTERNAL);
+      },
+    };
+    await expectOpaque500(
+      (server) => server.inject({ method: 'GET', url: `/v1/sheets/${jobId}/video.sheet-1.jpg` }),
+      broken,
+    );
+  });
+
+  it('/healthz says which dependency does not answer: 503 with its reason', async () => {
+    const down = await app({
+      checkDatabase: async () => {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+      },
+    });
+    const res = await down.inject({ method: 'GET', url: '/healthz' });
+    expect([res.statusCode, res.body]).toEqual([
+      503,
+      JSON.stringify({
+        ok: false,
+        contract: 'vidsheet-http-v0',
+        version: VERSION,
+        database: 'connect ECONNREFUSED 127.0.0.1:5432',
+        storage: 'ok',
+      }),
+    ]);
+    const up = await (await app()).inject({ method: 'GET', url: '/healthz' });
+    expect([up.statusCode, up.json()]).toEqual([
+      200,
+      { ok: true, contract: 'vidsheet-http-v0', version: VERSION, database: 'ok', storage: 'ok' },
+    ]);
+  });
+
+  it('serves the OpenAPI document of the public routes only', async () => {
+    const res = await (await app()).inject({ method: 'GET', url: '/v1/openapi.json' });
+    expect(res.statusCode).toBe(200);
+    const doc = res.json() as {
+      openapi: string;
+      info: { title: string; version: string };
+      servers: Array<{ url: string }>;
+      paths: Record<string, Record<string, { security?: unknown }>>;
+      components: { securitySchemes: unknown };
+    };
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(doc.info.title).toBe('vidsheet hosted API');
+    expect(doc.info.version).toBe(VERSION);
+    expect(doc.servers).toEqual([{ url: BASE }]);
+    expect(Object.keys(doc.paths).sort()).toEqual(['/healthz', '/v1/sheets/{jobId}/{name}', '/v1/vidsheet']);
+    expect(doc.paths['/v1/vidsheet']?.post?.security).toEqual([{ bearer: [] }]);
+    expect(doc.components.securitySchemes).toEqual({ bearer: { type: 'http', scheme: 'bearer' } });
+  });
+});
