@@ -10,6 +10,7 @@ import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { hostedErrors, VidsheetError, webErrors } from '../core/errors.js';
+import type { TrustProxy } from './config.js';
 import type { ServerDeps } from './deps.js';
 import { answerBeforeBody } from './early-answer.js';
 import { healthRoutes } from './routes/health.js';
@@ -27,7 +28,7 @@ export interface AppOptions {
 export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: false }),
-    trustProxy: deps.config.trustProxy,
+    trustProxy: trustProxyOption(deps.config.trustProxy),
     // Unique across instances and restarts, so a log line finds its request anywhere.
     genReqId: () => randomBytes(8).toString('hex'),
   }) as unknown as FastifyInstance;
@@ -85,6 +86,20 @@ export async function buildApp(deps: ServerDeps, options: AppOptions = {}): Prom
   await app.register(stripeWebhookRoutes, { payments: deps.payments });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/**
+ * DESIGN §5a's proxy rule as Fastify's `trustProxy` (which hands it to proxy-addr, walking from the
+ * socket's peer leftwards through `X-Forwarded-For` and stopping at the first address not trusted):
+ * a proxy list is compiled by proxy-addr itself (the rightmost entry not inside it); a hop count is a
+ * function trusting the first `hops` addresses of that walk, so the client is the entry `hops` places
+ * from the right. (Fastify 5.12 turns a plain number into "trust nothing", so it is not passed as one.)
+ */
+export function trustProxyOption(
+  trust: TrustProxy,
+): false | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trust === 'number') return (_address, hop) => hop < trust;
+  return trust;
 }
 
 /** Anything thrown in a request, as a catalog error. */

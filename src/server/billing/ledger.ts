@@ -13,6 +13,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import { isDensity } from '../../core/density.js';
+import { shortJobId } from '../../core/redact.js';
 import { isSqlite, writeTransaction } from '../db/open.js';
 import type { AccountsTable, Database, LedgerKind } from '../db/schema.js';
 
@@ -284,7 +285,7 @@ export class Ledger {
         .select('job_id')
         .where('job_id', '=', input.jobId)
         .executeTakeFirst();
-      if (existing !== undefined) throw new Error(`job ${input.jobId} already exists`);
+      if (existing !== undefined) throw new Error(`job ${shortJobId(input.jobId)}… already exists`);
       const allowance = await this.#applyAllowance(trx, account, now);
       const debited = await trx
         .updateTable('accounts')
@@ -356,7 +357,7 @@ export class Ledger {
         .select('job_id')
         .where('job_id', '=', jobId)
         .executeTakeFirst();
-      if (exists === undefined) throw new Error(`unknown job: ${jobId}`);
+      if (exists === undefined) throw new Error(`unknown job: ${shortJobId(jobId)}…`);
     });
   }
 
