@@ -159,7 +159,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     anonPerAddress: integer('VIDSHEET_ANON_PER_ADDRESS', 30, 0),
     mcpFloodPerMin: integer('VIDSHEET_MCP_FLOOD_PER_MIN', 60, 1),
   };
-  const smtpOnly = Boolean(config.smtpUrl) !== Boolean(config.mailFrom);
+  // Whether it was set, valid or not: a bad URL is its own problem, not also a missing pair.
+  const smtpOnly = Boolean(text('VIDSHEET_SMTP_URL')) !== Boolean(config.mailFrom);
   if (smtpOnly) problems.push('VIDSHEET_SMTP_URL and VIDSHEET_MAIL_FROM must be set together');
   const stripeOnly = Boolean(config.stripeSecretKey) !== Boolean(config.stripeWebhookSecret);
   if (stripeOnly) {

@@ -9,7 +9,10 @@ const ID = 'AbCdEfGh_jKlMnOpQr-tUv'; // 22 base64url characters, the shape of a 
 
 describe('redactUrl', () => {
   it.each([
-    ['postgres://vidsheet:s3cret@db.internal:5432/vidsheet', 'postgres://vidsheet:***@db.internal:5432/vidsheet'],
+    [
+      'postgres://vidsheet:s3cret@db.internal:5432/vidsheet',
+      'postgres://vidsheet:***@db.internal:5432/vidsheet',
+    ],
     ['smtp://mailer:p%40ss@smtp.example.com:587', 'smtp://mailer:***@smtp.example.com:587'],
     // An unencoded @ or : in the password: everything up to the last @ is masked.
     ['mysql://root:pa:ss@wo@rd@db/x', 'mysql://root:***@db/x'],

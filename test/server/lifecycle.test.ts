@@ -233,6 +233,8 @@ describe('configuration', () => {
     expect(r.stderr).toContain('PORT must be an integer from 0 to 65535 — got "eighty"');
     expect(r.stderr).toContain('VIDSHEET_MAX_SHEETS must be an integer from 1 to');
     expect(r.stderr).toContain('VIDSHEET_BASE_URL must be a http:// or https:// URL — got "ftp://example"');
-    expect(r.stderr).toContain('VIDSHEET_TRUST_PROXY must be true or false — got "yes"');
+    expect(r.stderr).toContain(
+      'VIDSHEET_TRUST_PROXY must be false, true, a hop count from 1 to 5, or a comma-separated list of proxy addresses or CIDRs — got "yes"',
+    );
   });
 });
