@@ -96,6 +96,18 @@ describe.each(BACKENDS)('the per-address cap on %s', (backend) => {
     });
   });
 
+  it('calls without a subject: the daily counter is the address key too (one /64, one counter)', async () => {
+    const { lane } = await fresh(1000);
+    for (const ip of ['2001:db8:7:8::1', '2001:db8:7:8::2', '2001:db8:7:8:ffff::3']) {
+      expect((await lane.take({ kind: 'ip', ip })).ok).toBe(true);
+    }
+    expect(await lane.take({ kind: 'ip', ip: '2001:db8:7:8::4' })).toEqual({
+      ok: false,
+      exhausted: 'counter',
+    });
+    expect((await lane.take({ kind: 'ip', ip: '2001:db8:7:9::1' })).ok).toBe(true);
+  });
+
   it('a give-back returns the job to the subject, the address and the ceiling, once', async () => {
     const { db, lane } = await fresh(2);
     const first = await lane.take(subject('a', '198.51.100.9'));

@@ -130,12 +130,15 @@ describe('per-address limits follow the proxy rule', () => {
     if (intoMinute > 50_000) await new Promise((r) => setTimeout(r, 60_500 - intoMinute));
     const first = await mcp('127.0.0.5, 127.0.0.8');
     const forged = await mcp('127.0.0.6, 127.0.0.8');
+    // The same address spelt IPv4-mapped is the same client (one address key for every limit).
+    const mapped = await mcp('127.0.0.5, ::ffff:127.0.0.8');
     const other = await mcp('127.0.0.8, 127.0.0.9');
     expect(first.status).toBe(200);
     expect(forged.status).toBe(429);
     expect(forged.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(mapped.status).toBe(429);
     expect(other.status).toBe(200);
-    await Promise.all([first.arrayBuffer(), forged.arrayBuffer(), other.arrayBuffer()]);
+    await Promise.all([first, forged, mapped, other].map((res) => res.arrayBuffer()));
   });
 });
 
