@@ -16,7 +16,7 @@ export const adminUsage = `vidsheet-server admin — operator commands (safe whi
 Usage:
   vidsheet-server admin create-key --email <e>                 create the account if needed, print a new key
   vidsheet-server admin revoke-key --key <k>                   revoke a key at once
-  vidsheet-server admin add-credits --email <e> --credits <n>  grant credits (not a purchase), print the balance
+  vidsheet-server admin add-credits --email <e> --credits <n>  grant an existing account credits (not a purchase), print the balance
   vidsheet-server admin show --email <e>                       print the account, its keys and usage as JSON
 
 Flags take their value as "--email x" or "--email=x". The database is the server's: VIDSHEET_DATA_DIR.
@@ -64,14 +64,12 @@ export async function runAdmin(argv: string[], io: AdminIo, ledger: Ledger): Pro
       case 'add-credits': {
         const address = email(flags.email);
         const credits = creditsValue(flags.credits as string);
-        const account = await ledger.accounts.findOrCreateAccount(address);
+        const account = await existingAccount(ledger, address);
         io.stdout(`${await ledger.credits.grant(account.id, credits)}\n`);
         return 0;
       }
       case 'show': {
-        const address = email(flags.email);
-        const account = await ledger.accounts.accountByEmail(address);
-        if (account === undefined) throw new Error(`no account for ${address}`);
+        const account = await existingAccount(ledger, email(flags.email));
         const [keys, usage] = await Promise.all([
           ledger.accounts.listKeys(account.id),
           ledger.jobs.usage(account.id),
@@ -133,6 +131,16 @@ function parseFlags(command: Command, argv: string[]): Partial<Record<string, st
     );
   }
   return flags;
+}
+
+/**
+ * The account an e-mail names, or an error: only `create-key` makes accounts (DESIGN §5a), so a mistyped
+ * address is an error instead of credits granted to an account nobody owns.
+ */
+async function existingAccount(ledger: Ledger, address: string) {
+  const account = await ledger.accounts.accountByEmail(address);
+  if (account === undefined) throw new Error(`no account for ${address}`);
+  return account;
 }
 
 function email(value: string | undefined): string {

@@ -13,7 +13,7 @@ import { hostedErrors, VidsheetError, webErrors } from '../core/errors.js';
 import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
 import type { Payments } from './billing/payments.js';
-import type { ServerConfig } from './config.js';
+import type { ServerConfig, TrustProxy } from './config.js';
 import type { Admission } from './hosted/admission.js';
 import type { HostedJobs } from './hosted/jobs.js';
 import type { Sessions } from './keys/sessions.js';
@@ -58,7 +58,7 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
   const { config, version, ledger, storage, hosted, keysPage } = parts;
   const app = Fastify({
     ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: false }),
-    trustProxy: config.trustProxy,
+    trustProxy: trustProxyOption(config.trustProxy),
     // Unique across instances and restarts, so a log line finds its request anywhere.
     genReqId: () => randomBytes(8).toString('hex'),
   }) as unknown as FastifyInstance;
@@ -117,6 +117,20 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
   await app.register(stripeWebhookRoutes, { payments: keysPage.payments });
   app.get('/v1/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/**
+ * DESIGN §5a's proxy rule as Fastify's `trustProxy` (which hands it to proxy-addr, walking from the
+ * socket's peer leftwards through `X-Forwarded-For` and stopping at the first address not trusted):
+ * a proxy list is compiled by proxy-addr itself (the rightmost entry not inside it); a hop count is a
+ * function trusting the first `hops` addresses of that walk, so the client is the entry `hops` places
+ * from the right. (Fastify 5.12 turns a plain number into "trust nothing", so it is not passed as one.)
+ */
+export function trustProxyOption(
+  trust: TrustProxy,
+): false | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trust === 'number') return (_address, hop) => hop < trust;
+  return trust;
 }
 
 /** Anything thrown in a request, as a catalog error. */

@@ -3,8 +3,21 @@
  * validated once at start. Every bad value is reported, each with what was expected, so an operator
  * fixes them all in one go instead of one per restart.
  */
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import { redactUrl } from '../core/redact.js';
 import { MAX_POOL_SIZE } from './db/open.js';
+
+/**
+ * Which `X-Forwarded-For` entry is the client (DESIGN §5a): `false` (none: the socket's peer), a hop
+ * count (the entry that many places from the right), or the proxies' addresses and CIDRs (the
+ * rightmost entry not inside them). The leftmost entry, which any client can write, is never taken
+ * just for being leftmost.
+ */
+export type TrustProxy = false | number | string[];
+
+/** The largest hop count `VIDSHEET_TRUST_PROXY` takes. */
+export const MAX_PROXY_HOPS = 5;
 
 export interface ServerConfig {
   port: number;
@@ -30,7 +43,7 @@ export interface ServerConfig {
   allowedHosts: string[];
   /** `/mcp` Origin check: `scheme://host:port` entries. */
   allowedOrigins: string[];
-  trustProxy: boolean;
+  trustProxy: TrustProxy;
   /** `host:port` pairs the URL fetcher may reach although private. */
   fetchAllow: string[];
   maxUploadMb: number;
@@ -42,6 +55,8 @@ export interface ServerConfig {
   allowanceFloor: number;
   anonDaily: number;
   anonCeiling: number;
+  /** Anonymous jobs per client address and UTC day, subject-counted ones included (DESIGN §5a). */
+  anonPerAddress: number;
   mcpFloodPerMin: number;
 }
 
@@ -78,7 +93,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     } catch {
       // reported below
     }
-    problems.push(`${name} must be a ${schemes.map((s) => `${s}://`).join(' or ')} URL — got "${value}"`);
+    // The value as typed may hold a password (a database or SMTP URL): never shown.
+    problems.push(
+      `${name} must be a ${schemes.map((s) => `${s}://`).join(' or ')} URL — got "${redactUrl(value)}"`,
+    );
     return undefined;
   };
   const list = (name: string, check: (item: string) => boolean, shape: string): string[] | undefined => {
@@ -102,10 +120,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
   );
   const base = new URL(baseUrl);
 
-  const trustProxyText = text('VIDSHEET_TRUST_PROXY') ?? 'false';
-  if (!['true', 'false'].includes(trustProxyText)) {
-    problems.push(`VIDSHEET_TRUST_PROXY must be true or false — got "${trustProxyText}"`);
-  }
   const database = poolSizeOf(url('VIDSHEET_DATABASE_URL', ['postgres', 'postgresql']), problems);
   const defaultHosts = [base.host, `localhost:${port}`, `127.0.0.1:${port}`];
   const config: ServerConfig = {
@@ -131,7 +145,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
       (o) => /^https?:\/\/[^\s/]+$/.test(o),
       'scheme://host:port',
     ) ?? [base.origin],
-    trustProxy: trustProxyText === 'true',
+    trustProxy: trustProxyOf(text('VIDSHEET_TRUST_PROXY'), problems),
     fetchAllow: list('VIDSHEET_FETCH_ALLOW', (h) => /^[^\s/]+:\d+$/.test(h), 'host:port') ?? [],
     maxUploadMb: integer('VIDSHEET_MAX_UPLOAD_MB', 300, 1, 1_000_000),
     maxDurationS: integer('VIDSHEET_MAX_DURATION_S', 1800, 1),
@@ -142,9 +156,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     allowanceFloor: integer('VIDSHEET_ALLOWANCE_FLOOR', 7, 0),
     anonDaily: integer('VIDSHEET_ANON_DAILY', 3, 0),
     anonCeiling: integer('VIDSHEET_ANON_CEILING', 500, 0),
+    anonPerAddress: integer('VIDSHEET_ANON_PER_ADDRESS', 30, 0),
     mcpFloodPerMin: integer('VIDSHEET_MCP_FLOOD_PER_MIN', 60, 1),
   };
-  const smtpOnly = Boolean(config.smtpUrl) !== Boolean(config.mailFrom);
+  // Whether it was set, valid or not: a bad URL is its own problem, not also a missing pair.
+  const smtpOnly = Boolean(text('VIDSHEET_SMTP_URL')) !== Boolean(config.mailFrom);
   if (smtpOnly) problems.push('VIDSHEET_SMTP_URL and VIDSHEET_MAIL_FROM must be set together');
   const stripeOnly = Boolean(config.stripeSecretKey) !== Boolean(config.stripeWebhookSecret);
   if (stripeOnly) {
@@ -152,6 +168,37 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
   }
   if (problems.length) throw new ConfigError(problems);
   return config;
+}
+
+/**
+ * `VIDSHEET_TRUST_PROXY`: `false` (the default), `true` (= 1 hop), a hop count from 1 to 5, or a
+ * comma-separated list of proxy addresses and CIDRs. A `/0` is refused: it would trust every address,
+ * which is `true`'s old meaning (the leftmost entry) under another name.
+ */
+function trustProxyOf(value: string | undefined, problems: string[]): TrustProxy {
+  if (value === undefined || value === 'false') return false;
+  if (value === 'true') return 1;
+  const hops = /^\d+$/.test(value) ? Number(value) : undefined;
+  const proxies = value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+  if (hops !== undefined && hops >= 1 && hops <= MAX_PROXY_HOPS) return hops;
+  if (hops === undefined && proxies.length > 0 && proxies.every(isCidr)) return proxies;
+  problems.push(
+    `VIDSHEET_TRUST_PROXY must be false, true, a hop count from 1 to ${MAX_PROXY_HOPS}, or a comma-separated list of proxy addresses or CIDRs — got "${value}"`,
+  );
+  return false;
+}
+
+/** `address` or `address/prefix` (IPv4 /1-/32, IPv6 /1-/128). */
+function isCidr(item: string): boolean {
+  const [address = '', prefix, ...rest] = item.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  const bits = /^\d{1,3}$/.test(prefix) ? Number(prefix) : Number.NaN;
+  return bits >= 1 && bits <= (version === 4 ? 32 : 128);
 }
 
 /**

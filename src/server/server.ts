@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import { pino } from 'pino';
+import { scrubJobIds, shortJobId } from '../core/redact.js';
 import { packageVersion } from '../version.js';
 import { buildApp } from './app.js';
 import { AnonymousLane } from './billing/anonymous-lane.js';
@@ -69,6 +70,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const log = pino({
     level: process.env.VIDSHEET_LOG_LEVEL ?? 'info',
     redact: ['req.headers.authorization'],
+    // The server logs job ids by their first 8 characters; this catches the ones quoted in text it
+    // does not write itself (sheet URLs in request lines, paths in file-system and FFmpeg errors).
+    hooks: { streamWrite: scrubJobIds },
   });
   const clock: Clock = () => new Date();
   const workDir = join(config.dataDir, 'work');
@@ -83,7 +87,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const recovered = await ledger.jobs.recoverInterrupted();
   if (leftovers.length || recovered.length) {
     log.warn(
-      { removed: leftovers.length, refundedJobs: recovered, instance },
+      { removed: leftovers.length, refundedJobs: recovered.map(shortJobId), instance },
       'recovered from an unclean stop',
     );
   }
@@ -98,6 +102,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const admission = new Admission(1 + config.queueLength);
   const anonymous = new AnonymousLane(db, {
     daily: config.anonDaily,
+    perAddress: config.anonPerAddress,
     ceiling: config.anonCeiling,
     clock,
   });

@@ -92,7 +92,8 @@ describe('create-key and revoke-key', () => {
 });
 
 describe('add-credits', () => {
-  it('prints only the new balance, creates an unknown account, and is a grant, not a purchase', async () => {
+  it('prints only the new balance of an existing account, and is a grant, not a purchase', async () => {
+    await ledger.accounts.findOrCreateAccount('fund@example.com');
     expect(await admin('add-credits', '--email', 'fund@example.com', '--credits', '25')).toEqual({
       code: 0,
       stdout: '25\n',
@@ -112,6 +113,36 @@ describe('add-credits', () => {
       .where('account_id', '=', account?.id as number)
       .execute();
     expect(kinds).toEqual([{ kind: 'grant' }, { kind: 'grant' }]);
+  });
+
+  it('refuses an e-mail no account has: exit 1, one line on stderr, no account and no ledger entry made', async () => {
+    const entries = async () =>
+      Number(
+        (
+          await db
+            .selectFrom('ledger')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirst()
+        )?.n,
+      );
+    const before = await entries();
+    for (const address of ['nobody@example.com', ' NoBody@Example.com']) {
+      expect(await admin('add-credits', '--email', address, '--credits', '50')).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'no account for nobody@example.com\n',
+      });
+    }
+    expect(await ledger.accounts.accountByEmail('nobody@example.com')).toBeUndefined();
+    expect(await entries()).toBe(before);
+    // Only create-key makes an account; then add-credits works for it.
+    expect((await admin('create-key', '--email', 'nobody@example.com')).code).toBe(0);
+    expect(await admin('add-credits', '--email', 'nobody@example.com', '--credits', '50')).toEqual({
+      code: 0,
+      stdout: '50\n',
+      stderr: '',
+    });
+    expect(await entries()).toBe(before + 1);
   });
 
   it('refuses anything but a positive whole number of credits', async () => {
@@ -208,11 +239,17 @@ describe('show', () => {
     expect(result.stdout).not.toContain(second.key);
   });
 
-  it('is an error for an unknown account', async () => {
-    expect(await admin('show', '--email', 'nobody@example.com')).toEqual({
+  it('is an error for an unknown account, and makes none', async () => {
+    expect(await admin('show', '--email', 'unknown@example.com')).toEqual({
       code: 1,
       stdout: '',
-      stderr: 'no account for nobody@example.com\n',
+      stderr: 'no account for unknown@example.com\n',
+    });
+    expect(await ledger.accounts.accountByEmail('unknown@example.com')).toBeUndefined();
+    expect(await admin('show', '--email', 'nobody-at-all@example.com')).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'no account for nobody-at-all@example.com\n',
     });
   });
 });

@@ -96,7 +96,7 @@ async function app(
         },
       },
     },
-    anonymous: new AnonymousLane(db, { daily: 3, ceiling: 100, clock }),
+    anonymous: new AnonymousLane(db, { daily: 3, perAddress: 30, ceiling: 100, clock }),
     keysPage: {
       sessions: new Sessions(db, { clock }),
       signIn: new SignIn({ db, ledger, mailer: createMailer(config, silent), clock, log: silent }),

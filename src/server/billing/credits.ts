@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
+import { shortJobId } from '../../core/redact.js';
 import type { AccountsTable, Database } from '../db/schema.js';
 import {
   type Books,
@@ -105,7 +106,7 @@ export class Credits {
         .select('job_id')
         .where('job_id', '=', input.jobId)
         .executeTakeFirst();
-      if (existing !== undefined) throw new Error(`job ${input.jobId} already exists`);
+      if (existing !== undefined) throw new Error(`job ${shortJobId(input.jobId)}… already exists`);
       const allowance = await this.#applyAllowance(trx, account, now);
       const debited = await trx
         .updateTable('accounts')

@@ -3,6 +3,8 @@
  * start to its sheets' expiry, and the usage table read from it. After a crash, jobs still running
  * are refunded; expired sheets are claimed for deletion by exactly one instance.
  */
+
+import { shortJobId } from '../../core/redact.js';
 import { type Books, jobFields, jobId, lifetime, positiveInteger } from './books.js';
 import type { ChargeInput, Credits } from './credits.js';
 
@@ -51,7 +53,7 @@ export class JobRegistry {
         .select('job_id')
         .where('job_id', '=', jobId)
         .executeTakeFirst();
-      if (exists === undefined) throw new Error(`unknown job: ${jobId}`);
+      if (exists === undefined) throw new Error(`unknown job: ${shortJobId(jobId)}…`);
     });
   }
 

@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
+import { redactUrl } from '../../core/redact.js';
 import { migrationProvider } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -139,17 +140,6 @@ async function openPostgres(url: string, poolSize: number): Promise<Kysely<Datab
 function typeParser(oid: number, format?: string): (value: string) => unknown {
   if (oid === 20 && format !== 'binary') return Number;
   return pg.types.getTypeParser(oid, format as 'text');
-}
-
-/** The URL as it may appear in a message or a log: without its password. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(an unparseable database URL)';
-  }
 }
 
 async function migrate(db: Kysely<Database>): Promise<void> {

@@ -14,6 +14,7 @@
  */
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import { addressKey } from '../../core/client-address.js';
 import { type Clock, type Ledger, normalizeEmail } from '../billing/ledger.js';
 import { serializeOn, writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';
@@ -85,7 +86,8 @@ export class SignIn {
    * the mail server (a failed delivery is logged); a refused send stores and mails nothing.
    * Throws InvalidEmailError for something that is not an e-mail address.
    */
-  async sendCode(email: string, ip: string): Promise<SendResult> {
+  async sendCode(email: string, address: string): Promise<SendResult> {
+    const ip = addressKey(address); // the per-IP limits count IPv6 per /64
     const normalized = normalizeOrUndefined(email);
     if (normalized === undefined) throw new InvalidEmailError();
     const key = await this.#hmacKey();
@@ -134,7 +136,8 @@ export class SignIn {
    * burned, used, superseded, malformed and wrong are not told apart: an attacker learns nothing), except
    * the per-IP try limit. An invalid address is simply a wrong code: there can be no code for it.
    */
-  async verify(email: string, code: string, ip: string): Promise<VerifyResult> {
+  async verify(email: string, code: string, address: string): Promise<VerifyResult> {
+    const ip = addressKey(address); // the per-IP limits count IPv6 per /64
     const normalized = normalizeOrUndefined(email);
     const submitted = code.replace(/\s+/g, '');
     const key = await this.#hmacKey();

@@ -11,10 +11,11 @@ import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { DEFAULT_DENSITY } from '../../core/density.js';
 import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '../../core/errors.js';
+import { shortJobId } from '../../core/redact.js';
 import { remoteReport } from '../../core/report.js';
 import { parseWindowArgs } from '../../core/request.js';
 import { type RemoteInput, toolError } from '../../mcp/tool.js';
-import type { AnonymousCounter, AnonymousLane } from '../billing/anonymous-lane.js';
+import type { AnonymousCounter, AnonymousLane, TakenJob } from '../billing/anonymous-lane.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import type { Admission } from '../hosted/admission.js';
@@ -60,12 +61,13 @@ export function subjectOf(meta: Record<string, unknown> | undefined): string | u
 function quotaExhausted(
   config: ServerConfig,
   counter: AnonymousCounter,
-  why: 'counter' | 'ceiling',
+  why: 'counter' | 'address' | 'ceiling',
 ): CallToolResult {
-  const message =
-    why === 'counter'
-      ? `the free lane allows ${config.anonDaily} videos per day and they are used up for today`
-      : 'the free lane is used up for today across all users';
+  const message = {
+    counter: `the free lane allows ${config.anonDaily} videos per day and they are used up for today`,
+    address: `the free lane allows ${config.anonPerAddress} videos per day from one network address and they are used up for today`,
+    ceiling: 'the free lane is used up for today across all users',
+  }[why];
   const body =
     counter.kind === 'subject'
       ? {
@@ -102,11 +104,12 @@ export async function callRemoteTool(
   const workDir = join(deps.config.dataDir, 'work', jobId);
   const log = caller.log;
   let counter: AnonymousCounter | undefined;
-  let taken: { day: string; counter: string; remaining: number } | undefined;
+  let taken: (TakenJob & { remaining: number }) | undefined;
   try {
     if (!caller.account) {
       const subject = subjectOf(meta);
-      counter = subject ? { kind: 'subject', subject } : { kind: 'ip', ip: caller.ip };
+      // A subject's calls also count against the address they come from (DESIGN §5a).
+      counter = subject ? { kind: 'subject', subject, address: caller.ip } : { kind: 'ip', ip: caller.ip };
       const take = await deps.anonymous.take(counter);
       if (!take.ok) return quotaExhausted(deps.config, counter, take.exhausted);
       taken = take;
@@ -118,10 +121,10 @@ export async function callRemoteTool(
         maxBytes: deps.config.maxUploadMb * 1024 * 1024,
         allow: deps.config.fetchAllow,
       });
-      log.info({ jobId, bytes: got.bytes }, 'video fetched');
+      log.info({ jobId: shortJobId(jobId), bytes: got.bytes }, 'video fetched');
     } catch (error) {
       if (error instanceof FetchError) {
-        log.info({ jobId, reason: error.reason }, 'fetch refused or failed');
+        log.info({ jobId: shortJobId(jobId), reason: error.reason }, 'fetch refused or failed');
         // A URL that could not be fetched used no job: the quota is given back.
         if (taken) await deps.anonymous.giveBack(taken);
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
@@ -175,7 +178,7 @@ export async function callRemoteTool(
     return toolError(known, 'remote');
   } finally {
     await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
-      log.error({ err, jobId }, 'could not remove the job directory'),
+      log.error({ err, jobId: shortJobId(jobId) }, 'could not remove the job directory'),
     );
     release();
   }

@@ -9,6 +9,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { addressKey } from '../../core/client-address.js';
 import { remoteErrors, type VidsheetError } from '../../core/errors.js';
 import { type RemoteInput, toolDefinition } from '../../mcp/tool.js';
 import { callRemoteTool, type RemoteParts } from '../remote/tool.js';
@@ -46,7 +47,7 @@ export async function mcpRoutes(
     if (origin !== undefined && !origins.has(origin.toLowerCase())) {
       return refuse(reply, remoteErrors.forbidden('Origin'));
     }
-    const retryAfter = flooded(request.ip, Date.now());
+    const retryAfter = flooded(addressKey(request.ip), Date.now());
     if (retryAfter !== undefined) {
       return refuse(reply.header('retry-after', String(retryAfter)), remoteErrors.rateLimited(retryAfter));
     }

@@ -5,6 +5,7 @@
 import { DENSITIES } from '../../core/density.js';
 import { CONTRACTS } from '../../core/report.js';
 import { RESPONSE_MODES } from '../../core/request.js';
+import { HEALTH_REASONS } from '../storage/storage.js';
 
 const error = (code: string, description: string, extras: Record<string, object> = {}) => ({
   description,
@@ -120,8 +121,8 @@ function healthResult(description: string) {
       ok: { type: 'boolean' },
       contract: { type: 'string', enum: [CONTRACTS.http] },
       version: { type: 'string' },
-      database: { type: 'string', description: '"ok", or a short reason' },
-      storage: { type: 'string', description: '"ok", or a short reason' },
+      database: { type: 'string', enum: ['ok', ...HEALTH_REASONS], description: '"ok", or why not' },
+      storage: { type: 'string', enum: ['ok', ...HEALTH_REASONS], description: '"ok", or why not' },
     },
     required: ['ok', 'contract', 'version'],
   } as const;

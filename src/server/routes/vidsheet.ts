@@ -12,6 +12,7 @@ import type {} from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Density } from '../../core/density.js';
 import { hostedErrors } from '../../core/errors.js';
+import { shortJobId } from '../../core/redact.js';
 import { hostedReport } from '../../core/report.js';
 import { parseHostedFields, type ResponseMode } from '../../core/request.js';
 import type { Account } from '../billing/ledger.js';
@@ -70,7 +71,8 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): P
       const account = request.account as Account;
       const jobId = newJobId();
       const workDir = join(config.dataDir, 'work', jobId);
-      const log = request.log.child({ jobId });
+      // Logs name the job by its first 8 characters: the full id is the capability to its sheets.
+      const log = request.log.child({ jobId: shortJobId(jobId) });
       let answer: { result: HostedJobResult; density: Density; response: ResponseMode };
       try {
         if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');

@@ -3,7 +3,7 @@ import { constants, createReadStream } from 'node:fs';
 import { access, copyFile, mkdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Readable } from 'node:stream';
-import type { SheetStorage } from './storage.js';
+import type { HealthReason, SheetStorage } from './storage.js';
 
 export class LocalSheetStorage implements SheetStorage {
   constructor(private readonly dir: string) {}
@@ -34,10 +34,11 @@ export class LocalSheetStorage implements SheetStorage {
 
   /** The directory exists and this process may write in it (a missing or read-only mount would fail every job). */
   async check(): Promise<void> {
+    const down = (health: HealthReason, message: string) => Object.assign(new Error(message), { health });
     const info = await stat(this.dir).catch(() => null);
-    if (!info?.isDirectory()) throw new Error(`sheet directory ${this.dir} does not exist`);
+    if (!info?.isDirectory()) throw down('unreachable', `sheet directory ${this.dir} does not exist`);
     await access(this.dir, constants.W_OK).catch(() => {
-      throw new Error(`sheet directory ${this.dir} is not writable`);
+      throw down('denied', `sheet directory ${this.dir} is not writable`);
     });
   }
 }

@@ -18,7 +18,8 @@ import {
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
-import type { SheetStorage } from './storage.js';
+import { redactUrl, shortJobId } from '../../core/redact.js';
+import type { HealthReason, SheetStorage } from './storage.js';
 
 /** The parts of a `VIDSHEET_STORAGE_URL`; see {@link parseStorageUrl}. */
 export interface StorageUrl {
@@ -76,7 +77,7 @@ export function parseStorageUrl(url: string): StorageUrl {
     try {
       target = new URL(endpoint);
     } catch {
-      throw new Error(`VIDSHEET_STORAGE_URL: endpoint "${endpoint}" is not a URL`);
+      throw new Error(`VIDSHEET_STORAGE_URL: endpoint "${redactUrl(endpoint)}" is not a URL`);
     }
     if (target.protocol !== 'http:' && target.protocol !== 'https:') {
       throw new Error(
@@ -89,12 +90,13 @@ export function parseStorageUrl(url: string): StorageUrl {
 }
 
 /**
- * Why the bucket cannot be used, with a short `reason` for `/healthz` (`"storage": reason`) and a message
- * naming the bucket for the start-up error.
+ * Why the bucket cannot be used: a short `reason` for operators, its fixed word for `/healthz`
+ * (`health`), and a message naming the bucket for the start-up error.
  */
 export class StorageUnavailableError extends Error {
   constructor(
     readonly reason: string,
+    readonly health: HealthReason,
     message: string,
     options?: { cause?: unknown },
   ) {
@@ -158,6 +160,22 @@ function reasonFor(error: unknown): string {
   if (status === 301 || e.name === 'PermanentRedirect') return 'wrong region';
   const detail = e.message && e.message !== 'UnknownError' ? e.message : (e.name ?? String(error));
   return status ? `HTTP ${status}: ${detail}` : detail;
+}
+
+/** `/healthz`'s word for a failed request: the bucket is gone, we may not use it, or it does not answer. */
+export function healthFor(error: unknown): HealthReason {
+  const e = shape(error);
+  const status = e.$metadata?.httpStatusCode;
+  if (e.name === 'NoSuchBucket' || (e.name === 'NotFound' && status === 404)) return 'bucket missing';
+  const refused = [
+    'CredentialsProviderError',
+    'AccessDenied',
+    'Forbidden',
+    'InvalidAccessKeyId',
+    'SignatureDoesNotMatch',
+  ];
+  if (status === 403 || refused.includes(e.name ?? '')) return 'denied';
+  return 'unreachable';
 }
 
 function isMissing(error: unknown): boolean {
@@ -251,7 +269,9 @@ export class S3SheetStorage implements SheetStorage {
       });
     } catch (error) {
       const reason = reasonFor(error);
-      throw new StorageUnavailableError(reason, `${this.where} is not usable: ${reason}`, { cause: error });
+      throw new StorageUnavailableError(reason, healthFor(error), `${this.where} is not usable: ${reason}`, {
+        cause: error,
+      });
     }
   }
 
@@ -283,7 +303,10 @@ export class S3SheetStorage implements SheetStorage {
             await sleep(200 * 2 ** (attempt - 1));
             continue;
           }
-          throw new Error(`uploading ${key} to ${this.where} failed: ${reasonFor(error)}`, { cause: error });
+          const shown = this.shownKey(jobId, basename(file));
+          throw new Error(`uploading ${shown} to ${this.where} failed: ${reasonFor(error)}`, {
+            cause: error,
+          });
         } finally {
           body.destroy();
         }
@@ -304,9 +327,8 @@ export class S3SheetStorage implements SheetStorage {
       return Readable.from(await Body.transformToByteArray());
     } catch (error) {
       if (isMissing(error)) return undefined;
-      throw new Error(`reading ${this.key(jobId, name)} from ${this.where} failed: ${reasonFor(error)}`, {
-        cause: error,
-      });
+      const shown = this.shownKey(jobId, name);
+      throw new Error(`reading ${shown} from ${this.where} failed: ${reasonFor(error)}`, { cause: error });
     }
   }
 
@@ -334,20 +356,26 @@ export class S3SheetStorage implements SheetStorage {
           const failed = (result.Errors ?? []).filter((e) => e.Code !== 'NoSuchKey');
           if (failed.length) {
             throw new Error(
-              `${failed.length} object(s) not deleted, first ${failed[0]?.Key}: ${failed[0]?.Code}`,
+              `${failed.length} object(s) not deleted, first ${failed[0]?.Key?.split('/').pop()}: ${failed[0]?.Code}`,
             );
           }
         }
         ContinuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
       } while (ContinuationToken);
     } catch (error) {
-      throw new Error(`deleting ${Prefix} from ${this.where} failed: ${reasonFor(error)}`, { cause: error });
+      const shown = this.shownKey(jobId, '');
+      throw new Error(`deleting ${shown} from ${this.where} failed: ${reasonFor(error)}`, { cause: error });
     }
   }
 
   /** Closes the client's pooled connections (server shutdown, tests). */
   destroy(): void {
     this.client.destroy();
+  }
+
+  /** A key as an error message may show it: the job id is a capability, so only its start (DESIGN §5a). */
+  private shownKey(jobId: string, name: string): string {
+    return this.key(`${shortJobId(jobId)}…`, name);
   }
 
   private key(jobId: string, name: string): string {

@@ -5,6 +5,13 @@
  */
 import type { Readable } from 'node:stream';
 
+/**
+ * What `/healthz` may say of a database or a store that is down (DESIGN §5a): fixed words, never a
+ * driver's own text (which can name hosts, paths or accounts). The detail goes to the log.
+ */
+export const HEALTH_REASONS = ['unreachable', 'bucket missing', 'denied'] as const;
+export type HealthReason = (typeof HEALTH_REASONS)[number];
+
 export interface SheetStorage {
   /** Takes ownership of the job's rendered files (moved or uploaded), under their own base names. */
   put(jobId: string, files: string[]): Promise<void>;
@@ -13,8 +20,9 @@ export interface SheetStorage {
   /** Deletes every sheet of a job; deleting what is already gone is not an error. */
   remove(jobId: string): Promise<void>;
   /**
-   * Throws a short reason when sheets could not be stored or served now (`/healthz` "storage", and at
-   * start), so a load balancer can take the instance out. Optional: a store without it is assumed fine.
+   * Throws when sheets could not be stored or served now (`/healthz` "storage", and at start), so a
+   * load balancer can take the instance out; the error's `health` is the word `/healthz` shows
+   * (`unreachable` when it has none). Optional: a store without it is assumed fine.
    */
   check?(): Promise<void>;
 }
