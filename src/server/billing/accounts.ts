@@ -4,6 +4,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { UpdateQueryBuilder, UpdateResult } from 'kysely';
+import { normalizeMailbox } from '../../core/mailbox.js';
 import type { Database } from '../db/schema.js';
 import { type Account, type Books, positiveInteger, required, toAccount } from './books.js';
 
@@ -17,19 +18,16 @@ export interface KeyInfo {
 /** Spec: `vs_live_` followed by 40 hex characters (lowercase, as minted). */
 export const KEY_PATTERN = /^vs_live_[0-9a-f]{40}$/;
 const KEY_PREFIX_LENGTH = 12;
-const MAX_EMAIL_LENGTH = 254;
 
 type KeyUpdate = UpdateQueryBuilder<Database, 'api_keys', 'api_keys', UpdateResult>;
 
 /**
- * The one spelling of an address the accounts table holds (trimmed, lowercased), or a clear Error when
- * it does not look like an address at all. Exported for the sign-in page, which must agree.
+ * The one spelling of an address the accounts table holds (the mailbox rule, src/core/mailbox.ts), or a
+ * clear Error when it is not one mailbox. Sign-in and the operator commands go through here too.
  */
 export function normalizeEmail(email: string): string {
-  const normalized = email.trim().toLowerCase();
-  if (normalized.length > MAX_EMAIL_LENGTH || !/^[^\s@]+@[^\s@]+$/.test(normalized)) {
-    throw new Error(`not an e-mail address: ${JSON.stringify(email)}`);
-  }
+  const normalized = normalizeMailbox(email);
+  if (normalized === undefined) throw new Error(`not an e-mail address: ${JSON.stringify(email)}`);
   return normalized;
 }
 
