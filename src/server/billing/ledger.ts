@@ -18,10 +18,8 @@ import { Books, type Clock } from './books.js';
 import { Credits } from './credits.js';
 import { JobRegistry } from './job-registry.js';
 
-export { hashKey, KEY_PATTERN, type KeyInfo, normalizeEmail } from './accounts.js';
+export { hashKey, KEY_PATTERN, normalizeEmail } from './accounts.js';
 export { type Account, type Clock, MAX_CREDITS, type Surface } from './books.js';
-export type { ChargeInput, ChargeResult } from './credits.js';
-export type { UsageRow } from './job-registry.js';
 
 export class Ledger {
   readonly accounts: Accounts;

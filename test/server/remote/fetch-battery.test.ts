@@ -16,6 +16,8 @@ import { type AddressInfo, createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { cellRect, computeGrid } from '../../../src/core/layout.js';
+import { parseTimeMs } from '../../../src/core/time.js';
 import { ffmpegEngine } from '../../../src/engine/ffmpeg.js';
 import { loadNative } from '../../../src/engine/native-loader.js';
 import type { Engine } from '../../../src/engine/types.js';
@@ -26,6 +28,8 @@ import {
   FetchError,
   type FetchReason,
 } from '../../../src/server/remote/fetch/download.js';
+import { expectedIndex, frameTimes, indexClip } from '../../helpers/fixtures.js';
+import { decodeIndex, readJpeg } from '../../helpers/frames.js';
 
 const SAMPLE = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4');
 const MB = 1024 * 1024;
@@ -557,15 +561,30 @@ describe('engines open downloaded input as a local file only', () => {
     }
   });
 
-  it('ffmpeg engine: a real local file still probes and renders', async () => {
-    const info = await ffmpegEngine.probe(SAMPLE);
-    expect(info.duration).toBeGreaterThan(0);
-    const outDir = join(work, 'out-ffmpeg-sample');
-    const outcome = await runJob(
-      { input: SAMPLE, density: '3x3', outDir },
-      { engine: ffmpegEngine, audio: false },
-    );
-    expect(outcome.files.length).toBeGreaterThan(0);
-    for (const file of outcome.files) expect(statSync(file).size).toBeGreaterThan(0);
-  });
+  it.each(engines.map((e) => [e.name, e] as const))(
+    '%s: a real local file still probes and renders, every cell the frame at its label',
+    async (_name, engine) => {
+      const clip = await indexClip({ seconds: 8, gop: 50 });
+      const oracle = await frameTimes(clip);
+      const info = await engine.probe(clip);
+      expect(info.duration).toBeCloseTo(8, 1);
+      const outDir = join(work, `out-${engine.name}-index`);
+      const outcome = await runJob({ input: clip, density: '3x3', outDir }, { engine, audio: false });
+      expect(outcome.warnings).toEqual([]);
+      expect(outcome.timecodes).toHaveLength(1);
+      expect(outcome.files).toHaveLength(1);
+      const grid = computeGrid(320, 240, '3x3', false);
+      const image = readJpeg(outcome.files[0] as string);
+      expect([image.width, image.height]).toEqual([grid.width, grid.height]);
+      const labels = outcome.timecodes[0] as string[];
+      expect(labels).toHaveLength(9);
+      for (const [c, label] of labels.entries()) {
+        const ms = parseTimeMs(label) as number;
+        const read = decodeIndex(image, cellRect(grid, c));
+        expect(read.confidence, `cell ${c + 1} (${label}) is not a clean index frame`).toBeGreaterThan(40);
+        expect(read.index, `cell ${c + 1} (${label})`).toBe(expectedIndex(oracle, ms / 1000));
+      }
+      expect(canary).toEqual({ tcp: 0, udp: 0 });
+    },
+  );
 });

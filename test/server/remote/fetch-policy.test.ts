@@ -2,8 +2,9 @@
  * The fetcher's address rule and its name-resolution path, with NO network at all.
  *
  * - The address table judges strings only: nothing is contacted.
- * - downloadVideo is only ever given names (never IP literals) with fake resolvers that return at
- *   least one refused address, so the socket's lookup fails before any connect.
+ * - downloadVideo is given names with fake resolvers that return at least one refused address, so
+ *   the socket's lookup fails before any connect, and IP literals that must be refused before any
+ *   socket exists.
  * - An egress guard wraps `net.Socket.prototype.connect` for this file: every address a lookup
  *   hands to a socket is counted, and a non-loopback one is replaced by an error (so even a bug
  *   here sends no packet) and reported. The tests assert that no address was handed over at all.
@@ -171,33 +172,6 @@ describe('refusedAddress', () => {
   });
 });
 
-describe('WHATWG URL normalisation (what the fetcher judges)', () => {
-  it.each([
-    ['http://2130706433/', '127.0.0.1'],
-    ['http://0x7f000001/', '127.0.0.1'],
-    ['http://0177.0.0.1/', '127.0.0.1'],
-    ['http://127.1/', '127.0.0.1'],
-    ['http://0x7f.1/', '127.0.0.1'],
-    ['http://127.0.0.1./', '127.0.0.1'],
-    ['http://%31%32%37.0.0.1/', '127.0.0.1'],
-    ['http://\uff10x7f.1/', '127.0.0.1'],
-    ['http://0/', '0.0.0.0'],
-    ['http://[::ffff:127.0.0.1]/', '[::ffff:7f00:1]'],
-    ['http://[::127.0.0.1]/', '[::7f00:1]'],
-    ['http://[64:ff9b::10.0.0.1]/', '[64:ff9b::a00:1]'],
-    ['http://LOCALHOST/', 'localhost'],
-  ])('%s has hostname %s, and it is refused', (url, hostname) => {
-    const parsed = new URL(url);
-    expect(parsed.hostname).toBe(hostname);
-    if (hostname !== 'localhost') expect(refusedAddress(parsed.hostname)).toBeDefined();
-  });
-
-  it('rejects IPv4 numbers that overflow', () => {
-    expect(() => new URL('http://4294967296/')).toThrow();
-    expect(() => new URL('http://256.0.0.1/')).toThrow();
-  });
-});
-
 // ---------------------------------------------------------------------------------------------
 // downloadVideo through the resolver, no network
 
@@ -327,6 +301,7 @@ describe('downloadVideo: URLs refused before any lookup', () => {
     ['not a url', 'bad_url', 'the URL is not valid'],
     ['http://[::1/', 'bad_url', 'the URL is not valid'],
     ['http://4294967296/', 'bad_url', 'the URL is not valid'],
+    ['http://256.0.0.1/', 'bad_url', 'the URL is not valid'],
     ['/relative/path.mp4', 'bad_url', 'the URL is not valid'],
   ];
   it.each(cases)('%s: %s', async (url, reason, message) => {
@@ -350,5 +325,47 @@ describe('downloadVideo: URLs refused before any lookup', () => {
     }).catch((e: unknown) => e);
     expect(error).toBe(reason);
     expect(resolve).not.toHaveBeenCalled();
+  });
+});
+
+describe('downloadVideo: IP literals in every spelling WHATWG normalises', () => {
+  const literals: Array<[string, string]> = [
+    ['http://2130706433/', '127.0.0.1'],
+    ['http://0x7f000001/', '127.0.0.1'],
+    ['http://0177.0.0.1/', '127.0.0.1'],
+    ['http://127.1/', '127.0.0.1'],
+    ['http://0x7f.1/', '127.0.0.1'],
+    ['http://127.0.0.1./', '127.0.0.1'],
+    ['http://%31%32%37.0.0.1/', '127.0.0.1'],
+    ['http://\uff10x7f.1/', '127.0.0.1'],
+    ['http://0/', '0.0.0.0'],
+    ['http://[::ffff:127.0.0.1]/', '[::ffff:7f00:1]'],
+    ['http://[::127.0.0.1]/', '[::7f00:1]'],
+    ['http://[64:ff9b::10.0.0.1]/', '[64:ff9b::a00:1]'],
+  ];
+  it.each(literals)('%s is the literal %s: refused before any lookup or socket', async (url, hostname) => {
+    // The spelling the fetcher judges (the hop's URL); the refusal below is the fetcher's own.
+    expect(new URL(url).hostname).toBe(hostname);
+    const { resolve } = fakeResolver(['10.0.0.1']);
+    const file = fresh();
+    const error = await failure(downloadVideo(url, file, { maxBytes: 1 << 20, allow: [], resolve }));
+    expect([error.reason, error.message]).toEqual([
+      'private_address',
+      'the address is private or reserved; only public addresses can be fetched',
+    ]);
+    expect(resolve).not.toHaveBeenCalled();
+    expect(existsSync(file)).toBe(false);
+    expect(guard.literals).toEqual([]);
+    expect(guard.handedOver).toEqual([]);
+  });
+
+  it('http://LOCALHOST/ is a name: resolved as "localhost", and its loopback address refused', async () => {
+    const { asked, resolve } = fakeResolver(['127.0.0.1', '::1']);
+    const error = await failure(
+      downloadVideo('http://LOCALHOST/clip.mp4', fresh(), { maxBytes: 1 << 20, allow: [], resolve }),
+    );
+    expect(error.reason).toBe('private_address');
+    expect(asked).toEqual(['localhost']);
+    expect(guard.handedOver).toEqual([]);
   });
 });
