@@ -8,12 +8,11 @@
  */
 import { join } from 'node:path';
 import { creditsPerSheet, type Density } from '../core/density.js';
-import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../core/errors.js';
+import { asVidsheetError, hostedErrors, VidsheetError } from '../core/errors.js';
 import type { JobOutcome } from '../core/report.js';
 import { limiter } from '../engine/process.js';
 import type { Ledger, Surface } from './billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from './config.js';
-import { looksLikeText } from './input-check.js';
 import type { SheetStorage } from './storage/storage.js';
 import type { JobWorker } from './worker/worker.js';
 
@@ -75,10 +74,6 @@ export class HostedJobs {
   private async runNow(request: HostedJobRequest): Promise<HostedJobResult> {
     const { config, ledger, storage, worker } = this.deps;
     const { jobId, log } = request;
-    if (await looksLikeText(request.file)) {
-      log.info({}, 'refused a text file (a playlist or list would make FFmpeg open other files)');
-      throw runtimeErrors.unreadableVideo(request.inputName);
-    }
     const job = await worker
       .prepare(
         {
@@ -95,6 +90,9 @@ export class HostedJobs {
           maxSheets: config.maxSheets,
           maxDurationS: effectiveMaxDurationS(config),
           workDir: request.workDir,
+          // Uploads and fetched videos open only as an allowed container (DESIGN §5a): a playlist
+          // or list, whatever its bytes, would make FFmpeg open other files on the server's disk.
+          containers: 'restricted',
         },
       )
       .catch((error: unknown) => {
