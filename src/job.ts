@@ -134,7 +134,15 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
     const stopAudio = () => audioStop.abort(options.signal?.reason ?? new Error('job stopped'));
     options.signal?.addEventListener('abort', stopAudio, { once: true });
     const measuring = options.audio
-      ? measureAudio(engine, { input, inputFormat }, inputName, window, sheets, probe.hasAudio, audioStop.signal)
+      ? measureAudio(
+          engine,
+          { input, inputFormat },
+          inputName,
+          window,
+          sheets,
+          probe.hasAudio,
+          audioStop.signal,
+        )
       : undefined;
     const bandLevels = measuring?.then((audio) => withBandLevels(sheets, audio).map((s) => s.band?.levels));
     // Both are awaited below (or by the render); a rejection is the job's failure, not unhandled.

@@ -43,7 +43,10 @@ export const ffmpegEngine: Engine = {
   },
 
   async render(plan, onProgress, signal, bandLevels) {
-    const probed = await probeFile(plan.input, plan.inputFormat === undefined ? {} : { format: plan.inputFormat });
+    const probed = await probeFile(
+      plan.input,
+      plan.inputFormat === undefined ? {} : { format: plan.inputFormat },
+    );
     const d = videoDetails(probed, plan.videoStream);
     // The render's own controller: the caller's abort, or this render's first failure, stops every
     // child; the render settles only once none of them runs, so the caller may remove tempDir.

@@ -89,7 +89,12 @@ export function nativeEngine(binding: NativeBinding): Engine {
      * Like `render`, the native call cannot be interrupted once started: on abort this rejects at
      * once and the decode finishes in the background (it writes nothing).
      */
-    async audioPeaks(file: string, range: MsRange, signal?: AbortSignal, format?: string): Promise<AudioPeaks> {
+    async audioPeaks(
+      file: string,
+      range: MsRange,
+      signal?: AbortSignal,
+      format?: string,
+    ): Promise<AudioPeaks> {
       signal?.throwIfAborted();
       try {
         const call = binding.audioPeaks(file, range.startMs, range.endMs, format);

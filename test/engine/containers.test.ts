@@ -2,7 +2,7 @@
  * The container allow-list inside both engines (DESIGN §5a "Containers a server opens"): a
  * restricted open lets FFmpeg's own detection pick the demuxer, refuses one off the list before it
  * reads the file, and every later open of the job fixes the demuxer it found. Unrestricted (the
- * CLI, MCP stdio) nothing changes: a local playlist still opens.
+ * CLI, MCP stdio) nothing changes: a local playlist still opens, on the built bin.
  *
  * Oracles: the canary (solid magenta, elsewhere on disk) on any sheet; named pipes in its place
  * that count every open for reading; FFmpeg's own answer for each form when nothing is restricted.
@@ -12,13 +12,15 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVER_CONTAINERS } from '../../src/core/containers.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { loadNative } from '../../src/engine/native-loader.js';
 import type { Engine } from '../../src/engine/types.js';
 import { runJob } from '../../src/job.js';
-import { ENGINES, runCli } from '../helpers/cli.js';
+import { BIN, ENGINES, runCli } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
 import {
@@ -179,7 +181,10 @@ describe.each(engines.map((e) => [e.name, e] as const))('%s engine', (name, engi
     for (const input of nearCanary) {
       const outDir = join(root, `restricted-real-${name}`, input.filename);
       await expect(
-        runJob({ input: input.path, density: '3x3', outDir }, { engine, audio: false, containers: 'restricted' }),
+        runJob(
+          { input: input.path, density: '3x3', outDir },
+          { engine, audio: false, containers: 'restricted' },
+        ),
         input.kind,
       ).rejects.toMatchObject({ code: 'unreadable_video' });
       expect(() => readdirSync(outDir), input.kind).toThrow();
@@ -192,9 +197,7 @@ describe.each(engines.map((e) => [e.name, e] as const))('%s engine', (name, engi
   });
 
   it('every allowed container opens restricted, as the demuxer FFmpeg detects, and renders', async () => {
-    expect(allowedClips.map((c) => c.format).sort()).toEqual(
-      [...SERVER_CONTAINERS].sort(),
-    );
+    expect(allowedClips.map((c) => c.format).sort()).toEqual([...SERVER_CONTAINERS].sort());
     for (const clip of allowedClips) {
       const info = await engine.probe(clip.path, SERVER_CONTAINERS);
       expect([clip.path, info.format]).toEqual([clip.path, clip.format]);
@@ -257,5 +260,44 @@ describe.each(engines.map((e) => [e.name, e] as const))('%s engine', (name, engi
       { engine, audio: false, containers: 'restricted' },
     );
     expect(honest.duration).toBe(5);
+  });
+});
+
+describe.each(ENGINES)('local surfaces open whatever FFmpeg opens (%s engine)', (engineName) => {
+  const env = (): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined) out[k] = v;
+    return { ...out, VIDSHEET_ENGINE: engineName };
+  };
+  const playlist = () => nearCanary.find((i) => i.kind === 'HLS with a control byte') as { path: string };
+
+  it('the CLI renders a local HLS playlist', async () => {
+    const out = join(root, `cli-${engineName}`);
+    const r = await runCli([playlist().path, '--density', '3x3', '--json', '--out', out], {
+      engine: engineName,
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as { duration: number; files: string[] };
+    expect(report.duration).toBe(CANARY_SECONDS);
+    for (const share of sheetsShow(report.files)) expect(share).toBeGreaterThan(0.3);
+  });
+
+  it('MCP stdio renders a local HLS playlist', async () => {
+    const transport = new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp'], env: env() });
+    const client = new Client({ name: 'vidsheet-test', version: '0' });
+    await client.connect(transport);
+    try {
+      const out = join(root, `mcp-${engineName}`);
+      const result = (await client.callTool({
+        name: 'vidsheet_video',
+        arguments: { video_path: playlist().path, density: '3x3', out_dir: out },
+      })) as { isError?: boolean; content: Array<{ text?: string }> };
+      expect(result.isError, result.content[0]?.text).toBeFalsy();
+      const report = JSON.parse(result.content[0]?.text ?? '{}') as { duration: number; files: string[] };
+      expect(report.duration).toBe(CANARY_SECONDS);
+      for (const share of sheetsShow(report.files)) expect(share).toBeGreaterThan(0.3);
+    } finally {
+      await client.close();
+    }
   });
 });

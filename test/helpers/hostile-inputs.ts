@@ -172,7 +172,11 @@ export async function hostileInputs(
     { kind: 'concat list', filename: 'list.txt', bytes: text(`file '${c.mp4}'\nfile '${c.ts}'\n`) },
     { kind: 'SDP session', filename: 'session.sdp', bytes: sdp },
     { kind: 'SDP session named .mp4', filename: 'stream.mp4', bytes: sdp },
-    { kind: 'text', filename: 'notes.mp4', bytes: text('This is not a video, only some text named like one.\n') },
+    {
+      kind: 'text',
+      filename: 'notes.mp4',
+      bytes: text('This is not a video, only some text named like one.\n'),
+    },
     // Pictures: an image (or an image2 sequence) is not a video container.
     { kind: 'single JPEG named .mp4', filename: 'photo.mp4', bytes: jpg },
     { kind: 'single PNG named .mp4', filename: 'image.mp4', bytes: png },
@@ -214,7 +218,11 @@ export function shareNear(img: Image, rgb: readonly [number, number, number], to
   let hits = 0;
   const n = img.width * img.height;
   for (let i = 0; i < n; i++) {
-    const near = [0, 1, 2].every((k) => Math.abs((img.data[i * 4 + k] as number) - rgb[k]) <= tolerance);
+    const p = i * 4;
+    const near =
+      Math.abs((img.data[p] as number) - rgb[0]) <= tolerance &&
+      Math.abs((img.data[p + 1] as number) - rgb[1]) <= tolerance &&
+      Math.abs((img.data[p + 2] as number) - rgb[2]) <= tolerance;
     if (near) hits++;
   }
   return hits / n;

@@ -53,7 +53,12 @@ beforeAll(async () => {
   withPlaylist = readFileSync(await matroskaWithPlaylist(join(root, 'mkv'), canary));
   origin = createServer((req, res) => {
     const n = /^\/hostile\/(\d+)$/.exec(req.url ?? '')?.[1];
-    const body = n !== undefined ? battery[Number(n)]?.bytes : req.url === '/with-playlist.mkv' ? withPlaylist : undefined;
+    const body =
+      n !== undefined
+        ? battery[Number(n)]?.bytes
+        : req.url === '/with-playlist.mkv'
+          ? withPlaylist
+          : undefined;
     if (!body) {
       res.writeHead(404);
       res.end();
@@ -83,12 +88,17 @@ interface CallResult {
 async function connect(server: TestServer, key?: string): Promise<Client> {
   const client = new Client({ name: 'vidsheet-hostile-test', version: '1.0.0' });
   const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), { requestInit: { headers } }),
+  );
   return client;
 }
 
 const callTool = async (client: Client, url: string) =>
-  (await client.callTool({ name: 'vidsheet_video', arguments: { video_url: url, density: '3x3' } })) as CallResult;
+  (await client.callTool({
+    name: 'vidsheet_video',
+    arguments: { video_url: url, density: '3x3' },
+  })) as CallResult;
 
 /** Every JPEG under a directory, recursively. */
 function jpegsUnder(dir: string): string[] {

@@ -139,7 +139,7 @@ unsafe fn choose(
         Container::Allowed(names) => {
             let fmt = detect(url)?;
             let name = demuxer_name(fmt);
-            if !names.iter().any(|n| *n == name) {
+            if !names.contains(&name) {
                 return Err(Error::unreadable(format!(
                     "the container format ({name}) is not allowed here"
                 )));
@@ -150,9 +150,7 @@ unsafe fn choose(
             let c_name = whitelist(name.clone())?;
             let fmt = ffi::av_find_input_format(c_name.as_ptr());
             if fmt.is_null() || demuxer_name(fmt) != *name {
-                return Err(Error::unreadable(format!(
-                    "no demuxer is named {name}"
-                )));
+                return Err(Error::unreadable(format!("no demuxer is named {name}")));
             }
             Ok((fmt, Some(c_name)))
         }

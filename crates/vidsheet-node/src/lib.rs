@@ -89,7 +89,9 @@ impl Task for AudioPeaksTask {
     fn compute(&mut self) -> Result<Self::Output> {
         let (path, start, end) = (self.path.clone(), self.start_ms, self.end_ms);
         let container = self.container.clone();
-        Ok(guarded(move || core::audio_peaks_as(&path, &container, start, end)))
+        Ok(guarded(move || {
+            core::audio_peaks_as(&path, &container, start, end)
+        }))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
