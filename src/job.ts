@@ -12,6 +12,7 @@ import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, parse, resolve } from 'node:path';
 import { type AudioPeaks, audioReport, peaksRange, withBandLevels } from './core/audio.js';
+import { allowedContainers, type Containers } from './core/containers.js';
 import type { Density } from './core/density.js';
 import { hostedErrors, runtimeErrors, VidsheetError } from './core/errors.js';
 import { computeGrid, JPEG_QUALITY, layoutSheets, THEME } from './core/layout.js';
@@ -47,6 +48,11 @@ export interface JobOptions {
   maxSheets?: number;
   /** Cap on the clip's duration, seconds (hosted/remote: `422 too_long`); local has none. */
   maxDurationS?: number;
+  /**
+   * Which containers the input may be opened as (core/containers.ts): `restricted` on the hosted
+   * server and the remote endpoint; local surfaces leave it `any` (default).
+   */
+  containers?: Containers;
   onProgress?: (done: number, total: number) => void;
   /** Stops the job: children are killed and awaited, then the temporary directory is removed. */
   signal?: AbortSignal;
@@ -82,9 +88,12 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
   options.signal?.throwIfAborted();
 
   const engine = options.engine ?? selectEngine();
-  const probe = await engine.probe(input).catch((error) => {
+  const allowed = allowedContainers(options.containers);
+  const probe = await engine.probe(input, allowed).catch((error) => {
     throw engineFailure(error, inputName);
   });
+  // Restricted: every later open fixes the demuxer the probe detected and allowed.
+  const inputFormat = allowed ? probe.format : undefined;
   options.signal?.throwIfAborted();
   const stream = chooseVideoStream(probe.videoStreams);
   if (!stream) throw runtimeErrors.unreadableVideo(inputName);
@@ -125,7 +134,15 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
     const stopAudio = () => audioStop.abort(options.signal?.reason ?? new Error('job stopped'));
     options.signal?.addEventListener('abort', stopAudio, { once: true });
     const measuring = options.audio
-      ? measureAudio(engine, input, inputName, window, sheets, probe.hasAudio, audioStop.signal)
+      ? measureAudio(
+          engine,
+          { input, inputFormat },
+          inputName,
+          window,
+          sheets,
+          probe.hasAudio,
+          audioStop.signal,
+        )
       : undefined;
     const bandLevels = measuring?.then((audio) => withBandLevels(sheets, audio).map((s) => s.band?.levels));
     // Both are awaited below (or by the render); a rejection is the job's failure, not unhandled.
@@ -136,6 +153,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
         .render(
           {
             input,
+            ...(inputFormat === undefined ? {} : { inputFormat }),
             videoStream: stream.index,
             fontPath: labelFontPath(),
             quality: JPEG_QUALITY,
@@ -185,7 +203,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
  */
 async function measureAudio(
   engine: Engine,
-  input: string,
+  { input, inputFormat }: { input: string; inputFormat: string | undefined },
   inputName: string,
   window: Window,
   sheets: SheetPlan[],
@@ -194,7 +212,7 @@ async function measureAudio(
 ): Promise<AudioPeaks> {
   const range = peaksRange(window, sheets);
   if (!hasAudio) return { present: false, clipPeak: 0, startMs: range.startMs, peaks: new Float32Array(0) };
-  return engine.audioPeaks(input, range, signal).catch((error) => {
+  return engine.audioPeaks(input, range, signal, inputFormat).catch((error) => {
     if (signal?.aborted) throw signal.reason;
     throw engineFailure(error, inputName);
   });

@@ -68,6 +68,11 @@ export interface LabelPlan {
 
 /** What the engine learns from opening the file. */
 export interface ProbeInfo {
+  /**
+   * The demuxer FFmpeg opened the file with, as FFmpeg names it (`mov,mp4,m4a,3gp,3g2,mj2`);
+   * a restricted job opens every later step with exactly this one.
+   */
+  format: string
   /** Duration the container declares, seconds; 0 when it declares none. */
   duration: number
   /** Container start time in seconds (format start_time); 0 when unknown. */
@@ -96,6 +101,11 @@ export interface Rect {
 export interface RenderPlan {
   /** Absolute input path. */
   input: string
+  /**
+   * The demuxer to open the input with, without detecting it again (a restricted job: the one
+   * its probe detected and allowed, src/core/containers.ts); omitted: FFmpeg detects it.
+   */
+  inputFormat?: string
   /** Index of the video stream to decode (core/probe.ts chose it from the probe's facts). */
   videoStream: number
   /** TTF file used for every label. */
@@ -178,15 +188,19 @@ export interface VideoStreamFacts {
  * Decodes the whole first audio stream and measures it: raw peak absolute amplitude of the mono
  * downmix per ms over [startMs, endMs) (container-relative, samples placed by their timestamps)
  * and the whole clip's peak. Normalising is src/core/audio.ts's. No decodable audio resolves
- * with `present: false`.
+ * with `present: false`. `inputFormat`, when given, is the demuxer the file is opened with (no
+ * detection), as the render plan's.
  */
-export declare function audioPeaks(path: string, startMs: number, endMs: number): Promise<AudioPeaks>
+export declare function audioPeaks(path: string, startMs: number, endMs: number, inputFormat?: string | undefined | null): Promise<AudioPeaks>
 
 /**
- * Opens a video and reports its facts: declared duration, start time, every video stream (size,
- * disposition, frame count, whether it decodes, where its data ends) and where the audio ends.
+ * Opens a video and reports its facts: the demuxer that opened it, declared duration, start
+ * time, every video stream (size, disposition, frame count, whether it decodes, where its data
+ * ends) and where the audio ends. With `allowedFormats` (a server's job), the demuxer FFmpeg's
+ * detection picks must be one of them, or the call rejects `unreadable_video` having opened
+ * nothing.
  */
-export declare function probe(path: string): Promise<ProbeInfo>
+export declare function probe(path: string, allowedFormats?: Array<string> | undefined | null): Promise<ProbeInfo>
 
 /**
  * Renders every sheet of a finished plan in one call (off the JS thread). `onProgress(done,

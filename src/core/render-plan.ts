@@ -101,6 +101,11 @@ export interface Theme {
 export interface RenderPlan {
   /** Absolute input path. */
   input: string;
+  /**
+   * The demuxer to open the input with, without detecting it again (a restricted job: the one its
+   * probe detected and allowed, core/containers.ts); omitted: FFmpeg detects it.
+   */
+  inputFormat?: string;
   /** Video stream index from the probe. */
   videoStream: number;
   /** TTF file used for every label (bundled DejaVu Sans Mono). */

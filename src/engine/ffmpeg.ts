@@ -33,17 +33,20 @@ import type { BandLevels, Engine, RenderPlan, RenderResult } from './types.js';
 export const ffmpegEngine: Engine = {
   name: 'ffmpeg',
 
-  async probe(path) {
-    return (await probeFile(path)).info;
+  async probe(path, allowed) {
+    return (await probeFile(path, { allowed })).info;
   },
 
-  async audioPeaks(path, range, signal) {
-    const probed = await probeFile(path);
+  async audioPeaks(path, range, signal, format) {
+    const probed = await probeFile(path, format === undefined ? {} : { format });
     return audioPeaks(path, probed.audio, probed.info.startTime, range, signal);
   },
 
   async render(plan, onProgress, signal, bandLevels) {
-    const probed = await probeFile(plan.input);
+    const probed = await probeFile(
+      plan.input,
+      plan.inputFormat === undefined ? {} : { format: plan.inputFormat },
+    );
     const d = videoDetails(probed, plan.videoStream);
     // The render's own controller: the caller's abort, or this render's first failure, stops every
     // child; the render settles only once none of them runs, so the caller may remove tempDir.

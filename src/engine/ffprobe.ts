@@ -11,6 +11,7 @@
  *   the seek fails or finds no timestamped packet, a listing from the start (still demux only).
  */
 import { stat } from 'node:fs/promises';
+import { containerAllowed } from '../core/containers.js';
 import { run } from './process.js';
 import { EngineError, type ProbeInfo, type VideoStreamFacts } from './types.js';
 
@@ -77,6 +78,8 @@ export interface VideoDetails {
   referenceReach: number;
   /** The demuxer's name as ffmpeg logs it (its own messages are not decode errors). */
   demuxer: string;
+  /** The demuxer every run fixes (`-f`), when the probe was restricted (see `Opening`). */
+  fixed: string | undefined;
   /** Containers with a seek index land exactly on a keyframe; others (MPEG-TS, PS) bisect. */
   indexed: boolean;
   /**
@@ -97,11 +100,15 @@ export interface AudioDetails {
   sampleRate: number;
   /** The stream's own start time, seconds (absolute, like the container's). */
   startTime: number;
+  /** The demuxer every run fixes (`-f`), when the probe was restricted (see `Opening`). */
+  fixed: string | undefined;
 }
 
 /** Everything one probe learnt: the facts it reports, and what a render of any stream needs. */
 export interface Probed {
   info: ProbeInfo;
+  /** The demuxer every later run fixes (`-f`): set when the probe was restricted. */
+  fixed: string | undefined;
   video: Map<number, VideoDetails>;
   /** The first audio stream (the one the envelope is built from), null without audio. */
   audio: AudioDetails | null;
@@ -119,19 +126,43 @@ function ratio(value: string | undefined): [number, number] | undefined {
 
 const int = (value: string | undefined) => (value && /^-?\d+$/.test(value) ? BigInt(value) : undefined);
 
-/** The last probe, keyed by path, size and mtime: a job probes once to plan and again to render. */
-let lastProbe: { key: string; probed: Promise<Probed> } | undefined;
+/**
+ * How a file is opened (DESIGN §5a, core/containers.ts): FFmpeg's detection, limited to the
+ * `allowed` demuxers when given (a server's job; omitted: any, the user's own files), or one
+ * `format` fixed without detection (the later steps of a restricted job: the one its probe found).
+ */
+export type Opening = { allowed?: readonly string[] } | { format: string };
 
-export async function probeFile(path: string): Promise<Probed> {
+/**
+ * The last probe, keyed by path, size and mtime: a job probes once to plan and again to render.
+ * The render's opening fixes the demuxer the plan's probe detected, so it reuses that probe.
+ */
+let lastProbe: { key: string; opening: Opening; probed: Promise<Probed> } | undefined;
+
+export async function probeFile(path: string, opening: Opening = {}): Promise<Probed> {
   const s = await stat(path).catch(() => null);
   const key = s ? `${path}\0${s.size}\0${s.mtimeMs}` : '';
-  if (key && lastProbe?.key === key) return lastProbe.probed;
-  const probed = probeUncached(path);
+  const last = lastProbe;
+  if (key && last?.key === key) {
+    if (sameOpening(last.opening, opening)) return last.probed;
+    if ('format' in opening && (await last.probed.catch(() => null))?.fixed === opening.format) {
+      return last.probed;
+    }
+  }
+  const probed = probeUncached(path, opening);
   if (key) {
-    lastProbe = { key, probed };
-    probed.catch(() => (lastProbe = undefined));
+    const entry = { key, opening, probed };
+    lastProbe = entry;
+    probed.catch(() => {
+      if (lastProbe === entry) lastProbe = undefined;
+    });
   }
   return probed;
+}
+
+function sameOpening(a: Opening, b: Opening): boolean {
+  if ('format' in a || 'format' in b) return 'format' in a && 'format' in b && a.format === b.format;
+  return a.allowed?.join('\n') === b.allowed?.join('\n');
 }
 
 /** The details a render of `stream` needs; the stream must be one the probe found. */
@@ -141,10 +172,10 @@ export function videoDetails(probed: Probed, stream: number): VideoDetails {
   return details;
 }
 
-async function probeUncached(path: string): Promise<Probed> {
+async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const { code, stdout } = await run(
     'ffprobe',
-    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', ...input(path)],
+    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', ...firstInput(path, opening)],
     { timeoutMs: 60_000 },
   );
   let parsed: {
@@ -163,13 +194,22 @@ async function probeUncached(path: string): Promise<Probed> {
   const declared = num(parsed.format.duration) ?? 0;
   const startTime = num(parsed.format.start_time) ?? 0;
   const formatName = parsed.format.format_name ?? '';
+  // FFmpeg's whitelist refused any other demuxer before it read the file; this is the rule itself.
+  const allowed = 'allowed' in opening ? opening.allowed : undefined;
+  if (!containerAllowed(formatName, allowed)) {
+    throw new EngineError('unreadable_video', `the container format (${formatName}) is not allowed here`);
+  }
+  // Restricted: every later run fixes the demuxer this probe detected, never detecting again.
+  const fixed = 'format' in opening ? opening.format : allowed ? formatName : undefined;
   const sampleTable = /\b(mov|mp4)\b/.test(formatName);
   const video = streams.filter((s) => s.codec_type === 'video');
   const audio = streams.filter((s) => s.codec_type === 'audio');
 
   const [decodes, ends] = await Promise.all([
-    Promise.all(video.map((s) => (s.disposition?.attached_pic ? false : decodesAFrame(path, s.index)))),
-    readableEnds(path, [...video, ...audio], { declared, startTime, sampleTable }),
+    Promise.all(
+      video.map((s) => (s.disposition?.attached_pic ? false : decodesAFrame(path, fixed, s.index))),
+    ),
+    readableEnds(path, fixed, [...video, ...audio], { declared, startTime, sampleTable }),
   ]);
 
   const details = new Map<number, VideoDetails>();
@@ -190,6 +230,7 @@ async function probeUncached(path: string): Promise<Probed> {
       timestamps: num(s.start_time) !== undefined,
       referenceReach: referenceReach(s),
       demuxer: formatName,
+      fixed,
       indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
       sampleTable,
       nal: sampleTable ? nalLayout(s) : null,
@@ -207,7 +248,9 @@ async function probeUncached(path: string): Promise<Probed> {
   const audioEnds = audio.map((s) => ends.get(s.index)).filter((e): e is number => e !== undefined);
   const first = audio[0];
   return {
+    fixed,
     info: {
+      format: formatName,
       duration: declared,
       startTime,
       videoStreams: facts,
@@ -221,13 +264,35 @@ async function probeUncached(path: string): Promise<Probed> {
           channels: first.channels ?? 1,
           sampleRate: num(first.sample_rate) ?? 48000,
           startTime: num(first.start_time) ?? startTime,
+          fixed,
         }
       : null,
   };
 }
 
-/** The input arguments of every run: local files only, whatever the file's playlist or links say. */
-export const input = (path: string) => ['-protocol_whitelist', 'file', '-i', path];
+/**
+ * The input arguments of every run: local files only, whatever the file's playlist or links say;
+ * with `fixed`, that demuxer and no detection (the whitelist is defence in depth: it also binds
+ * any file a demuxer would open inside this one).
+ */
+export const input = (path: string, fixed: string | undefined) => [
+  '-protocol_whitelist',
+  'file',
+  ...(fixed === undefined ? [] : ['-f', fixed, '-format_whitelist', fixed]),
+  '-i',
+  path,
+];
+
+/**
+ * The probe's own run. Restricted, FFmpeg's detection picks the demuxer and its format whitelist
+ * refuses any other before the demuxer reads the file: a playlist is never followed, not even to
+ * be refused afterwards.
+ */
+function firstInput(path: string, opening: Opening): string[] {
+  if ('format' in opening) return input(path, opening.format);
+  const whitelist = opening.allowed ? ['-format_whitelist', opening.allowed.join(',')] : [];
+  return ['-protocol_whitelist', 'file', ...whitelist, '-i', path];
+}
 
 /** Display size: sample aspect ratio applied to the width, then a quarter turn swaps the sides. */
 function displaySize(s: StreamJson): { width: number; height: number } {
@@ -272,7 +337,7 @@ function nalLayout(s: StreamJson): VideoDetails['nal'] {
  * broadcast captures do) up to 300, decoded until the end of that read; the decoder is flushed, so
  * B-frame delay does not hide a frame.
  */
-async function decodesAFrame(path: string, stream: number): Promise<boolean> {
+async function decodesAFrame(path: string, fixed: string | undefined, stream: number): Promise<boolean> {
   for (const packets of [8, 300]) {
     const { stdout } = await run(
       'ffprobe',
@@ -287,7 +352,7 @@ async function decodesAFrame(path: string, stream: number): Promise<boolean> {
         'frame=media_type',
         '-of',
         'csv=p=0',
-        ...input(path),
+        ...input(path, fixed),
       ],
       { timeoutMs: 20_000 },
     );
@@ -304,18 +369,20 @@ async function decodesAFrame(path: string, stream: number): Promise<boolean> {
  */
 async function readableEnds(
   path: string,
+  fixed: string | undefined,
   streams: StreamJson[],
   { declared, startTime, sampleTable }: { declared: number; startTime: number; sampleTable: boolean },
 ): Promise<Map<number, number>> {
   const wanted = new Map(streams.map((s) => [s.index, s]));
   const at = { startTime, sampleTable };
-  const tail = declared > 10 ? await packetEnds(path, wanted, at, startTime + declared - 10) : null;
+  const tail = declared > 10 ? await packetEnds(path, fixed, wanted, at, startTime + declared - 10) : null;
   if (tail && tail.size > 0) return tail;
-  return (await packetEnds(path, wanted, at, null)) ?? new Map();
+  return (await packetEnds(path, fixed, wanted, at, null)) ?? new Map();
 }
 
 async function packetEnds(
   path: string,
+  fixed: string | undefined,
   streams: Map<number, StreamJson>,
   { startTime, sampleTable }: { startTime: number; sampleTable: boolean },
   from: number | null,
@@ -331,7 +398,7 @@ async function packetEnds(
       'packet=stream_index,pts,dts,duration,pos,size',
       '-of',
       'compact=p=0',
-      ...input(path),
+      ...input(path, fixed),
     ],
     { timeoutMs: from === null ? 300_000 : 60_000 },
   );

@@ -78,9 +78,9 @@ function toEngineError(err: unknown, fallback: EngineErrorCode): EngineError {
 export function nativeEngine(binding: NativeBinding): Engine {
   return {
     name: 'native',
-    async probe(file: string): Promise<ProbeInfo> {
+    async probe(file: string, allowed?: readonly string[]): Promise<ProbeInfo> {
       try {
-        return await binding.probe(file);
+        return await binding.probe(file, allowed ? [...allowed] : undefined);
       } catch (err) {
         throw toEngineError(err, 'unreadable_video');
       }
@@ -89,10 +89,15 @@ export function nativeEngine(binding: NativeBinding): Engine {
      * Like `render`, the native call cannot be interrupted once started: on abort this rejects at
      * once and the decode finishes in the background (it writes nothing).
      */
-    async audioPeaks(file: string, range: MsRange, signal?: AbortSignal): Promise<AudioPeaks> {
+    async audioPeaks(
+      file: string,
+      range: MsRange,
+      signal?: AbortSignal,
+      format?: string,
+    ): Promise<AudioPeaks> {
       signal?.throwIfAborted();
       try {
-        const call = binding.audioPeaks(file, range.startMs, range.endMs);
+        const call = binding.audioPeaks(file, range.startMs, range.endMs, format);
         return signal ? await abortable(call, signal) : await call;
       } catch (err) {
         if (signal?.aborted) throw signal.reason;

@@ -27,6 +27,11 @@ export type {
 
 /** What an engine learns from opening the file. */
 export interface ProbeInfo {
+  /**
+   * The demuxer FFmpeg opened the file with, as FFmpeg names it (`format_name`, e.g.
+   * `mov,mp4,m4a,3gp,3g2,mj2`). A restricted job opens every later step with exactly this one.
+   */
+  format: string;
   /** Duration the container declares, seconds (format duration); 0 when it declares none. */
   duration: number;
   /** Container start time in seconds (what ffprobe prints as format start_time); 0 when unknown. */
@@ -64,16 +69,22 @@ export class EngineError extends Error {
 
 export interface Engine {
   readonly name: 'native' | 'ffmpeg';
-  probe(path: string): Promise<ProbeInfo>;
+  /**
+   * Opens the file and reports its facts. With `allowed` (a server's job, core/containers.ts), the
+   * demuxer FFmpeg's detection picks must be on that list, judged before it reads anything of the
+   * file beyond the detection's own bytes: any other rejects `unreadable_video` and opens nothing.
+   */
+  probe(path: string, allowed?: readonly string[]): Promise<ProbeInfo>;
   /**
    * Decodes the whole first audio stream and measures it (core/audio.ts `AudioPeaks`): raw peaks
    * per ms over `range` (container-relative, integer ms), samples placed by their timestamps (from
    * the pts of the frame that resynchronised the count, counting samples from there; a frame whose
    * pts strays more than 2 ms from the count starts a new origin, so a gap stays a gap), and the
    * peak of the whole clip. Never fails on the media: no decodable audio gives `present: false`.
-   * When `signal` aborts, rejects once nothing it started still runs.
+   * When `signal` aborts, rejects once nothing it started still runs. `format`, when given, is the
+   * demuxer the file is opened with (no detection), as `RenderPlan.inputFormat`.
    */
-  audioPeaks(path: string, range: MsRange, signal?: AbortSignal): Promise<AudioPeaks>;
+  audioPeaks(path: string, range: MsRange, signal?: AbortSignal, format?: string): Promise<AudioPeaks>;
   /**
    * One call per job: writes every sheet of the plan. When `signal` aborts, the render stops and
    * rejects, but only once nothing it started still writes into `plan.tempDir`, so the caller may

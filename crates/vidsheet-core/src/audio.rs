@@ -9,7 +9,7 @@ use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
 use crate::error::{Error, Result};
-use crate::media;
+use crate::media::{self, Container};
 use crate::plan::AudioPeaks;
 
 const MAX_READ_ERRORS: u32 = 64;
@@ -44,6 +44,16 @@ impl Envelope {
 /// `present: false`. Fractional bounds widen to whole ms; a range that is not one (not finite,
 /// beyond ±1e12 ms like plan times, or ending before it starts) is rejected.
 pub fn audio_peaks(path: &str, start_ms: f64, end_ms: f64) -> Result<AudioPeaks> {
+    audio_peaks_as(path, &Container::Any, start_ms, end_ms)
+}
+
+/// [`audio_peaks`] on the file opened as `container` says (a restricted job's fixed demuxer).
+pub fn audio_peaks_as(
+    path: &str,
+    container: &Container,
+    start_ms: f64,
+    end_ms: f64,
+) -> Result<AudioPeaks> {
     let bounded = |v: f64| v.is_finite() && v.abs() <= 1e12;
     if !bounded(start_ms) || !bounded(end_ms) || end_ms < start_ms {
         return Err(Error::failed(format!(
@@ -53,7 +63,7 @@ pub fn audio_peaks(path: &str, start_ms: f64, end_ms: f64) -> Result<AudioPeaks>
     media::init();
     // Exact: whole numbers within ±1e12.
     let (lo, hi) = (start_ms.floor() as i64, end_ms.ceil() as i64);
-    let env = envelope(path, lo, hi);
+    let env = envelope(path, container, lo, hi);
     Ok(AudioPeaks {
         present: env.present,
         clip_peak: env.peak as f64,
@@ -233,9 +243,9 @@ fn downmix(f: &frame::Audio, out: &mut Vec<f32>) -> bool {
 
 /// Decodes the first audio stream of `path` and returns raw bins for ms [lo, hi) plus the clip
 /// peak. Never fails: a file without a decodable audio stream gives `present: false`.
-fn envelope(path: &str, lo: i64, hi: i64) -> Envelope {
+fn envelope(path: &str, container: &Container, lo: i64, hi: i64) -> Envelope {
     let absent = || Envelope::absent(lo);
-    let Ok(mut input) = media::open_input(path) else {
+    let Ok(mut input) = media::open_input(path, container) else {
         return absent();
     };
     let Some(index) = media::first_audio_stream(&input) else {

@@ -17,7 +17,7 @@ use ff::format::context::Input;
 use ff::Packet;
 use ffmpeg_next as ff;
 
-use crate::media;
+use crate::media::{self, Container};
 
 /// How far before the declared end the read near the end starts, in AV_TIME_BASE units.
 const TAIL_US: i64 = 10 * ffi::AV_TIME_BASE as i64;
@@ -29,7 +29,13 @@ const INDEX_SLACK_BYTES: u64 = 8 << 20;
 
 /// The readable end of each stream in `streams` (indices), seconds from the container start; None
 /// where no complete packet with a timestamp was found.
-pub(crate) fn readable_ends(input: &mut Input, path: &str, streams: &[usize]) -> Vec<Option<f64>> {
+/// `container` is how the file is opened again (a fresh demuxer after a failed seek).
+pub(crate) fn readable_ends(
+    input: &mut Input,
+    path: &str,
+    container: &Container,
+    streams: &[usize],
+) -> Vec<Option<f64>> {
     if streams.is_empty() {
         return Vec::new();
     }
@@ -44,7 +50,7 @@ pub(crate) fn readable_ends(input: &mut Input, path: &str, streams: &[usize]) ->
         // the packets just before that point are read for their presentation times.
         Some((ends, true)) => near_index_end(input, streams, &ends).unwrap_or(ends),
         Some((ends, false)) => ends,
-        None => from_packets(input, path, streams),
+        None => from_packets(input, path, container, streams),
     };
     let start = media::start_us(input) as f64 / 1e6;
     streams
@@ -231,7 +237,12 @@ fn keep_only(input: &mut Input, streams: &[usize]) {
 }
 
 /// Ends from the packets near the end of the file, else from every packet.
-fn from_packets(input: &mut Input, path: &str, streams: &[usize]) -> Vec<Option<i64>> {
+fn from_packets(
+    input: &mut Input,
+    path: &str,
+    container: &Container,
+    streams: &[usize],
+) -> Vec<Option<i64>> {
     let start = media::start_us(input);
     let declared = media::declared_duration(input)
         .map(|d| start.saturating_add((d * ffi::AV_TIME_BASE as f64) as i64));
@@ -248,7 +259,7 @@ fn from_packets(input: &mut Input, path: &str, streams: &[usize]) -> Vec<Option<
         }
     }
     // From the start, on a fresh demuxer: this one may be anywhere after a failed seek.
-    match media::open_input(path) {
+    match media::open_input(path, container) {
         Ok(mut fresh) => {
             keep_only(&mut fresh, streams);
             demux_to_end(&mut fresh, streams)

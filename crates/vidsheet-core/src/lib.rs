@@ -19,11 +19,12 @@ mod probe;
 mod render;
 mod video;
 
-pub use audio::audio_peaks;
+pub use audio::{audio_peaks, audio_peaks_as};
 pub use error::{Error, ErrorCode, Result};
+pub use media::Container;
 pub use plan::{
     AudioPeaks, BandPlan, CellPlan, CellRef, LabelPlan, ProbeInfo, Rect, RenderPlan, RenderResult,
     RenderStats, SheetPlan, Theme, VideoStreamFacts,
 };
-pub use probe::probe;
+pub use probe::{probe, probe_as};
 pub use render::{render, render_on};

@@ -1,6 +1,6 @@
 //! Opening inputs safely and reading what the container says about its streams.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
@@ -46,9 +46,122 @@ pub(crate) fn av_error(code: i32) -> String {
     }
 }
 
+/// How an open chooses the input's container format (DESIGN §5a "Containers a server opens").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Container {
+    /// Whatever FFmpeg detects: the local surfaces, where the files are the user's own.
+    Any,
+    /// FFmpeg's detection, refused unless the demuxer's name is one of these (a server's
+    /// allow-list, src/core/containers.ts), before the demuxer reads anything of the file: a
+    /// playlist or list is never followed, not even to be refused afterwards.
+    Allowed(Vec<String>),
+    /// This demuxer, without detection: an earlier open in the same job detected and allowed it.
+    Fixed(String),
+}
+
+impl Container {
+    /// What every later open of the same input uses: a restricted open fixes the demuxer it found.
+    pub(crate) fn after(&self, input: &Input) -> Container {
+        match self {
+            Container::Any => Container::Any,
+            Container::Allowed(_) | Container::Fixed(_) => Container::Fixed(format_name(input)),
+        }
+    }
+}
+
+/// The name of the demuxer an open input uses, as FFmpeg names it (`mov,mp4,m4a,3gp,3g2,mj2`).
+pub(crate) fn format_name(input: &Input) -> String {
+    unsafe { demuxer_name((*input.as_ptr()).iformat) }
+}
+
+unsafe fn demuxer_name(fmt: *const ffi::AVInputFormat) -> String {
+    if fmt.is_null() || (*fmt).name.is_null() {
+        return String::new();
+    }
+    CStr::from_ptr((*fmt).name).to_string_lossy().into_owned()
+}
+
+/// The demuxer FFmpeg's own detection picks for `url`, the way `avformat_open_input` picks it
+/// (a format that needs no file first, then the file's first bytes), without opening it.
+unsafe fn detect(url: &CStr) -> Result<*const ffi::AVInputFormat> {
+    let mut pd: ffi::AVProbeData = std::mem::zeroed();
+    pd.filename = url.as_ptr();
+    // FFmpeg's AVPROBE_SCORE_RETRY (a macro expression, so not in the bindings).
+    let mut score = ffi::AVPROBE_SCORE_MAX / 4;
+    let fmt = ffi::av_probe_input_format2(&pd, 0, &mut score);
+    if !fmt.is_null() {
+        return Ok(fmt);
+    }
+    let mut opts: *mut ffi::AVDictionary = ptr::null_mut();
+    ffi::av_dict_set(
+        &mut opts,
+        c"protocol_whitelist".as_ptr(),
+        c"file".as_ptr(),
+        0,
+    );
+    let mut pb: *mut ffi::AVIOContext = ptr::null_mut();
+    let rc = ffi::avio_open2(
+        &mut pb,
+        url.as_ptr(),
+        ffi::AVIO_FLAG_READ,
+        ptr::null(),
+        &mut opts,
+    );
+    ffi::av_dict_free(&mut opts);
+    if rc < 0 {
+        return Err(Error::unreadable(format!(
+            "cannot read the input file ({})",
+            av_error(rc)
+        )));
+    }
+    let mut fmt: *const ffi::AVInputFormat = ptr::null();
+    let rc = ffi::av_probe_input_buffer2(pb, &mut fmt, url.as_ptr(), ptr::null_mut(), 0, 0);
+    ffi::avio_closep(&mut pb);
+    if rc < 0 || fmt.is_null() {
+        return Err(Error::unreadable(format!(
+            "the file is not a readable video ({})",
+            av_error(rc)
+        )));
+    }
+    Ok(fmt)
+}
+
+/// The demuxer an open fixes and the format whitelist it sets (null and none: FFmpeg detects).
+unsafe fn choose(
+    url: &CStr,
+    container: &Container,
+) -> Result<(*const ffi::AVInputFormat, Option<CString>)> {
+    let whitelist = |names: String| {
+        CString::new(names).map_err(|_| Error::unreadable("a container name contains a NUL byte"))
+    };
+    match container {
+        Container::Any => Ok((ptr::null(), None)),
+        Container::Allowed(names) => {
+            let fmt = detect(url)?;
+            let name = demuxer_name(fmt);
+            if !names.contains(&name) {
+                return Err(Error::unreadable(format!(
+                    "the container format ({name}) is not allowed here"
+                )));
+            }
+            Ok((fmt, Some(whitelist(names.join(","))?)))
+        }
+        Container::Fixed(name) => {
+            let c_name = whitelist(name.clone())?;
+            let fmt = ffi::av_find_input_format(c_name.as_ptr());
+            if fmt.is_null() || demuxer_name(fmt) != *name {
+                return Err(Error::unreadable(format!("no demuxer is named {name}")));
+            }
+            Ok((fmt, Some(c_name)))
+        }
+    }
+}
+
 /// Opens `path` as a local file only: no protocol prefixes (`http:`, `concat:`) are honoured and
-/// playlists cannot reach beyond the file protocol.
-pub(crate) fn open_input(path: &str) -> Result<Input> {
+/// playlists cannot reach beyond the file protocol. `container` says which demuxer may open it;
+/// a restricted one also sets FFmpeg's format whitelist (defence in depth: FFmpeg checks it
+/// before the demuxer reads, and hands it on to any file a demuxer would open inside this one).
+pub(crate) fn open_input(path: &str, container: &Container) -> Result<Input> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::not_found(format!("input file not found: {path}")));
@@ -72,6 +185,7 @@ pub(crate) fn open_input(path: &str) -> Result<Input> {
     url.extend_from_slice(Path::new(path).as_os_str().as_bytes());
     let url = CString::new(url).map_err(|_| Error::not_found("input path contains a NUL byte"))?;
     unsafe {
+        let (fmt, whitelist) = choose(&url, container)?;
         let mut opts: *mut ffi::AVDictionary = ptr::null_mut();
         ffi::av_dict_set(
             &mut opts,
@@ -79,8 +193,11 @@ pub(crate) fn open_input(path: &str) -> Result<Input> {
             c"file".as_ptr(),
             0,
         );
+        if let Some(list) = &whitelist {
+            ffi::av_dict_set(&mut opts, c"format_whitelist".as_ptr(), list.as_ptr(), 0);
+        }
         let mut ctx: *mut ffi::AVFormatContext = ptr::null_mut();
-        let rc = ffi::avformat_open_input(&mut ctx, url.as_ptr(), ptr::null(), &mut opts);
+        let rc = ffi::avformat_open_input(&mut ctx, url.as_ptr(), fmt, &mut opts);
         ffi::av_dict_free(&mut opts);
         if rc < 0 {
             return Err(Error::unreadable(format!(

@@ -14,6 +14,8 @@ mod js;
 
 use serde::Deserialize;
 
+use crate::media::Container;
+
 /// A pixel rectangle on a sheet.
 #[cfg_attr(
     feature = "napi",
@@ -74,6 +76,9 @@ pub struct VideoStreamFacts {
 )]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeInfo {
+    /// The demuxer FFmpeg opened the file with, as FFmpeg names it (`mov,mp4,m4a,3gp,3g2,mj2`);
+    /// a restricted job opens every later step with exactly this one.
+    pub format: String,
     /// Duration the container declares, seconds; 0 when it declares none.
     pub duration: f64,
     /// Container start time in seconds (format start_time); 0 when unknown.
@@ -214,18 +219,17 @@ pub struct Theme {
 /// A finished plan: every sheet of one job.
 #[cfg_attr(
     feature = "napi",
-    napi_derive::napi(
-        object,
-        object_from_js = false,
-        object_to_js = false,
-        use_nullable = true
-    )
+    napi_derive::napi(object, object_from_js = false, object_to_js = false)
 )]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RenderPlan {
     /// Absolute input path.
     pub input: String,
+    /// The demuxer to open the input with, without detecting it again (a restricted job: the one
+    /// its probe detected and allowed, src/core/containers.ts); omitted: FFmpeg detects it.
+    #[serde(default)]
+    pub input_format: Option<String>,
     /// Index of the video stream to decode (core/probe.ts chose it from the probe's facts).
     #[serde(deserialize_with = "read::stream_index")]
     pub video_stream: u32,
@@ -239,6 +243,16 @@ pub struct RenderPlan {
     pub sheets: Vec<SheetPlan>,
     /// Directory the engine may use for intermediate files (the native engine writes none).
     pub temp_dir: String,
+}
+
+impl RenderPlan {
+    /// How every open of the plan's input chooses its demuxer.
+    pub(crate) fn container(&self) -> Container {
+        match &self.input_format {
+            Some(name) => Container::Fixed(name.clone()),
+            None => Container::Any,
+        }
+    }
 }
 
 /// A cell whose frame could not be decoded (0-based indices).

@@ -11,7 +11,7 @@ use ffmpeg_next as ff;
 
 use crate::error::Result;
 use crate::extent;
-use crate::media;
+use crate::media::{self, Container};
 use crate::orientation::display_size;
 use crate::plan::{ProbeInfo, VideoStreamFacts};
 
@@ -27,10 +27,17 @@ const MAX_FRAMES_PER_PACKET: u32 = 64;
 /// Index entries looked at to tell a per-packet index from a keyframe-only one.
 const INDEX_SCAN: i32 = 1000;
 
-/// Opens the file and reports its facts.
+/// Opens the file (whatever FFmpeg detects) and reports its facts.
 pub fn probe(path: &str) -> Result<ProbeInfo> {
+    probe_as(path, &Container::Any)
+}
+
+/// Opens the file as `container` allows and reports its facts, `format` naming the demuxer that
+/// opened it (the one a restricted job fixes for its later opens).
+pub fn probe_as(path: &str, container: &Container) -> Result<ProbeInfo> {
     media::init();
-    let mut input = media::open_input(path)?;
+    let mut input = media::open_input(path, container)?;
+    let reopen = container.after(&input);
     let count = media::stream_count(&input);
     let video: Vec<usize> = (0..count)
         .filter(|&i| media::stream_ptr(&input, i).is_some_and(|st| media::is_video(st)))
@@ -49,7 +56,7 @@ pub fn probe(path: &str) -> Result<ProbeInfo> {
         .filter(|&i| media::stream_ptr(&input, i).is_some_and(|st| !media::is_attached_pic(st)))
         .chain(audio.iter().copied())
         .collect();
-    let ends = extent::readable_ends(&mut input, path, &timed);
+    let ends = extent::readable_ends(&mut input, path, &reopen, &timed);
     let end_of = |i: usize| {
         timed
             .iter()
@@ -79,6 +86,7 @@ pub fn probe(path: &str) -> Result<ProbeInfo> {
         .filter_map(|&i| end_of(i))
         .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
     Ok(ProbeInfo {
+        format: media::format_name(&input),
         duration: declared.unwrap_or(0.0),
         start_time,
         video_streams,

@@ -52,7 +52,7 @@ pub fn render_on(
     let font = Font::load(&plan.font_path)?;
     let cores = cores.clamp(1, 16);
     // Opened with every core for the decoder's own threads: right when the cells are dense.
-    let source = VideoSource::open(&plan.input, plan.video_stream, cores)?;
+    let source = VideoSource::open(&plan.input, &plan.container(), plan.video_stream, cores)?;
     let start_us = source.start_us;
 
     let mut cells: Vec<(i64, usize, usize)> = Vec::new();
@@ -365,7 +365,12 @@ impl Worker<'_> {
         let plan = self.plan;
         let source = match self.source.take() {
             Some(s) => Ok(s),
-            None => VideoSource::open(&plan.input, plan.video_stream, self.threads),
+            None => VideoSource::open(
+                &plan.input,
+                &plan.container(),
+                plan.video_stream,
+                self.threads,
+            ),
         };
         let mut source = match source {
             Ok(s) => s,

@@ -1,5 +1,5 @@
-//! napi-rs binding over vidsheet-core: `probe(path)`, `audioPeaks(path, startMs, endMs)` and
-//! `render(plan, onProgress?)`, all async tasks on the libuv pool so the event loop keeps ticking. Failures reject with an Error whose
+//! napi-rs binding over vidsheet-core: `probe(path, allowedFormats?)`,
+//! `audioPeaks(path, startMs, endMs, inputFormat?)` and `render(plan, onProgress?)`, all async tasks on the libuv pool so the event loop keeps ticking. Failures reject with an Error whose
 //! `code` is `unreadable_video`, `input_not_found` or `render_failed`; a panic in native code is
 //! caught here and becomes `render_failed`.
 //!
@@ -44,6 +44,7 @@ fn reject<T>(env: &Env, e: core::Error) -> Result<T> {
 
 pub struct ProbeTask {
     path: String,
+    container: core::Container,
 }
 
 impl Task for ProbeTask {
@@ -51,8 +52,8 @@ impl Task for ProbeTask {
     type JsValue = core::ProbeInfo;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let path = self.path.clone();
-        Ok(guarded(move || core::probe(&path)))
+        let (path, container) = (self.path.clone(), self.container.clone());
+        Ok(guarded(move || core::probe_as(&path, &container)))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -60,15 +61,23 @@ impl Task for ProbeTask {
     }
 }
 
-/// Opens a video and reports its facts: declared duration, start time, every video stream (size,
-/// disposition, frame count, whether it decodes, where its data ends) and where the audio ends.
+/// Opens a video and reports its facts: the demuxer that opened it, declared duration, start
+/// time, every video stream (size, disposition, frame count, whether it decodes, where its data
+/// ends) and where the audio ends. With `allowedFormats` (a server's job), the demuxer FFmpeg's
+/// detection picks must be one of them, or the call rejects `unreadable_video` having opened
+/// nothing.
 #[napi(ts_return_type = "Promise<ProbeInfo>")]
-pub fn probe(path: String) -> AsyncTask<ProbeTask> {
-    AsyncTask::new(ProbeTask { path })
+pub fn probe(path: String, allowed_formats: Option<Vec<String>>) -> AsyncTask<ProbeTask> {
+    let container = match allowed_formats {
+        Some(names) => core::Container::Allowed(names),
+        None => core::Container::Any,
+    };
+    AsyncTask::new(ProbeTask { path, container })
 }
 
 pub struct AudioPeaksTask {
     path: String,
+    container: core::Container,
     start_ms: f64,
     end_ms: f64,
 }
@@ -79,7 +88,10 @@ impl Task for AudioPeaksTask {
 
     fn compute(&mut self) -> Result<Self::Output> {
         let (path, start, end) = (self.path.clone(), self.start_ms, self.end_ms);
-        Ok(guarded(move || core::audio_peaks(&path, start, end)))
+        let container = self.container.clone();
+        Ok(guarded(move || {
+            core::audio_peaks_as(&path, &container, start, end)
+        }))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -90,11 +102,21 @@ impl Task for AudioPeaksTask {
 /// Decodes the whole first audio stream and measures it: raw peak absolute amplitude of the mono
 /// downmix per ms over [startMs, endMs) (container-relative, samples placed by their timestamps)
 /// and the whole clip's peak. Normalising is src/core/audio.ts's. No decodable audio resolves
-/// with `present: false`.
+/// with `present: false`. `inputFormat`, when given, is the demuxer the file is opened with (no
+/// detection), as the render plan's.
 #[napi(ts_return_type = "Promise<AudioPeaks>")]
-pub fn audio_peaks(path: String, start_ms: f64, end_ms: f64) -> AsyncTask<AudioPeaksTask> {
+pub fn audio_peaks(
+    path: String,
+    start_ms: f64,
+    end_ms: f64,
+    input_format: Option<String>,
+) -> AsyncTask<AudioPeaksTask> {
     AsyncTask::new(AudioPeaksTask {
         path,
+        container: match input_format {
+            Some(name) => core::Container::Fixed(name),
+            None => core::Container::Any,
+        },
         start_ms,
         end_ms,
     })

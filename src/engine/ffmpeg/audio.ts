@@ -235,7 +235,7 @@ export async function audioPeaks(
       '-v',
       'info',
       '-copyts',
-      ...input(path),
+      ...input(path, audio.fixed),
       '-map',
       `0:${audio.index}`,
       '-vn',

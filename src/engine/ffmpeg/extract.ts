@@ -239,7 +239,7 @@ async function extractOnce(
       ...(skipNonReference ? ['-skip_frame', 'noref'] : []),
       '-copyts',
       ...(seek === null ? [] : ['-noaccurate_seek', '-ss', seek.toFixed(6)]),
-      ...input(req.path),
+      ...input(req.path, d.fixed),
       '-map',
       `0:${d.index}`,
       '-filter_script:v',

@@ -65,7 +65,7 @@ async function readRows(
         'packet=pts,dts,duration,flags,pos,size',
         '-of',
         'compact=p=0',
-        ...input(path),
+        ...input(path, d.fixed),
       ],
       { timeoutMs: 300_000, signal },
     );

@@ -9,13 +9,12 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { creditsPerSheet, type Density } from '../../core/density.js';
-import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../../core/errors.js';
+import { asVidsheetError, hostedErrors, VidsheetError } from '../../core/errors.js';
 import type { JobOutcome } from '../../core/report.js';
 import { limiter } from '../../engine/index.js';
 import type { Ledger, Surface } from '../billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from '../config.js';
 import type { SheetStorage } from '../storage/storage.js';
-import { looksLikeText } from './input-check.js';
 import type { JobWorker } from './worker/worker.js';
 
 export interface JobLog {
@@ -79,10 +78,6 @@ export class HostedJobs {
   private async runNow(request: HostedJobRequest): Promise<HostedJobResult> {
     const { config, ledger, storage, worker } = this.deps;
     const { jobId, log } = request;
-    if (await looksLikeText(request.file)) {
-      log.info({}, 'refused a text file (a playlist or list would make FFmpeg open other files)');
-      throw runtimeErrors.unreadableVideo(request.inputName);
-    }
     const job = await worker
       .prepare(
         {
@@ -99,6 +94,9 @@ export class HostedJobs {
           maxSheets: config.maxSheets,
           maxDurationS: effectiveMaxDurationS(config),
           workDir: request.workDir,
+          // Uploads and fetched videos open only as an allowed container (DESIGN §5a): a playlist
+          // or list, whatever its bytes, would make FFmpeg open other files on the server's disk.
+          containers: 'restricted',
         },
       )
       .catch((error: unknown) => {

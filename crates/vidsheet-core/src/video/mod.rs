@@ -33,6 +33,7 @@ use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
 use crate::decode_log::DecodeLog;
+use crate::media::Container;
 use crate::orientation::Orientation;
 
 pub(crate) use cost::DecodeRun;
@@ -53,6 +54,8 @@ pub(crate) struct Decoded {
 
 pub(crate) struct VideoSource {
     path: String,
+    /// How the file is opened again (a rewind): the demuxer of the first open, when restricted.
+    container: Container,
     input: Input,
     index: usize,
     decoder: ff::decoder::Video,

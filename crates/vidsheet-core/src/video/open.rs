@@ -9,7 +9,7 @@ use ffmpeg_next as ff;
 use super::{reach, recover, VideoSource};
 use crate::decode_log::DecodeLog;
 use crate::error::{Error, Result};
-use crate::media;
+use crate::media::{self, Container};
 use crate::orientation::Orientation;
 
 /// Bytes of one picture of the stream: its size times the bits per pixel of its format (24 when
@@ -85,10 +85,16 @@ impl VideoSource {
         }
     }
 
-    /// Opens the video stream `stream` of `path` with a decoder using up to `threads` threads
-    /// (frame and slice threading when more than one).
-    pub(crate) fn open(path: &str, stream: u32, threads: usize) -> Result<VideoSource> {
-        let input = media::open_input(path)?;
+    /// Opens the video stream `stream` of `path` (as `container` allows) with a decoder using up
+    /// to `threads` threads (frame and slice threading when more than one).
+    pub(crate) fn open(
+        path: &str,
+        container: &Container,
+        stream: u32,
+        threads: usize,
+    ) -> Result<VideoSource> {
+        let input = media::open_input(path, container)?;
+        let container = container.after(&input);
         let st = media::check_video_stream(&input, stream)?;
         let index = stream as usize;
         let (tb, orientation, frame_rate) = unsafe {
@@ -127,6 +133,7 @@ impl VideoSource {
         };
         let mut src = VideoSource {
             path: path.to_string(),
+            container,
             input,
             index,
             decoder,

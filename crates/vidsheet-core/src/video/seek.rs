@@ -145,7 +145,7 @@ impl VideoSource {
     pub(super) fn rewind(&mut self) {
         self.seeks += 1;
         self.landing = false;
-        match media::open_input(&self.path) {
+        match media::open_input(&self.path, &self.container) {
             Ok(input) => {
                 self.input = input;
                 self.discard_other_streams();

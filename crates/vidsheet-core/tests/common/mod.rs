@@ -316,6 +316,7 @@ pub fn sheet(path: &str, times_ms: &[f64], w: u32, h: u32) -> SheetPlan {
 pub fn plan(input: &str, sheets: Vec<SheetPlan>, dir: &TempDir) -> RenderPlan {
     RenderPlan {
         input: input.into(),
+        input_format: None,
         video_stream: 0,
         font_path: font_path(),
         quality: 90,

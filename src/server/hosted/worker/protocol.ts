@@ -10,7 +10,7 @@ import type { JobOptions, JobRequest } from '../../../job.js';
 /** The JobOptions that cross the process boundary (no engine, callbacks or signal). */
 export type WorkerJobOptions = Pick<
   JobOptions,
-  'audio' | 'baseName' | 'maxSheets' | 'maxDurationS' | 'workDir'
+  'audio' | 'baseName' | 'maxSheets' | 'maxDurationS' | 'workDir' | 'containers'
 >;
 
 export type ToWorker =
