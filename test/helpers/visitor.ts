@@ -1,34 +1,48 @@
 /**
  * A browser-less visitor of the keys page: a cookie jar, GET /keys for the page and its CSRF token,
  * form POSTs that do not follow redirects. The jar is shared across base URLs (server instances).
+ * Each answer also carries its status, headers and raw `Set-Cookie` lines, for tests of exactly what
+ * the server asks a browser to keep.
  */
+export interface Answer {
+  status: number;
+  html: string;
+  headers: Headers;
+  setCookies: string[];
+}
+
 export interface Visitor {
-  /** GET `<base>/keys`: the HTML and the CSRF token of its forms. */
-  get(base: string): Promise<{ html: string; csrf: string }>;
+  /** GET `<base>/keys` (or `<base><path>`): the HTML and the CSRF token of its forms. */
+  get(base: string, path?: string): Promise<Answer & { csrf: string }>;
   post(
     base: string,
     path: string,
     fields: Record<string, string>,
-  ): Promise<{ status: number; html: string; location: string | null }>;
+  ): Promise<Answer & { location: string | null }>;
   cookie(name: string): string | undefined;
+  /** Puts a cookie into the jar (or, with undefined, takes it out), as another site or a test would. */
+  setCookie(name: string, value: string | undefined): void;
 }
 
 export function visitor(): Visitor {
   const jar = new Map<string, string>();
-  const remember = (res: Response) => {
-    for (const line of res.headers.getSetCookie()) {
+  const remember = (res: Response): string[] => {
+    const lines = res.headers.getSetCookie();
+    for (const line of lines) {
       const [name, value] = (line.split(';')[0] as string).split('=') as [string, string];
       if (value === '') jar.delete(name);
       else jar.set(name, value);
     }
+    return lines;
   };
   const cookie = () => [...jar].map(([n, v]) => `${n}=${v}`).join('; ');
   return {
-    async get(base) {
-      const res = await fetch(`${base}/keys`, { headers: { cookie: cookie() } });
-      remember(res);
+    async get(base, path = '/keys') {
+      const res = await fetch(`${base}${path}`, { headers: { cookie: cookie() } });
+      const setCookies = remember(res);
       const html = await res.text();
-      return { html, csrf: /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '' };
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
+      return { status: res.status, html, headers: res.headers, setCookies, csrf };
     },
     async post(base, path, fields) {
       const res = await fetch(`${base}${path}`, {
@@ -37,9 +51,19 @@ export function visitor(): Visitor {
         body: new URLSearchParams(fields).toString(),
         redirect: 'manual',
       });
-      remember(res);
-      return { status: res.status, html: await res.text(), location: res.headers.get('location') };
+      const setCookies = remember(res);
+      return {
+        status: res.status,
+        html: await res.text(),
+        headers: res.headers,
+        setCookies,
+        location: res.headers.get('location'),
+      };
     },
     cookie: (name) => jar.get(name),
+    setCookie: (name, value) => {
+      if (value === undefined) jar.delete(name);
+      else jar.set(name, value);
+    },
   };
 }

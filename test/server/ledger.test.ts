@@ -22,7 +22,13 @@ import { BACKENDS, useBackend } from '../helpers/databases.js';
 
 const FLOOR = 7;
 const TTL = 86_400;
-const MIGRATIONS = ['0001_initial', '0002_anonymous_lane', '0003_keys_page', '0004_job_owner'];
+const MIGRATIONS = [
+  '0001_initial',
+  '0002_anonymous_lane',
+  '0003_keys_page',
+  '0004_job_owner',
+  '0005_sign_in_wrong_codes',
+];
 const TABLES = [
   'accounts',
   'anonymous_usage',
@@ -34,6 +40,7 @@ const TABLES = [
   'settings',
   'sign_in_codes',
   'sign_in_tries',
+  'sign_in_wrong_codes',
   'stripe_events',
 ];
 const tmp = mkdtempSync(join(tmpdir(), 'vidsheet-ledger-'));

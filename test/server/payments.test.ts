@@ -538,6 +538,96 @@ describe.each(BACKENDS)('the webhook on %s', (backend) => {
   });
 });
 
+describe.each(BACKENDS)('payments that confirm later (async) on %s', (backend) => {
+  const databases = useBackend(backend);
+  const COMPLETED = 'checkout.session.completed';
+  const SUCCEEDED = 'checkout.session.async_payment_succeeded';
+  const FAILED = 'checkout.session.async_payment_failed';
+
+  it('async_payment_succeeded credits the recorded pack once; replays and a second event change nothing', async () => {
+    const { payments, account, db } = await fresh({ databases });
+    const { sessionId } = await checkout(payments, account.id, 'p120');
+    const succeeded = sessionEvent({ sessionId, type: SUCCEEDED, metadata: { pack: 'p500' } });
+    expect(await deliver(payments, succeeded)).toEqual({ status: 200, outcome: 'credited' });
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(120);
+    expect(after.purchased).toBe(1);
+    expect(after.ledger).toEqual([
+      { kind: 'purchase', amount: 120, balance_after: 120, idempotency_key: `stripe:${sessionId}` },
+    ]);
+    expect(await deliver(payments, succeeded)).toEqual({ status: 200, outcome: 'duplicate event' });
+    expect(await deliver(payments, sessionEvent({ sessionId, type: SUCCEEDED }))).toEqual({
+      status: 200,
+      outcome: 'already credited',
+    });
+    // A paid `completed` arriving late (out of order) is the same session: nothing more.
+    expect(await deliver(payments, sessionEvent({ sessionId, type: COMPLETED }))).toEqual({
+      status: 200,
+      outcome: 'already credited',
+    });
+    expect((await snapshot(db, account.id)).ledger).toEqual(after.ledger);
+  });
+
+  it('completed "unpaid", then async_payment_succeeded: credited exactly once, at the second', async () => {
+    const { payments, account, db } = await fresh({ databases });
+    const { sessionId } = await checkout(payments, account.id, 'p30');
+    const before = await snapshot(db, account.id);
+    const unpaid = sessionEvent({ sessionId, type: COMPLETED, paymentStatus: 'unpaid' });
+    expect(await deliver(payments, unpaid)).toEqual({ status: 200, outcome: 'ignored' });
+    expect(await snapshot(db, account.id)).toEqual(before);
+    expect(await deliver(payments, sessionEvent({ sessionId, type: SUCCEEDED }))).toEqual({
+      status: 200,
+      outcome: 'credited',
+    });
+    // Stripe delivering the unpaid completion again, late, changes nothing.
+    expect(await deliver(payments, unpaid)).toEqual({ status: 200, outcome: 'ignored' });
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(30);
+    expect(after.ledger).toHaveLength(1);
+    expect(after.sessions[0]?.completed_at).not.toBeNull();
+  });
+
+  it('async_payment_failed credits nothing, for a session completed unpaid', async () => {
+    const { payments, account, db, logs } = await fresh({ databases });
+    const { sessionId } = await checkout(payments, account.id, 'p500');
+    const before = await snapshot(db, account.id);
+    await deliver(payments, sessionEvent({ sessionId, type: COMPLETED, paymentStatus: 'unpaid' }));
+    expect(
+      await deliver(payments, sessionEvent({ sessionId, type: FAILED, paymentStatus: 'unpaid' })),
+    ).toEqual({
+      status: 200,
+      outcome: 'payment failed',
+    });
+    expect(await snapshot(db, account.id)).toEqual(before);
+    expect(logs.some((line) => line.level === 'warn' && /payment failed/.test(line.message))).toBe(true);
+    // Signed but without a session id, an async event is malformed like a completion would be.
+    const payload = JSON.stringify({ id: eventId(), object: 'event', type: SUCCEEDED, data: { object: {} } });
+    expect(await deliver(payments, payload)).toEqual({ status: 400, outcome: 'malformed' });
+    expect(await snapshot(db, account.id)).toEqual(before);
+  });
+
+  it('unpaid completion, success and replays racing on two instances: credited exactly once', async () => {
+    const { payments, account, db, instance } = await fresh({ databases });
+    const other = await instance();
+    const { sessionId } = await checkout(payments, account.id, 'p120');
+    const events = [
+      sessionEvent({ sessionId, type: COMPLETED, paymentStatus: 'unpaid' }),
+      sessionEvent({ sessionId, type: SUCCEEDED }),
+      sessionEvent({ sessionId, type: SUCCEEDED }),
+    ];
+    const results = await Promise.all(
+      Array.from({ length: 9 }, (_, i) => deliver(i % 2 ? payments : other, events[i % 3] as string)),
+    );
+    expect(results.every((result) => result.status === 200)).toBe(true);
+    expect(results.filter((result) => result.outcome === 'credited')).toHaveLength(1);
+    const after = await snapshot(db, account.id);
+    expect(after.balance).toBe(120);
+    expect(after.ledger).toHaveLength(1);
+    // The two succeeded events are recorded; the unpaid completion credits nothing and is not recorded.
+    expect(after.events).toHaveLength(2);
+  });
+});
+
 describe('POST /stripe/webhook', () => {
   async function app(payments: Payments) {
     const server = Fastify();
@@ -593,6 +683,33 @@ describe('POST /stripe/webhook', () => {
 
       const echo = await server.inject({ method: 'POST', url: '/echo', payload: { a: 1 } });
       expect(echo.json()).toEqual({ body: { a: 1 } });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a delayed payment through the route: unpaid completion, then async success, credits once', async () => {
+    const { payments, account, db } = await fresh();
+    const server = await app(payments);
+    try {
+      const { sessionId } = await checkout(payments, account.id);
+      const post = (payload: string) =>
+        server.inject({
+          method: 'POST',
+          url: '/stripe/webhook',
+          headers: { 'content-type': 'application/json', 'stripe-signature': sign(payload) },
+          payload,
+        });
+      const unpaid = await post(sessionEvent({ sessionId, paymentStatus: 'unpaid' }));
+      expect([unpaid.statusCode, unpaid.json()]).toEqual([200, { received: true }]);
+      expect((await snapshot(db, account.id)).balance).toBe(0);
+      const type = 'checkout.session.async_payment_succeeded';
+      for (const payload of [sessionEvent({ sessionId, type }), sessionEvent({ sessionId, type })]) {
+        const answer = await post(payload);
+        expect([answer.statusCode, answer.json()]).toEqual([200, { received: true }]);
+      }
+      expect((await snapshot(db, account.id)).ledger).toHaveLength(1);
+      expect((await snapshot(db, account.id)).balance).toBe(30);
     } finally {
       await server.close();
     }

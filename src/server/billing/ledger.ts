@@ -13,6 +13,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import { isDensity } from '../../core/density.js';
+import { normalizeMailbox } from '../../core/mailbox.js';
 import { isSqlite, writeTransaction } from '../db/open.js';
 import type { AccountsTable, Database, LedgerKind } from '../db/schema.js';
 
@@ -71,17 +72,14 @@ const KEY_PREFIX_LENGTH = 12;
  * `integer` PostgreSQL will store, so a typo such as an extra few zeros is refused, not stored.
  */
 export const MAX_CREDITS = 1_000_000_000;
-const MAX_EMAIL_LENGTH = 254;
 
 /**
- * The one spelling of an address the accounts table holds (trimmed, lowercased), or a clear Error when
- * it does not look like an address at all. Exported for the sign-in page, which must agree.
+ * The one spelling of an address the accounts table holds (the mailbox rule, src/core/mailbox.ts), or a
+ * clear Error when it is not one mailbox. Sign-in and the operator commands go through here too.
  */
 export function normalizeEmail(email: string): string {
-  const normalized = email.trim().toLowerCase();
-  if (normalized.length > MAX_EMAIL_LENGTH || !/^[^\s@]+@[^\s@]+$/.test(normalized)) {
-    throw new Error(`not an e-mail address: ${JSON.stringify(email)}`);
-  }
+  const normalized = normalizeMailbox(email);
+  if (normalized === undefined) throw new Error(`not an e-mail address: ${JSON.stringify(email)}`);
   return normalized;
 }
 

@@ -210,6 +210,25 @@ const jobOwner: Migration = {
   },
 };
 
+/**
+ * Sign-in's daily limit per address (DESIGN §5a): wrong codes counted per address and UTC day, across
+ * codes and IPs. Code rows live only 10 minutes and tries are counted per IP, so neither can hold it.
+ */
+const signInWrongCodes: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('sign_in_wrong_codes')
+      .addColumn('day', 'text', (col) => col.notNull())
+      .addColumn('email', 'text', (col) => col.notNull())
+      .addColumn('wrong', 'integer', (col) => col.notNull().check(sql`wrong >= 0`))
+      .addPrimaryKeyConstraint('sign_in_wrong_codes_pk', ['day', 'email'])
+      .execute();
+  },
+  async down(db: Kysely<unknown>) {
+    await db.schema.dropTable('sign_in_wrong_codes').execute();
+  },
+};
+
 /** Every migration by name; kysely's Migrator runs the missing ones in name order. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {
@@ -218,6 +237,7 @@ export const migrationProvider: MigrationProvider = {
       '0002_anonymous_lane': anonymousLane,
       '0003_keys_page': keysPage,
       '0004_job_owner': jobOwner,
+      '0005_sign_in_wrong_codes': signInWrongCodes,
     };
   },
 };

@@ -107,6 +107,15 @@ export interface SignInTriesTable {
   created_at: string;
 }
 
+/** Wrong codes submitted for one address in one UTC day, across codes and IPs (DESIGN §5a: at most 20). */
+export interface SignInWrongCodesTable {
+  /** `YYYY-MM-DD`, UTC. */
+  day: string;
+  /** Normalised like accounts.email. */
+  email: string;
+  wrong: number;
+}
+
 /** A signed-in browser: the cookie holds the token, the database only its SHA-256. */
 export interface SessionsTable {
   token_hash: string;
@@ -140,6 +149,7 @@ export interface Database {
   settings: SettingsTable;
   sign_in_codes: SignInCodesTable;
   sign_in_tries: SignInTriesTable;
+  sign_in_wrong_codes: SignInWrongCodesTable;
   sessions: SessionsTable;
   checkout_sessions: CheckoutSessionsTable;
   stripe_events: StripeEventsTable;

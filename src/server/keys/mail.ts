@@ -4,6 +4,7 @@
  * in on a machine with no mail server (with a warning at start: that is never right in production).
  */
 import nodemailer from 'nodemailer';
+import { normalizeMailbox } from '../../core/mailbox.js';
 import type { ServerConfig } from '../config.js';
 
 /** DESIGN §7: the page's tests and people look for this exact subject. */
@@ -20,7 +21,10 @@ export interface MailLog {
 
 /** Sends one sign-in code; `kind` lets the server say at start which one it runs with. */
 export interface Mailer {
-  /** Resolves when the mail was handed to the SMTP server (or logged); rejects when delivery failed. */
+  /**
+   * Resolves when the mail was handed to the SMTP server (or logged); rejects when delivery failed, or
+   * at once when `to` is not one normalised mailbox (nothing is sent then).
+   */
   sendSignInCode(to: string, code: string): Promise<void>;
   readonly kind: 'smtp' | 'log';
 }
@@ -46,7 +50,7 @@ export function createMailer(
     return {
       kind: 'log',
       async sendSignInCode(to, code) {
-        checkCode(code);
+        checkMail(to, code);
         log.info({ email: to, code }, LOG_CODE_MESSAGE);
       },
     };
@@ -59,7 +63,7 @@ export function createMailer(
   return {
     kind: 'smtp',
     async sendSignInCode(to, code) {
-      checkCode(code);
+      checkMail(to, code);
       await transport.sendMail({ from, to, subject: SIGN_IN_SUBJECT, text: mailText(code, keysUrl) });
     },
   };
@@ -77,7 +81,12 @@ function mailText(code: string, keysUrl: string): string {
   ].join('\n');
 }
 
-/** A mailer never sends anything but a code, so a caller's mistake cannot put other text into a mail. */
-function checkCode(code: string): void {
+/**
+ * A mailer never sends anything but a code, to anything but one normalised mailbox (DESIGN §5a), so a
+ * caller's mistake can neither put other text into a mail nor hand nodemailer a list of recipients
+ * (it would deliver to every address it can parse out of `a@x.com,b@y.com` or `x<b@y.com>`).
+ */
+function checkMail(to: string, code: string): void {
+  if (normalizeMailbox(to) !== to) throw new Error('a sign-in code goes to one normalised mailbox');
   if (!/^\d{6}$/.test(code)) throw new Error('a sign-in code is six digits');
 }

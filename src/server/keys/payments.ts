@@ -2,6 +2,11 @@
  * Buying credit packs through Stripe Checkout (DESIGN §5, §7 "Stripe"): a Checkout Session per click,
  * and the signed webhook that credits the pack once the payment is in.
  *
+ * When the payment is in (DESIGN §5a "Payments"): `checkout.session.completed` with `payment_status:
+ * "paid"` (cards), or `checkout.session.async_payment_succeeded` (delayed methods such as bank debits,
+ * whose `completed` event came earlier, `unpaid`). `async_payment_failed` credits nothing. Both paid
+ * events name the session, so a session is credited once whichever of them arrive, in any order.
+ *
  * Exactly once, without nesting transactions: the ledger's `purchase` runs its own write transaction and
  * is exactly-once by its unique idempotency key `stripe:<session id>`, so that key is the guard, not
  * the bookkeeping tables. A paid completion is applied in three steps:
@@ -53,6 +58,7 @@ export type WebhookOutcome =
   | 'already credited'
   | 'duplicate event'
   | 'unknown session'
+  | 'payment failed'
   | 'ignored'
   | 'bad signature'
   | 'malformed'
@@ -61,6 +67,11 @@ export type WebhookOutcome =
 
 /** Prefix of the ledger idempotency key of a purchase: one credit per Checkout Session, ever. */
 export const PURCHASE_KEY_PREFIX = 'stripe:';
+
+/** The events that say a session's payment is in (see the module comment). */
+const COMPLETED = 'checkout.session.completed';
+const ASYNC_SUCCEEDED = 'checkout.session.async_payment_succeeded';
+const ASYNC_FAILED = 'checkout.session.async_payment_failed';
 
 /** A page click waits for Stripe; the SDK's 80 s default would hold the browser far too long. */
 const STRIPE_TIMEOUT_MS = 20_000;
@@ -170,14 +181,26 @@ export class Payments {
     if (typeof event !== 'object' || event === null || typeof event.type !== 'string') {
       return { status: 400, outcome: 'malformed' };
     }
-    if (event.type !== 'checkout.session.completed') return { status: 200, outcome: 'ignored' };
+    if (event.type !== COMPLETED && event.type !== ASYNC_SUCCEEDED && event.type !== ASYNC_FAILED) {
+      return { status: 200, outcome: 'ignored' };
+    }
     const session = (event.data as Partial<typeof event.data> | undefined)?.object;
     if (typeof event.id !== 'string' || event.id === '' || typeof session?.id !== 'string' || !session.id) {
-      log.warn({ eventId: event.id }, 'stripe webhook refused: checkout.session.completed without ids');
+      log.warn(
+        { eventId: event.id, type: event.type },
+        'stripe webhook refused: a session event without ids',
+      );
       return { status: 400, outcome: 'malformed' };
     }
-    // Delayed payment methods complete `unpaid` and are not credited; only card-style `paid` ones are.
-    if (session.payment_status !== 'paid') return { status: 200, outcome: 'ignored' };
+    if (event.type === ASYNC_FAILED) {
+      log.warn({ eventId: event.id, sessionId: session.id }, 'checkout payment failed: nothing credited');
+      return { status: 200, outcome: 'payment failed' };
+    }
+    // A delayed payment method completes `unpaid`: it is credited at its async_payment_succeeded event,
+    // which is itself the word that the money is in.
+    if (event.type === COMPLETED && session.payment_status !== 'paid') {
+      return { status: 200, outcome: 'ignored' };
+    }
     try {
       return await this.#applyCompletion(event.id, session.id);
     } catch (error) {

@@ -76,6 +76,15 @@ export class Sessions {
   }
 
   /**
+   * The session cookie's name for a base URL: `__Host-vidsheet_session` when it is https (DESIGN §5a),
+   * so the browser keeps it Secure, on path /, and settable by this very host only (no sibling
+   * subdomain can plant a session); plain `vidsheet_session` over http, where browsers refuse the prefix.
+   */
+  static cookieName(baseUrl: string): string {
+    return new URL(baseUrl).protocol === 'https:' ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE;
+  }
+
+  /**
    * Cookie options for a base URL: httpOnly (no script reads the token), sameSite 'lax' (not sent on
    * cross-site posts), path '/', secure whenever the public address is https, maxAge SESSION_TTL_S
    * (seconds, as @fastify/cookie expects).

@@ -11,10 +11,16 @@
  * Which code counts: only the newest code sent to an address. Sending a new code supersedes the older
  * ones at once (a code mailed earlier stops working, even if it is still within its 10 minutes), so at
  * any moment one code is guessable per address, and its 5 tries are the only ones.
+ *
+ * Over a day, sending new codes would renew those tries, so wrong codes are also counted per address
+ * and UTC day, across codes and IPs (DESIGN §5a): after 20, every try for that address is refused, the
+ * right code included, until 00:00 UTC. An address is one mailbox by the one rule (src/core/mailbox.ts):
+ * what the limits count is exactly the address the mailer is handed.
  */
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { type Clock, type Ledger, normalizeEmail } from '../billing/ledger.js';
+import { normalizeMailbox } from '../../core/mailbox.js';
+import type { Clock, Ledger } from '../billing/ledger.js';
 import { serializeOn, writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';
 import type { Mailer, MailLog } from './mail.js';
@@ -27,14 +33,20 @@ export const MAX_TRIES_PER_CODE = 5;
 export const SEND_LIMITS = { perEmail: 5, perIp: 30, windowS: 600 } as const;
 /** Codes submitted per IP within a sliding window (DESIGN §5), whatever the address. */
 export const TRY_LIMIT = { perIp: 60, windowS: 600 } as const;
+/** Wrong codes per address per UTC day, across codes and IPs (DESIGN §5a). */
+export const WRONG_CODES_PER_DAY = 20;
 
 /** The `settings` row holding the HMAC key (base64 of 32 random bytes), shared by every instance. */
 export const CODE_HMAC_KEY_SETTING = 'code_hmac_key';
 
 export type SendResult = { ok: true } | { ok: false; reason: 'rate_limited' };
+/**
+ * `rate_limited`: the IP's try limit (over in minutes); `address_limited`: the address's wrong codes for
+ * today (over at 00:00 UTC).
+ */
 export type VerifyResult =
   | { ok: true; accountId: number }
-  | { ok: false; reason: 'wrong_code' | 'rate_limited' };
+  | { ok: false; reason: 'wrong_code' | 'rate_limited' | 'address_limited' };
 
 /**
  * Thrown by `sendCode` for something that is not an e-mail address. Its `message` is a fixed sentence
@@ -47,15 +59,8 @@ export class InvalidEmailError extends Error {
   }
 }
 
-/** Whether `normalizeEmail` (the one spelling accounts use) accepts the address; for form checks. */
-export function isValidEmail(email: string): boolean {
-  try {
-    normalizeEmail(email);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** Whether the address is one mailbox (src/core/mailbox.ts, the spelling accounts use); for form checks. */
+export const isValidEmail = (email: string): boolean => normalizeMailbox(email) !== undefined;
 
 const CODE_PATTERN = /^\d{6}$/;
 const KEY_BYTES = 32;
@@ -86,7 +91,7 @@ export class SignIn {
    * Throws InvalidEmailError for something that is not an e-mail address.
    */
   async sendCode(email: string, ip: string): Promise<SendResult> {
-    const normalized = normalizeOrUndefined(email);
+    const normalized = normalizeMailbox(email);
     if (normalized === undefined) throw new InvalidEmailError();
     const key = await this.#hmacKey();
     const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
@@ -132,10 +137,13 @@ export class SignIn {
    * same transaction as the check, so two racing submissions cannot both win), the account is created
    * if needed (`ledger.findOrCreateAccount`) and its id returned. Every failure is 'wrong_code' (expired,
    * burned, used, superseded, malformed and wrong are not told apart: an attacker learns nothing), except
-   * the per-IP try limit. An invalid address is simply a wrong code: there can be no code for it.
+   * the per-IP try limit and the address's daily limit. Every wrong code for an address counts against
+   * that address for the UTC day (live code or not: the answer is the same either way); once it has 20,
+   * each try for it is refused unchecked. An invalid address is simply a wrong code: there can be no
+   * code for it (and no address to count against).
    */
   async verify(email: string, code: string, ip: string): Promise<VerifyResult> {
-    const normalized = normalizeOrUndefined(email);
+    const normalized = normalizeMailbox(email);
     const submitted = code.replace(/\s+/g, '');
     const key = await this.#hmacKey();
     // Computed whatever the input, so a malformed submission takes the same path as a wrong one.
@@ -143,6 +151,7 @@ export class SignIn {
     const now = this.#clock();
     const nowText = now.toISOString();
     const windowStart = shift(now, -TRY_LIMIT.windowS);
+    const day = nowText.slice(0, 10);
     const outcome = await writeTransaction(this.#db, async (trx) => {
       // Tries from one IP are counted, and one address's code checked and marked, one at a time, so two
       // racing submissions cannot both use a code or both pass a limit (on every instance).
@@ -159,6 +168,25 @@ export class SignIn {
       if (Number(tries?.n ?? 0) >= TRY_LIMIT.perIp) return 'rate_limited' as const;
       await trx.insertInto('sign_in_tries').values({ ip, created_at: nowText }).execute();
       if (normalized === undefined) return 'wrong_code' as const;
+      // Past days count for nothing any more.
+      await trx.deleteFrom('sign_in_wrong_codes').where('day', '<', day).execute();
+      const wrongToday = await trx
+        .selectFrom('sign_in_wrong_codes')
+        .select('wrong')
+        .where('day', '=', day)
+        .where('email', '=', normalized)
+        .executeTakeFirst();
+      if ((wrongToday?.wrong ?? 0) >= WRONG_CODES_PER_DAY) return 'address_limited' as const;
+      const countWrong = () =>
+        trx
+          .insertInto('sign_in_wrong_codes')
+          .values({ day, email: normalized, wrong: 1 })
+          .onConflict((oc) =>
+            oc
+              .columns(['day', 'email'])
+              .doUpdateSet((eb) => ({ wrong: eb('sign_in_wrong_codes.wrong', '+', 1) })),
+          )
+          .execute();
       const row = await trx
         .selectFrom('sign_in_codes')
         .select(['id', 'code_hmac', 'attempts', 'expires_at', 'used_at'])
@@ -172,13 +200,17 @@ export class SignIn {
         row.used_at === null &&
         row.expires_at > nowText &&
         row.attempts < MAX_TRIES_PER_CODE;
-      if (!live) return 'wrong_code' as const;
+      if (!live) {
+        await countWrong();
+        return 'wrong_code' as const;
+      }
       const stored = Buffer.from(row.code_hmac, 'hex');
       const matches =
         CODE_PATTERN.test(submitted) &&
         stored.length === candidate.length &&
         timingSafeEqual(stored, candidate);
       if (!matches) {
+        await countWrong();
         await trx
           .updateTable('sign_in_codes')
           .set((eb) => ({ attempts: eb('attempts', '+', 1) }))
@@ -195,6 +227,10 @@ export class SignIn {
     if (outcome === 'rate_limited') {
       this.#log.warn({ ip }, 'sign-in try refused: try limit reached');
       return { ok: false, reason: 'rate_limited' };
+    }
+    if (outcome === 'address_limited') {
+      this.#log.warn({ email: normalized, ip }, 'sign-in try refused: wrong codes for this address today');
+      return { ok: false, reason: 'address_limited' };
     }
     if (outcome === 'wrong_code' || normalized === undefined) return { ok: false, reason: 'wrong_code' };
     // After the commit: the ledger takes its own write transaction (they do not nest). Should this fail,
@@ -261,14 +297,6 @@ async function loadHmacKey(db: Kysely<Database>): Promise<Buffer> {
 
 const hmac = (key: Buffer, email: string, code: string): Buffer =>
   createHmac('sha256', key).update(`${email}:${code}`).digest();
-
-function normalizeOrUndefined(email: string): string | undefined {
-  try {
-    return normalizeEmail(email);
-  } catch {
-    return undefined;
-  }
-}
 
 /** `serializeOn` keys: writers concerning one address, or one IP, wait for each other. */
 const emailLock = (email: string): string => `sign-in:email:${email}`;

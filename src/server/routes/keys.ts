@@ -4,50 +4,84 @@
  * JavaScript: every action is a form POST (CSRF-protected) answered by a redirect back to the page
  * (post/redirect/get), so a reload never repeats an action.
  *
- * A new key is shown exactly once: the POST that mints it hands it to the next GET in a short-lived
- * http-only cookie that the GET clears, so a reload of the page does not show it again.
+ * A new key is shown exactly once, and only to the session that minted it: the POST that mints it hands
+ * it to the next GET in a short-lived http-only cookie bound to that session, and every GET clears the
+ * cookie (signed in or not), so neither a reload nor the next person on the browser sees it again.
+ *
+ * Hardening (DESIGN §5a "Keys page headers"): every answer under /keys carries a CSP that allows forms
+ * to post only here (and the redirect to Stripe Checkout) and no framing, `nosniff` and `no-referrer`;
+ * on an https base URL the session and CSRF cookies are `__Host-` cookies (Secure, path /, no Domain),
+ * so no sibling subdomain can plant or overwrite them; the CSRF secret is renewed at sign-in, so a
+ * token learnt before it is worth nothing after it.
  */
+import { createHash } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import fastifyCsrf from '@fastify/csrf-protection';
 import fastifyFormbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { normalizeMailbox } from '../../core/mailbox.js';
 import { packById } from '../../core/packs.js';
-import { KEY_PATTERN, normalizeEmail } from '../billing/ledger.js';
+import { KEY_PATTERN } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
 import { type PageState, renderKeysPage } from '../keys/page.js';
-import { SESSION_COOKIE, Sessions } from '../keys/sessions.js';
-import { isValidEmail } from '../keys/sign-in.js';
+import { Sessions } from '../keys/sessions.js';
 
 /** Usage rows per page. */
 const USAGE_PAGE = 25;
 const NEW_KEY_COOKIE = 'vidsheet_new_key';
 const NOTICE_COOKIE = 'vidsheet_notice';
+/** Where Stripe Checkout's pages live: the `Buy` form's redirect goes there, so form-action allows it. */
+export const STRIPE_CHECKOUT_ORIGIN = 'https://checkout.stripe.com';
 
 type Form = Record<string, string | undefined>;
+
+/**
+ * The headers of every answer under /keys (DESIGN §5a). `checkoutOrigins`: where the `Buy` form's 303
+ * may lead (browsers hold a form's redirects to form-action too); none when buying is off.
+ */
+export function keysPageHeaders(checkoutOrigins: readonly string[]): Record<string, string> {
+  const formAction = ["'self'", ...checkoutOrigins].join(' ');
+  return {
+    'content-security-policy': `default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action ${formAction}; frame-ancestors 'none'`,
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+    'x-frame-options': 'DENY',
+    'cache-control': 'no-store',
+  };
+}
+
+/**
+ * The new-key cookie's tie to the session that minted the key: a hash of the session token, so the key
+ * shows only where that very token is presented (never to a later session on the same browser).
+ */
+const mintedBy = (sessionToken: string | undefined): string =>
+  createHash('sha256')
+    .update(`new-key:${sessionToken ?? ''}`)
+    .digest('base64url');
 
 export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
   const { config, ledger, sessions, signIn, payments } = deps;
   const cookieOptions = Sessions.cookieOptions(config.baseUrl);
+  const sessionCookie = Sessions.cookieName(config.baseUrl);
+  const secure = cookieOptions.secure;
+  // A `__Host-` cookie must be Secure with path /; plain http keeps the CSRF secret to /keys.
+  const csrfCookie = secure ? '__Host-vidsheet_csrf' : 'vidsheet_csrf';
+  const csrfOptions = { ...cookieOptions, path: secure ? '/' : '/keys', maxAge: undefined };
   const flashOptions = { ...cookieOptions, path: '/keys', maxAge: 60 };
+  // Checkout's own origin, and a stand-in API's (stripe-mock, a test double) whose pages it serves.
+  const apiOrigin = config.stripeApiUrl === undefined ? [] : [new URL(config.stripeApiUrl).origin];
+  const headers = keysPageHeaders(payments.enabled ? [STRIPE_CHECKOUT_ORIGIN, ...apiOrigin] : []);
 
   await app.register(fastifyCookie);
   await app.register(fastifyFormbody, { bodyLimit: 16 * 1024 });
-  await app.register(fastifyCsrf, {
-    cookieKey: 'vidsheet_csrf',
-    cookieOpts: { ...cookieOptions, path: '/keys', maxAge: undefined },
+  await app.register(fastifyCsrf, { cookieKey: csrfCookie, cookieOpts: csrfOptions });
+  // On every answer of this plugin, errors and redirects included, before anything else can answer.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.headers(headers);
   });
 
   const page = (reply: FastifyReply, state: PageState, status = 200) =>
-    reply
-      .code(status)
-      .type('text/html; charset=utf-8')
-      .header('cache-control', 'no-store')
-      .header('x-frame-options', 'DENY')
-      .header(
-        'content-security-policy',
-        "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'",
-      )
-      .send(renderKeysPage(state));
+    reply.code(status).type('text/html; charset=utf-8').send(renderKeysPage(state));
 
   const back = (reply: FastifyReply, notice?: string) => {
     if (notice) reply.setCookie(NOTICE_COOKIE, notice, flashOptions);
@@ -55,7 +89,7 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
   };
 
   async function signedInAccount(request: FastifyRequest) {
-    const accountId = await sessions.accountId(request.cookies[SESSION_COOKIE]);
+    const accountId = await sessions.accountId(request.cookies[sessionCookie]);
     return accountId === undefined ? undefined : ledger.accountById(accountId);
   }
 
@@ -65,14 +99,19 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
   app.get<{ Querystring: { page?: string } }>('/keys', { schema: { hide: true } }, async (request, reply) => {
     const csrf = reply.generateCsrf();
     const notice = request.cookies[NOTICE_COOKIE];
-    if (notice) reply.clearCookie(NOTICE_COOKIE, { path: '/keys' });
+    if (notice) reply.clearCookie(NOTICE_COOKIE, flashOptions);
+    // Any page load ends the new key's one showing, whoever loads it.
+    const flashed = request.cookies[NEW_KEY_COOKIE];
+    if (flashed) reply.clearCookie(NEW_KEY_COOKIE, flashOptions);
     const account = await signedInAccount(request);
     if (!account) return page(reply, { kind: 'signed-out', csrf, notice });
 
-    const flashedKey = request.cookies[NEW_KEY_COOKIE];
-    if (flashedKey) reply.clearCookie(NEW_KEY_COOKIE, { path: '/keys' });
-    // Only ever a key's shape: the cookie is shown as it is.
-    const newKey = flashedKey && KEY_PATTERN.test(flashedKey) ? flashedKey : undefined;
+    // `<key>.<mintedBy(session)>`: shown only to the session that minted it, and only ever a key's shape.
+    const [flashedKey, tag] = (flashed ?? '').split('.');
+    const newKey =
+      flashedKey && KEY_PATTERN.test(flashedKey) && tag === mintedBy(request.cookies[sessionCookie])
+        ? flashedKey
+        : undefined;
     const pageNumber = Math.max(1, Math.min(10_000, Number.parseInt(request.query.page ?? '1', 10) || 1));
     // One row more than a page tells whether an older page exists.
     const usage = await ledger.usage(account.id, pageNumber * USAGE_PAGE + 1);
@@ -106,9 +145,10 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
   });
 
   app.post<{ Body: Form }>('/keys/code', { ...guarded, schema: { hide: true } }, async (request, reply) => {
-    const email = String(request.body?.email ?? '').trim();
     const csrf = reply.generateCsrf();
-    if (!isValidEmail(email)) {
+    // The one mailbox rule (DESIGN §5a): anything else is refused here and mails nothing.
+    const email = normalizeMailbox(String(request.body?.email ?? ''));
+    if (email === undefined) {
       return page(reply, { kind: 'signed-out', csrf, notice: 'Please enter a valid e-mail address.' }, 422);
     }
     const sent = await signIn.sendCode(email, request.ip);
@@ -118,43 +158,43 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
         {
           kind: 'signed-out',
           csrf,
-          codeSentTo: normalizeEmail(email),
+          codeSentTo: email,
           notice: 'Too many codes were asked for. Wait a few minutes, then try again.',
         },
         429,
       );
     }
     // The same answer whether or not the address has an account.
-    return page(reply, { kind: 'signed-out', csrf, codeSentTo: normalizeEmail(email) });
+    return page(reply, { kind: 'signed-out', csrf, codeSentTo: email });
   });
 
   app.post<{ Body: Form }>(
     '/keys/sign-in',
     { ...guarded, schema: { hide: true } },
     async (request, reply) => {
-      const email = String(request.body?.email ?? '').trim();
+      const email = normalizeMailbox(String(request.body?.email ?? ''));
       const code = String(request.body?.code ?? '').trim();
-      const csrf = reply.generateCsrf();
-      if (!isValidEmail(email)) return back(reply, 'Please start again with your e-mail address.');
+      if (email === undefined) return back(reply, 'Please start again with your e-mail address.');
       const result = await signIn.verify(email, code, request.ip);
       if (!result.ok) {
-        const notice =
-          result.reason === 'rate_limited'
-            ? 'Too many tries. Wait a few minutes, then try again.'
-            : 'That code is not right, or it has expired. Check the newest mail, or send a new code.';
-        const status = result.reason === 'rate_limited' ? 429 : 422;
-        return page(reply, { kind: 'signed-out', csrf, codeSentTo: normalizeEmail(email), notice }, status);
+        const { notice, status } = VERIFY_REFUSALS[result.reason];
+        const csrf = reply.generateCsrf();
+        return page(reply, { kind: 'signed-out', csrf, codeSentTo: email, notice }, status);
       }
       // A fresh session id at sign-in: whatever session the browser had is ended.
-      await sessions.destroy(request.cookies[SESSION_COOKIE]);
-      reply.setCookie(SESSION_COOKIE, await sessions.create(result.accountId), cookieOptions);
+      await sessions.destroy(request.cookies[sessionCookie]);
+      reply.setCookie(sessionCookie, await sessions.create(result.accountId), cookieOptions);
+      // And a fresh CSRF secret: with no secret in the request, generateCsrf makes and sets a new one.
+      delete request.cookies[csrfCookie];
+      reply.generateCsrf();
       return back(reply);
     },
   );
 
   app.post('/keys/sign-out', { ...guarded, schema: { hide: true } }, async (request, reply) => {
-    await sessions.destroy(request.cookies[SESSION_COOKIE]);
-    reply.clearCookie(SESSION_COOKIE, { path: '/' });
+    await sessions.destroy(request.cookies[sessionCookie]);
+    // The same attributes it was set with: a browser ignores a `__Host-` cookie without Secure and path /.
+    reply.clearCookie(sessionCookie, cookieOptions);
     return back(reply, 'You are signed out.');
   });
 
@@ -163,7 +203,7 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     if (!account) return back(reply, 'Please sign in again.');
     const { key, prefix } = await ledger.createKey(account.id);
     request.log.info({ keyPrefix: prefix }, 'key created on the keys page');
-    reply.setCookie(NEW_KEY_COOKIE, key, flashOptions);
+    reply.setCookie(NEW_KEY_COOKIE, `${key}.${mintedBy(request.cookies[sessionCookie])}`, flashOptions);
     return back(reply);
   });
 
@@ -188,3 +228,16 @@ export async function keysRoutes(app: FastifyInstance, deps: ServerDeps): Promis
     return reply.redirect(url, 303);
   });
 }
+
+/** What the page says, and answers, when a code is refused. */
+const VERIFY_REFUSALS = {
+  wrong_code: {
+    notice: 'That code is not right, or it has expired. Check the newest mail, or send a new code.',
+    status: 422,
+  },
+  rate_limited: { notice: 'Too many tries. Wait a few minutes, then try again.', status: 429 },
+  address_limited: {
+    notice: 'Too many wrong codes for this address today. Try again after 00:00 UTC.',
+    status: 429,
+  },
+} as const;

@@ -12,6 +12,11 @@ const JOB_ID = /^[A-Za-z0-9_-]{22}$/;
 const SHEET = /^video\.sheet-([1-9]\d{0,3})\.jpg$/;
 
 export async function sheetRoutes(app: FastifyInstance, deps: ServerDeps): Promise<void> {
+  // DESIGN §5a: a sheet's URL is a capability, so nothing opened from it may carry it on as a referrer;
+  // and a sheet is only ever a JPEG, never content a browser should sniff as something else.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('referrer-policy', 'no-referrer').header('x-content-type-options', 'nosniff');
+  });
   app.get<{ Params: { jobId: string; name: string } }>(
     '/v1/sheets/:jobId/:name',
     { schema: sheetSchema },
