@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { hostedErrors, VidsheetError, webErrors } from '../core/errors.js';
+import { hostedErrors, VidsheetError, webErrors } from '#vidsheet/core/errors.js';
 import type { ServerDeps } from './deps.js';
 import { answerBeforeBody } from './early-answer.js';
 import { healthRoutes } from './routes/health.js';

@@ -7,10 +7,10 @@
  * worker death, storage) is refunded and reported as `500 processing_failed` with `refunded`.
  */
 import { join } from 'node:path';
-import { creditsPerSheet, type Density } from '../core/density.js';
-import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '../core/errors.js';
-import type { JobOutcome } from '../core/report.js';
-import { limiter } from '../engine/process.js';
+import { creditsPerSheet, type Density } from '#vidsheet/core/density.js';
+import { asVidsheetError, hostedErrors, runtimeErrors, VidsheetError } from '#vidsheet/core/errors.js';
+import type { JobOutcome } from '#vidsheet/core/report.js';
+import { limiter } from '#vidsheet/engine/process.js';
 import type { Ledger, Surface } from './billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from './config.js';
 import { looksLikeText } from './input-check.js';

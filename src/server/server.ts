@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import { pino } from 'pino';
-import { packageVersion } from '../version.js';
+import { packageVersion } from '#vidsheet/version.js';
 import { Admission } from './admission.js';
 import { buildApp } from './app.js';
 import { AnonymousLane } from './billing/anonymous-lane.js';

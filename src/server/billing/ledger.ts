@@ -12,7 +12,7 @@
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
-import { isDensity } from '../../core/density.js';
+import { isDensity } from '#vidsheet/core/density.js';
 import { isSqlite, writeTransaction } from '../db/open.js';
 import type { AccountsTable, Database, LedgerKind } from '../db/schema.js';
 

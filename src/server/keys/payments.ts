@@ -17,7 +17,7 @@
  */
 import type { Kysely } from 'kysely';
 import Stripe from 'stripe';
-import { type PackId, packById } from '../../core/packs.js';
+import { type PackId, packById } from '#vidsheet/core/packs.js';
 import type { Clock, Ledger } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import { writeTransaction } from '../db/open.js';

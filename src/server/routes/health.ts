@@ -4,7 +4,7 @@
  * status 503, when either does not, so a load balancer takes the instance out.
  */
 import type { FastifyInstance } from 'fastify';
-import { CONTRACTS } from '../../core/report.js';
+import { CONTRACTS } from '#vidsheet/core/report.js';
 import type { ServerDeps } from '../deps.js';
 import { healthSchema } from '../schemas.js';
 

@@ -11,7 +11,7 @@ import fastifyCookie from '@fastify/cookie';
 import fastifyCsrf from '@fastify/csrf-protection';
 import fastifyFormbody from '@fastify/formbody';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { packById } from '../../core/packs.js';
+import { packById } from '#vidsheet/core/packs.js';
 import { KEY_PATTERN, normalizeEmail } from '../billing/ledger.js';
 import type { ServerDeps } from '../deps.js';
 import { type PageState, renderKeysPage } from '../keys/page.js';

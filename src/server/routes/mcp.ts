@@ -9,8 +9,8 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hostedErrors, remoteErrors, type VidsheetError } from '../../core/errors.js';
-import { type RemoteInput, toolDefinition } from '../../mcp/tool.js';
+import { hostedErrors, remoteErrors, type VidsheetError } from '#vidsheet/core/errors.js';
+import { type RemoteInput, toolDefinition } from '#vidsheet/mcp/tool.js';
 import type { ServerDeps } from '../deps.js';
 import { callRemoteTool } from '../remote-tool.js';
 

@@ -4,7 +4,7 @@
  * has deleted the file.
  */
 import type { FastifyInstance } from 'fastify';
-import { hostedErrors } from '../../core/errors.js';
+import { hostedErrors } from '#vidsheet/core/errors.js';
 import type { ServerDeps } from '../deps.js';
 import { sheetSchema } from '../schemas.js';
 
