@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { hostedErrors, VidsheetError, webErrors } from '../core/errors.js';
+import { hostedErrors, VidsheetError, webErrors } from '#vidsheet/core/errors.js';
 import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
 import type { Payments } from './billing/payments.js';

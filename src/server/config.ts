@@ -5,7 +5,7 @@
  */
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { redactUrl } from '../core/redact.js';
+import { redactUrl } from '#vidsheet/core/redact.js';
 import { MAX_POOL_SIZE } from './db/open.js';
 
 /**

@@ -29,12 +29,17 @@ export function runCli(
   return runNode([BIN, ...args], { cwd: options.cwd, env });
 }
 
-/** Runs `node <args>` to its end, capturing exit code and both streams. */
-export function runNode(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) {
+/** Runs `node <args>` to its end (as `uid`/`gid` when given), capturing exit code and both streams. */
+export function runNode(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; uid?: number; gid?: number } = {},
+) {
   return new Promise<CliRun>((resolve, reject) => {
     const child = spawn(process.execPath, args, {
       cwd: options.cwd,
       env: options.env ?? process.env,
+      uid: options.uid,
+      gid: options.gid,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -3,7 +3,7 @@
  * temp directory, environment variables only, on loopback, with its JSON log lines collected.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runNode } from './cli.js';
@@ -50,21 +50,36 @@ export function runServerBin(args: string[], env: NodeJS.ProcessEnv) {
   return runNode([SERVER_BIN, ...args], { env });
 }
 
+export interface StartOptions {
+  /** Restart on the same data. */
+  dataDir?: string;
+  /** Another `vidsheet-server` bin (an installed package's), instead of the checkout's. */
+  bin?: string;
+  /** Run the server and its admin commands as this user (the test must run as root to switch). */
+  user?: { uid: number; gid: number };
+  /** The server's working directory (default: this process's). */
+  cwd?: string;
+  /** Replaces the inherited environment (then only `env` and the variables set here are passed). */
+  baseEnv?: NodeJS.ProcessEnv;
+}
+
 /**
  * Starts a server on a free loopback port with a fresh data directory. `env` adds or overrides
  * variables (a `dataDir` may be passed to restart on the same data).
  */
 export async function startServer(
   env: Record<string, string> = {},
-  options: { dataDir?: string } = {},
+  options: StartOptions = {},
 ): Promise<TestServer> {
+  const bin = options.bin ?? SERVER_BIN;
+  const user = options.user;
   const root = mkdtempSync(join(tmpdir(), 'vidsheet-server-test-'));
   roots.push(root);
   const dataDir = options.dataDir ?? join(root, 'data');
   const tmpDir = join(root, 'tmp');
   const port = env.PORT ?? String(await freePort());
   const fullEnv: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...(options.baseEnv ?? process.env),
     HOST: '127.0.0.1',
     PORT: port,
     VIDSHEET_BASE_URL: `http://127.0.0.1:${port}`,
@@ -73,7 +88,18 @@ export async function startServer(
     ...env,
   };
   mkdirSync(tmpDir, { recursive: true });
-  const child = spawn(process.execPath, [SERVER_BIN], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (user) {
+    // What the image's `chown` gives its user: the data and temp directories, nothing else.
+    chmodSync(root, 0o755);
+    mkdirSync(dataDir, { recursive: true });
+    for (const dir of [dataDir, tmpDir]) chownSync(dir, user.uid, user.gid);
+  }
+  const child = spawn(process.execPath, [bin], {
+    cwd: options.cwd,
+    env: fullEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...user,
+  });
   const logs: LogLine[] = [];
   const waiters: Array<{ match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }> = [];
   let raw = '';
@@ -133,7 +159,7 @@ export async function startServer(
     logs,
     output: () => raw,
     waitForLog,
-    admin: (...args) => runNode([SERVER_BIN, 'admin', ...args], { env: fullEnv }),
+    admin: (...args) => runNode([bin, 'admin', ...args], { env: fullEnv, ...user }),
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       return exited;

@@ -4,7 +4,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { UpdateQueryBuilder, UpdateResult } from 'kysely';
-import { normalizeMailbox } from '../../core/mailbox.js';
+import { normalizeMailbox } from '#vidsheet/core/mailbox.js';
 import type { Database } from '../db/schema.js';
 import { type Account, type Books, positiveInteger, required, toAccount } from './books.js';
 

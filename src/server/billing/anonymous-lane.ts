@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { addressKey } from '../../core/client-address.js';
+import { addressKey } from '#vidsheet/core/client-address.js';
 import { writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';
 import type { Clock } from './ledger.js';

@@ -5,7 +5,7 @@
  * rules of ledger.ts hold for every part alike.
  */
 import type { Kysely, Selectable } from 'kysely';
-import { isDensity } from '../../core/density.js';
+import { isDensity } from '#vidsheet/core/density.js';
 import { isSqlite, writeTransaction } from '../db/open.js';
 import type { AccountsTable, Database, LedgerKind } from '../db/schema.js';
 

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
-import { shortJobId } from '../../core/redact.js';
+import { shortJobId } from '#vidsheet/core/redact.js';
 import type { AccountsTable, Database } from '../db/schema.js';
 import {
   type Books,

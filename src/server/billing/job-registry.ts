@@ -4,7 +4,7 @@
  * are refunded; expired sheets are claimed for deletion by exactly one instance.
  */
 
-import { shortJobId } from '../../core/redact.js';
+import { shortJobId } from '#vidsheet/core/redact.js';
 import { type Books, jobFields, jobId, lifetime, positiveInteger } from './books.js';
 import type { ChargeInput, Credits } from './credits.js';
 

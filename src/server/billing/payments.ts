@@ -22,7 +22,7 @@
  */
 import type { Kysely } from 'kysely';
 import Stripe from 'stripe';
-import { type PackId, packById } from '../../core/packs.js';
+import { type PackId, packById } from '#vidsheet/core/packs.js';
 import type { ServerConfig } from '../config.js';
 import { writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';

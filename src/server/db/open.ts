@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteAdapter, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
-import { redactUrl } from '../../core/redact.js';
+import { redactUrl } from '#vidsheet/core/redact.js';
 import { migrationProvider } from './migrations.js';
 import type { Database } from './schema.js';
 

@@ -8,10 +8,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { creditsPerSheet, type Density } from '../../core/density.js';
-import { asVidsheetError, hostedErrors, VidsheetError } from '../../core/errors.js';
-import type { JobOutcome } from '../../core/report.js';
-import { limiter } from '../../engine/index.js';
+import { creditsPerSheet, type Density } from '#vidsheet/core/density.js';
+import { asVidsheetError, hostedErrors, VidsheetError } from '#vidsheet/core/errors.js';
+import type { JobOutcome } from '#vidsheet/core/report.js';
+import { limiter } from '#vidsheet/engine/index.js';
 import type { Ledger, Surface } from '../billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from '../config.js';
 import type { SheetStorage } from '../storage/storage.js';

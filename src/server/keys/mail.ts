@@ -4,7 +4,7 @@
  * in on a machine with no mail server (with a warning at start: that is never right in production).
  */
 import nodemailer from 'nodemailer';
-import { normalizeMailbox } from '../../core/mailbox.js';
+import { normalizeMailbox } from '#vidsheet/core/mailbox.js';
 import type { ServerConfig } from '../config.js';
 
 /** DESIGN §7: the page's tests and people look for this exact subject. */

@@ -5,7 +5,7 @@
  *
  * Rendering only: every value is escaped here, every decision is made by the routes.
  */
-import { formatPrice, PACKS } from '../../core/packs.js';
+import { formatPrice, PACKS } from '#vidsheet/core/packs.js';
 
 export interface KeyRow {
   id: number;

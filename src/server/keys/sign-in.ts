@@ -19,8 +19,8 @@
  */
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { addressKey } from '../../core/client-address.js';
-import { normalizeMailbox } from '../../core/mailbox.js';
+import { addressKey } from '#vidsheet/core/client-address.js';
+import { normalizeMailbox } from '#vidsheet/core/mailbox.js';
 import type { Clock, Ledger } from '../billing/ledger.js';
 import { serializeOn, writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';

@@ -9,7 +9,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { hostedErrors } from '../../core/errors.js';
+import { hostedErrors } from '#vidsheet/core/errors.js';
 import type { Account, Ledger } from '../billing/ledger.js';
 import { refuseBeforeBody } from './early-answer.js';
 

@@ -9,7 +9,7 @@
  * Either way the body is never looked at.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { VidsheetError } from '../../core/errors.js';
+import type { VidsheetError } from '#vidsheet/core/errors.js';
 
 export const DRAIN_LIMIT_BYTES = 32 * 1024 * 1024;
 

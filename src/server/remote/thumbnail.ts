@@ -4,7 +4,7 @@
  * capability URLs, so this image is their only view: quality is given up first (the grid keeps its
  * full size, labels stay sharp longest), then size.
  */
-import { run } from '../../engine/index.js';
+import { run } from '#vidsheet/engine/index.js';
 
 export const INLINE_BUDGET_BYTES = 90 * 1024;
 

@@ -9,12 +9,12 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { DEFAULT_DENSITY } from '../../core/density.js';
-import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '../../core/errors.js';
-import { shortJobId } from '../../core/redact.js';
-import { remoteReport } from '../../core/report.js';
-import { parseWindowArgs } from '../../core/request.js';
-import { type RemoteInput, toolError } from '../../mcp/tool.js';
+import { DEFAULT_DENSITY } from '#vidsheet/core/density.js';
+import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '#vidsheet/core/errors.js';
+import { shortJobId } from '#vidsheet/core/redact.js';
+import { remoteReport } from '#vidsheet/core/report.js';
+import { parseWindowArgs } from '#vidsheet/core/request.js';
+import { type RemoteInput, toolError } from '#vidsheet/mcp/tool.js';
 import type { AnonymousCounter, AnonymousLane, TakenJob } from '../billing/anonymous-lane.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';

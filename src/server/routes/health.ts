@@ -6,7 +6,7 @@
  * status 503, when either does not answer, so a load balancer takes the instance out.
  */
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { CONTRACTS } from '../../core/report.js';
+import { CONTRACTS } from '#vidsheet/core/report.js';
 import { HEALTH_REASONS, type HealthReason, type SheetStorage } from '../storage/storage.js';
 import { healthSchema } from './schemas.js';
 

@@ -9,9 +9,9 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { addressKey } from '../../core/client-address.js';
-import { remoteErrors, type VidsheetError } from '../../core/errors.js';
-import { type RemoteInput, toolDefinition } from '../../mcp/tool.js';
+import { addressKey } from '#vidsheet/core/client-address.js';
+import { remoteErrors, type VidsheetError } from '#vidsheet/core/errors.js';
+import { type RemoteInput, toolDefinition } from '#vidsheet/mcp/tool.js';
 import { callRemoteTool, type RemoteParts } from '../remote/tool.js';
 
 const refuse = (reply: FastifyReply, error: VidsheetError) => reply.code(error.status).send(error.body());

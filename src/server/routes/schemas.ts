@@ -2,9 +2,9 @@
  * JSON schemas of the hosted routes: they document the API (served as OpenAPI at
  * `/v1/openapi.json`) and serialise responses in the spec's key order.
  */
-import { DENSITIES } from '../../core/density.js';
-import { CONTRACTS } from '../../core/report.js';
-import { RESPONSE_MODES } from '../../core/request.js';
+import { DENSITIES } from '#vidsheet/core/density.js';
+import { CONTRACTS } from '#vidsheet/core/report.js';
+import { RESPONSE_MODES } from '#vidsheet/core/request.js';
 import { HEALTH_REASONS } from '../storage/storage.js';
 
 const error = (code: string, description: string, extras: Record<string, object> = {}) => ({

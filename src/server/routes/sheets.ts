@@ -4,7 +4,7 @@
  * has deleted the file.
  */
 import type { FastifyInstance } from 'fastify';
-import { hostedErrors } from '../../core/errors.js';
+import { hostedErrors } from '#vidsheet/core/errors.js';
 import type { Clock, Ledger } from '../billing/ledger.js';
 import type { SheetStorage } from '../storage/storage.js';
 import { sheetSchema } from './schemas.js';

@@ -18,7 +18,7 @@ import {
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
-import { redactUrl, shortJobId } from '../../core/redact.js';
+import { redactUrl, shortJobId } from '#vidsheet/core/redact.js';
 import type { HealthReason, SheetStorage } from './storage.js';
 
 /** The parts of a `VIDSHEET_STORAGE_URL`; see {@link parseStorageUrl}. */

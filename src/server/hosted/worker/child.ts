@@ -3,9 +3,9 @@
  * code ends this process and fails one job, never the server. It holds at most the prepared jobs
  * the server has asked for, and exits when the server goes away (the IPC channel closes).
  */
-import { asVidsheetError } from '../../../core/errors.js';
-import { selectEngine } from '../../../engine/index.js';
-import { type PreparedJob, prepareJob } from '../../../job.js';
+import { asVidsheetError } from '#vidsheet/core/errors.js';
+import { selectEngine } from '#vidsheet/engine/index.js';
+import { type PreparedJob, prepareJob } from '#vidsheet/job.js';
 import type { FromWorker, ToWorker } from './protocol.js';
 
 const send = (message: FromWorker) => process.send?.(message);

@@ -3,9 +3,9 @@
  * a time: the server asks for a prepared job (probe and plan), charges, then asks for the render,
  * or discards the job when it could not be paid.
  */
-import type { ErrorCode, ErrorExtras } from '../../../core/errors.js';
-import type { JobOutcome } from '../../../core/report.js';
-import type { JobOptions, JobRequest } from '../../../job.js';
+import type { ErrorCode, ErrorExtras } from '#vidsheet/core/errors.js';
+import type { JobOutcome } from '#vidsheet/core/report.js';
+import type { JobOptions, JobRequest } from '#vidsheet/job.js';
 
 /** The JobOptions that cross the process boundary (no engine, callbacks or signal). */
 export type WorkerJobOptions = Pick<

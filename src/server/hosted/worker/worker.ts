@@ -6,9 +6,9 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { runtimeErrors, VidsheetError } from '../../../core/errors.js';
-import type { JobOutcome } from '../../../core/report.js';
-import type { JobRequest } from '../../../job.js';
+import { runtimeErrors, VidsheetError } from '#vidsheet/core/errors.js';
+import type { JobOutcome } from '#vidsheet/core/report.js';
+import type { JobRequest } from '#vidsheet/job.js';
 import type { FromWorker, ToWorker, WorkerJobOptions } from './protocol.js';
 
 export interface WorkerLog {
