@@ -17,6 +17,8 @@ mod orientation;
 mod plan;
 mod probe;
 mod render;
+#[cfg(test)]
+mod vectors;
 mod video;
 
 pub use audio::audio_peaks;

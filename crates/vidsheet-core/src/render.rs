@@ -447,12 +447,10 @@ fn finish_sheet(
         canvas.label(font, &cell.label, &plan.theme);
     }
     if let Some(band) = &sheet.band {
-        canvas.band(
-            band,
-            &plan.theme,
-            font,
-            band.levels.as_deref().unwrap_or(&[]),
-        );
+        canvas.band(band, &plan.theme, band.levels.as_deref().unwrap_or(&[]));
+        if let Some(message) = &band.message {
+            canvas.label(font, message, &plan.theme);
+        }
     }
     write_jpeg(&sheet.path, &canvas, plan.quality)
 }
