@@ -23,7 +23,7 @@ import type { JobOutcome } from './core/report.js';
 import { resolveWindow, type Window } from './core/window.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
-import { type Engine, EngineError, type RenderResult } from './engine/types.js';
+import { ENGINE_ERROR_CODES, type Engine, type EngineErrorCode, type RenderResult } from './engine/types.js';
 
 export interface JobRequest {
   /** Path to the video; resolved against the working directory. */
@@ -218,13 +218,18 @@ async function measureAudio(
   });
 }
 
-/** Engine errors carry codes; users get the catalog's message, never raw FFmpeg text alone. */
+/** What users are told for each engine failure code: the catalog's message, never raw FFmpeg text alone. */
+const ENGINE_FAILURES: Record<EngineErrorCode, (inputName: string, error: unknown) => VidsheetError> = {
+  input_not_found: (inputName) => runtimeErrors.inputNotFound(inputName),
+  unreadable_video: (inputName) => runtimeErrors.unreadableVideo(inputName),
+  render_failed: (_, error) =>
+    runtimeErrors.processingFailed(error instanceof Error ? error.message : String(error), error),
+};
+
+/** Engine errors carry codes (EngineError, or the binding's Error with its `code`). */
 function engineFailure(error: unknown, inputName: string): Error {
   if (error instanceof VidsheetError) return error;
-  if (error instanceof EngineError || (error as { code?: string })?.code) {
-    const code = (error as { code?: string }).code;
-    if (code === 'input_not_found') return runtimeErrors.inputNotFound(inputName);
-    if (code === 'unreadable_video') return runtimeErrors.unreadableVideo(inputName);
-  }
-  return runtimeErrors.processingFailed(error instanceof Error ? error.message : String(error), error);
+  const code = (error as { code?: unknown } | null)?.code;
+  const known = ENGINE_ERROR_CODES.find((c) => c === code) ?? 'render_failed';
+  return ENGINE_FAILURES[known](inputName, error);
 }

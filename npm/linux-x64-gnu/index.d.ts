@@ -54,6 +54,16 @@ export interface CellRef {
   cell: number
 }
 
+/** Failure codes shared with TypeScript (`EngineErrorCode` in src/engine/types.ts). */
+export declare const enum ErrorCode {
+  /** The file exists but holds no decodable video (or no usable duration). */
+  UnreadableVideo = 'unreadable_video',
+  /** The input path does not exist. */
+  InputNotFound = 'input_not_found',
+  /** Anything else: output not writable, font unusable, internal failure. */
+  RenderFailed = 'render_failed',
+}
+
 /** A timecode label: a filled box and text drawn on top of it. */
 export interface LabelPlan {
   text: string

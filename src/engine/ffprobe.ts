@@ -12,6 +12,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { containerAllowed } from '../core/containers.js';
+import { PacketEnds, type StreamClock } from './packet-ends.js';
 import { run } from './process.js';
 import { EngineError, type ProbeInfo, type VideoStreamFacts } from './types.js';
 
@@ -23,6 +24,7 @@ interface StreamJson {
   height?: number;
   sample_aspect_ratio?: string;
   time_base?: string;
+  start_pts?: number;
   start_time?: string;
   duration?: string;
   nb_frames?: string;
@@ -403,40 +405,48 @@ async function packetEnds(
     { timeoutMs: from === null ? 300_000 : 60_000 },
   );
   if (code === null) return null; // timed out: nothing trustworthy
-  const ends = new Map<number, { end: bigint; tb: [bigint, bigint] }>();
-  const durations = new Map<number, bigint>();
-  // A stream with no timestamps at all, read from its start, is timed by its packet durations.
-  const clocks = new Map<number, bigint>();
+  const timeBases = new Map<number, [bigint, bigint]>();
+  const clocks = new Map<number, StreamClock>();
+  for (const [index, s] of streams) {
+    const tb = ratio(s.time_base);
+    if (!tb) continue;
+    timeBases.set(index, [BigInt(tb[0]), BigInt(tb[1])]);
+    // A read from the start clocks a stream without timestamps from the stream's start.
+    const start = from === null ? (int(String(s.start_pts ?? '')) ?? 0n) : null;
+    clocks.set(index, { frame: frameDuration(s, tb), clock: start });
+  }
+  const ends = new PacketEnds(fileSize, clocks);
   for (const line of stdout.toString().split('\n')) {
     const fields = new Map(line.split('|').map((kv) => kv.split('=') as [string, string]));
-    const stream = streams.get(Number(fields.get('stream_index')));
-    const tb = ratio(stream?.time_base);
-    if (!stream || !tb) continue;
-    const stamped = int(fields.get('pts')) ?? int(fields.get('dts'));
-    if (stamped !== undefined) clocks.set(stream.index, -1n);
-    const clock = clocks.get(stream.index) ?? 0n;
-    const p = stamped ?? (from === null && clock >= 0n ? clock : undefined);
-    if (p === undefined) continue;
-    // Only a packet wholly inside the file counts. A demuxer may hand out a cut last packet, and
-    // the MP4/MOV demuxer shortens it to the bytes present, so there a packet that ends exactly at
-    // the end of the file is taken as cut (an intact file loses one frame, far inside DESIGN's
-    // tolerance; the native engine knows the full sample size from the index and agrees).
     const pos = num(fields.get('pos'));
-    const stop = pos === undefined ? undefined : pos + (num(fields.get('size')) ?? 0);
-    if (stop !== undefined && (stop > fileSize || (sampleTable && stop === fileSize))) continue;
-    // A packet without a duration lasts as long as the stream's last one that had one.
-    const own = int(fields.get('duration'));
-    if (own !== undefined && own > 0n) durations.set(stream.index, own);
-    const end = p + ((own !== undefined && own > 0n ? own : durations.get(stream.index)) ?? 0n);
-    if (stamped === undefined) clocks.set(stream.index, end);
-    const known = ends.get(stream.index);
-    if (!known || end > known.end) ends.set(stream.index, { end, tb: [BigInt(tb[0]), BigInt(tb[1])] });
+    const size = num(fields.get('size')) ?? 0;
+    ends.add(Number(fields.get('stream_index')), {
+      pts: int(fields.get('pts')) ?? null,
+      dts: int(fields.get('dts')) ?? null,
+      duration: int(fields.get('duration')) ?? null,
+      pos: pos ?? null,
+      size,
+      // The MP4/MOV demuxer hands out a cut last packet shortened to the bytes present: one that
+      // ends exactly at the end of the file is taken as cut (an intact file loses one frame, far
+      // inside DESIGN's tolerance; the native engine knows the full sample size from the index and
+      // agrees).
+      corrupt: sampleTable && pos !== undefined && pos + size === fileSize,
+    });
   }
   const out = new Map<number, number>();
-  for (const [index, { end, tb }] of ends) {
+  for (const [index, end] of ends.ends) {
+    const [num, den] = timeBases.get(index) as [bigint, bigint];
     // Whole microseconds, exactly, before the subtraction (TS timestamps reach 2^33 / 90 kHz).
-    const us = (end * tb[0] * 1_000_000n) / tb[1];
+    const us = (end * num * 1_000_000n) / den;
     out.set(index, Number(us - BigInt(Math.round(startTime * 1e6))) / 1e6);
   }
   return out;
+}
+
+/** One frame's duration in time-base units `tb`, from the average (else the real) frame rate. */
+function frameDuration(s: StreamJson, tb: [number, number]): bigint | null {
+  const rate = ratio(s.avg_frame_rate) ?? ratio(s.r_frame_rate);
+  if (!rate) return null;
+  const d = (BigInt(tb[1]) * BigInt(rate[1])) / (BigInt(tb[0]) * BigInt(rate[0]));
+  return d > 0n ? d : null;
 }

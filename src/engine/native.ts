@@ -8,6 +8,7 @@ import {
   type BandLevels,
   type BandPlan,
   type CellPlan,
+  ENGINE_ERROR_CODES,
   type Engine,
   EngineError,
   type EngineErrorCode,
@@ -54,9 +55,12 @@ type _NativeFieldsMatch = [
   Check<SameFields<VideoStreamFacts, Binding.VideoStreamFacts>>,
   Check<SameFields<RenderResult, Binding.RenderResult>>,
   Check<SameFields<AudioPeaks, Binding.AudioPeaks>>,
+  // The error codes: the binding's ErrorCode (crates/vidsheet-core/src/error.rs) is the one list.
+  Check<SameSet<EngineErrorCode, `${Binding.ErrorCode}`>>,
 ];
 
-const CODES: readonly EngineErrorCode[] = ['unreadable_video', 'input_not_found', 'render_failed'];
+/** Two unions with the same members. */
+type SameSet<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 
 export function isBinding(value: unknown): value is NativeBinding {
   const b = value as Partial<NativeBinding> | null;
@@ -70,7 +74,7 @@ function toEngineError(err: unknown, fallback: EngineErrorCode): EngineError {
   if (err instanceof EngineError) return err;
   const code = (err as { code?: unknown } | null)?.code;
   const message = err instanceof Error ? err.message : String(err);
-  const known = CODES.find((c) => c === code);
+  const known = ENGINE_ERROR_CODES.find((c) => c === code);
   return new EngineError(known ?? fallback, message);
 }
 

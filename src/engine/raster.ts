@@ -58,25 +58,36 @@ export function parsePpm(file: Buffer): { width: number; height: number; rgb: Bu
 }
 
 /**
- * Paints the audio band per the BandPlan rule, from the column levels the plan carries (labels are
- * drawn later with the other labels).
+ * Paints the audio band per the BandPlan rule, from the column levels the plan carries (a band with
+ * a message is its background only: the message is a label, drawn later with the other labels).
+ * The rule and its vectors: fixtures/vectors/band-painting.json (the native engine's is
+ * crates/vidsheet-core/src/canvas.rs `Canvas::band`).
  */
 export function paintBand(canvas: Canvas, band: BandPlan, theme: Theme): void {
   const { rect } = band;
   fillRect(canvas, rect, theme.bandBackground);
   if (band.message) return;
-  const span = band.endMs - band.startMs;
+  const barRoom = Math.max(0, rect.h - 4);
   for (let c = 0; c < rect.w; c++) {
-    const level = band.levels?.[c] ?? 0;
+    const raw = band.levels?.[c] ?? 0;
+    // NaN or out-of-range levels from a bad plan draw nothing rather than a wild bar.
+    const level = Number.isFinite(raw) ? Math.min(1, Math.max(0, raw)) : 0;
     const peak = level >= theme.peakThreshold;
-    const color = peak ? theme.bandPeak : theme.bandLevel;
-    const bar = Math.round(level * (rect.h - 4));
-    fillRect(canvas, { x: rect.x + c, y: rect.y + rect.h - bar, w: 1, h: bar }, color);
-    if (peak) fillRect(canvas, { x: rect.x + c, y: rect.y, w: 1, h: 3 }, theme.bandPeak);
+    const bar = Math.min(rect.h, Math.round(level * barRoom));
+    fillRect(canvas, column(rect.x + c, rect.y + rect.h - bar, bar), peak ? theme.bandPeak : theme.bandLevel);
+    if (peak) fillRect(canvas, column(rect.x + c, rect.y, Math.min(3, rect.h)), theme.bandPeak);
   }
+  // No tick marks a band without a time span.
+  const span = band.endMs - band.startMs;
+  const ticks = span > 0 ? band.ticksMs : [];
   const tickHeight = Math.ceil(rect.h / 4);
-  for (const tick of band.ticksMs) {
-    const x = rect.x + Math.floor(((tick - band.startMs) * rect.w) / span);
-    fillRect(canvas, { x, y: rect.y + rect.h - tickHeight, w: 1, h: tickHeight }, theme.bandTick);
+  for (const tick of ticks) {
+    const off = Math.floor(((tick - band.startMs) * rect.w) / span);
+    if (off >= 0 && off < rect.w) {
+      fillRect(canvas, column(rect.x + off, rect.y + rect.h - tickHeight, tickHeight), theme.bandTick);
+    }
   }
 }
+
+/** A one-pixel-wide column `h` pixels high from (x, y) down. */
+const column = (x: number, y: number, h: number): Rect => ({ x, y, w: 1, h });

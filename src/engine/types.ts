@@ -54,8 +54,13 @@ export interface RenderResult {
   stats?: { decodedFrames?: number };
 }
 
-/** Failure codes an engine may raise (as `err.code`); the job runner maps them to messages. */
-export type EngineErrorCode = 'unreadable_video' | 'input_not_found' | 'render_failed';
+/**
+ * Failure codes an engine may raise (as `err.code`); the job runner maps them to messages. The one
+ * list is the native engine's `ErrorCode` (crates/vidsheet-core/src/error.rs); native.ts checks at
+ * compile time that this is the same set as the binding's generated declarations.
+ */
+export const ENGINE_ERROR_CODES = ['unreadable_video', 'input_not_found', 'render_failed'] as const;
+export type EngineErrorCode = (typeof ENGINE_ERROR_CODES)[number];
 
 export class EngineError extends Error {
   constructor(

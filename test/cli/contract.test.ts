@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { USAGE } from '../../src/cli/usage.js';
 import type { Density } from '../../src/core/density.js';
 import { computeGrid } from '../../src/core/layout.js';
-import { BIN, ENGINES, runCli } from '../helpers/cli.js';
+import { BIN, ENGINES, runCli, USAGE_CASES, WINDOW_CASES } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
 
@@ -59,23 +59,7 @@ describe('usage and argument errors (engine-independent)', () => {
     expect(r.stderr).toBe('');
   });
 
-  const usageCases: Array<[string[], string]> = [
-    [['--json'], 'missing <video> input'],
-    [['a.mp4', 'b.mp4'], 'one video per run — got a second input: b.mp4'],
-    [['a.mp4', '--bogus'], 'unknown flag: --bogus'],
-    [['a.mp4', '-x'], 'unknown flag: -x'],
-    [['a.mp4', '--density'], '--density must be one of 3x3|4x4|5x5|6x6'],
-    [['a.mp4', '--density', '7x7'], '--density must be one of 3x3|4x4|5x5|6x6'],
-    [['a.mp4', '--density=2x2'], '--density must be one of 3x3|4x4|5x5|6x6'],
-    [['a.mp4', '--start'], '--start needs a time — seconds (90) or a timecode (1:30)'],
-    [['a.mp4', '--start', 'soon'], '--start needs a time — seconds (90) or a timecode (1:30)'],
-    [['a.mp4', '--end', '--json'], '--end needs a time — seconds (90) or a timecode (1:30)'],
-    [['a.mp4', '--end', '1:75'], '--end needs a time — seconds (90) or a timecode (1:30)'],
-    [['a.mp4', '--out'], '--out needs a directory'],
-    [['a.mp4', '--out', '--json'], '--out needs a directory'],
-    [['mcp', 'extra'], 'vidsheet mcp takes no arguments'],
-  ];
-  it.each(usageCases)('%j -> %s (message + usage on stderr, exit 1)', async (args, message) => {
+  it.each(USAGE_CASES)('%j -> %s (message + usage on stderr, exit 1)', async (args, message) => {
     const r = await runCli(args);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
@@ -119,23 +103,7 @@ describe.each(ENGINES)('engine %s', (engine) => {
     });
   });
 
-  const runtimeCases: Array<[string[], string]> = [
-    [['--start', '-5'], 'start must be a time ≥ 0'],
-    [['--start=-0:01', '--end', '5'], 'start must be a time ≥ 0'],
-    [['--start', '25'], 'start (25) is at/after the end of the clip (20)'],
-    [['--start', '0:20'], 'start (20) is at/after the end of the clip (20)'],
-    [['--start', '10', '--end', '4'], 'window is empty — end (4) must be after start (10)'],
-    [['--start', '10', '--end', '10'], 'window is empty — end (10) must be after start (10)'],
-    [
-      ['--start', '1', '--end', '1.017'],
-      'window too small to address distinctly: 9 cells across 17 ms (the engine seeks at millisecond precision — minimum ≈ 18 ms at this density); zoom out or lower the density',
-    ],
-    [
-      ['--density', '6x6', '--start', '1', '--end', '1.071'],
-      'window too small to address distinctly: 36 cells across 71 ms (the engine seeks at millisecond precision — minimum ≈ 72 ms at this density); zoom out or lower the density',
-    ],
-  ];
-  it.each(runtimeCases)('%j -> %s', async (args, message) => {
+  it.each(WINDOW_CASES)('%j -> %s', async (args, message) => {
     const r = await run([clip20, '--out', out('errors'), ...args]);
     expect(r).toMatchObject({ code: 1, stdout: '', stderr: `${message}\n` });
     expect(r.leftovers).toEqual([]);

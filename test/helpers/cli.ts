@@ -56,3 +56,45 @@ export function vidsheetTempDirs(): string[] {
   const dir = tmpdir();
   return existsSync(dir) ? readdirSync(dir).filter((name) => name.startsWith('vidsheet-')) : [];
 }
+
+/**
+ * Usage errors: argv -> the message printed (with the usage text after it) on stderr, exit 1. The
+ * spawned contract tests and the in-process ones (test/cli/main.test.ts) run the same table.
+ */
+export const USAGE_CASES: Array<[string[], string]> = [
+  [['--json'], 'missing <video> input'],
+  [['a.mp4', 'b.mp4'], 'one video per run — got a second input: b.mp4'],
+  [['a.mp4', '--bogus'], 'unknown flag: --bogus'],
+  [['a.mp4', '-x'], 'unknown flag: -x'],
+  [['a.mp4', '--density'], '--density must be one of 3x3|4x4|5x5|6x6'],
+  [['a.mp4', '--density', '7x7'], '--density must be one of 3x3|4x4|5x5|6x6'],
+  [['a.mp4', '--density=2x2'], '--density must be one of 3x3|4x4|5x5|6x6'],
+  [['a.mp4', '--start'], '--start needs a time — seconds (90) or a timecode (1:30)'],
+  [['a.mp4', '--start', 'soon'], '--start needs a time — seconds (90) or a timecode (1:30)'],
+  [['a.mp4', '--end', '--json'], '--end needs a time — seconds (90) or a timecode (1:30)'],
+  [['a.mp4', '--end', '1:75'], '--end needs a time — seconds (90) or a timecode (1:30)'],
+  [['a.mp4', '--out'], '--out needs a directory'],
+  [['a.mp4', '--out', '--json'], '--out needs a directory'],
+  [['mcp', 'extra'], 'vidsheet mcp takes no arguments'],
+];
+
+/**
+ * Window errors on a 20 s clip: extra argv -> the message on stderr (alone), exit 1. Shared like
+ * {@link USAGE_CASES}.
+ */
+export const WINDOW_CASES: Array<[string[], string]> = [
+  [['--start', '-5'], 'start must be a time ≥ 0'],
+  [['--start=-0:01', '--end', '5'], 'start must be a time ≥ 0'],
+  [['--start', '25'], 'start (25) is at/after the end of the clip (20)'],
+  [['--start', '0:20'], 'start (20) is at/after the end of the clip (20)'],
+  [['--start', '10', '--end', '4'], 'window is empty — end (4) must be after start (10)'],
+  [['--start', '10', '--end', '10'], 'window is empty — end (10) must be after start (10)'],
+  [
+    ['--start', '1', '--end', '1.017'],
+    'window too small to address distinctly: 9 cells across 17 ms (the engine seeks at millisecond precision — minimum ≈ 18 ms at this density); zoom out or lower the density',
+  ],
+  [
+    ['--density', '6x6', '--start', '1', '--end', '1.071'],
+    'window too small to address distinctly: 36 cells across 71 ms (the engine seeks at millisecond precision — minimum ≈ 72 ms at this density); zoom out or lower the density',
+  ],
+];

@@ -605,6 +605,17 @@ const zeroMiddle = (b: Buffer) => {
   return c;
 };
 
+/** A damaged input and how to make it (see {@link DAMAGED}). */
+export interface DamagedSpec extends Omit<DamagedFile, 'path'> {
+  /** Builds the file (cached) and returns its path. */
+  make: () => Promise<string>;
+}
+
+/** A damaged copy of a {@link damageSource}. */
+const damagedFrom =
+  (name: string, container: Container, faststart: boolean, damage: (b: Buffer) => Buffer) => async () =>
+    derived(name, container, await damageSource(container, faststart), damage);
+
 /**
  * Broken inputs, built from valid small clips. Names (each also the file's base name suffix):
  * truncated-{10,50,90}.mp4 (moov at the end, so all of it is lost),
@@ -612,89 +623,79 @@ const zeroMiddle = (b: Buffer) => {
  * the bytes around the middle zeroed), truncated-50.mkv, zeroed-middle.ts, random.mp4 (64 KiB of
  * pseudo-random bytes), empty.mp4, audio-only.mp4 (AAC in MP4, no video stream), text.mkv.
  */
-export async function damagedFiles(): Promise<DamagedFile[]> {
-  const [mp4, mp4Fast, mkv, ts] = await Promise.all([
-    damageSource('mp4', false),
-    damageSource('mp4', true),
-    damageSource('mkv', false),
-    damageSource('ts', false),
-  ]);
-  const specs: Array<Omit<DamagedFile, 'path'> & { make: () => Promise<string> }> = [
-    ...[10, 50, 90].map((p) => ({
-      name: `truncated-${p}.mp4`,
-      expect: 'unreadable' as const,
-      description: `an mp4 with its index (moov) at the end, cut at ${p}% of its bytes`,
-      make: () => derived(`truncated-${p}`, 'mp4', mp4, truncate(p / 100)),
-    })),
-    ...[10, 50, 90].map((p) => ({
-      name: `truncated-faststart-${p}.mp4`,
-      expect: 'partial' as const,
-      description: `a faststart mp4 (moov first) cut at ${p}% of its bytes: the later frames are missing`,
-      make: () => derived(`truncated-faststart-${p}`, 'mp4', mp4Fast, truncate(p / 100)),
-    })),
-    {
-      name: 'zeroed-middle.mp4',
-      expect: 'partial',
-      description: 'a faststart mp4 with 45%..55% of its bytes zeroed',
-      make: () => derived('zeroed-middle', 'mp4', mp4Fast, zeroMiddle),
-    },
-    {
-      name: 'truncated-50.mkv',
-      expect: 'partial',
-      description: 'a Matroska file cut at 50% of its bytes',
-      make: () => derived('truncated-50', 'mkv', mkv, truncate(0.5)),
-    },
-    {
-      name: 'zeroed-middle.ts',
-      expect: 'partial',
-      description: 'an MPEG-TS with 45%..55% of its bytes zeroed',
-      make: () => derived('zeroed-middle', 'ts', ts, zeroMiddle),
-    },
-    {
-      name: 'random.mp4',
-      expect: 'unreadable',
-      description: '64 KiB of pseudo-random bytes',
-      make: () =>
-        cached('damaged-random', 'mp4', {}, (out) => writeFile(out, pseudoRandomBytes(65536, 0x5eed))),
-    },
-    {
-      name: 'empty.mp4',
-      expect: 'unreadable',
-      description: 'an empty file',
-      make: () => cached('damaged-empty', 'mp4', {}, (out) => writeFile(out, Buffer.alloc(0))),
-    },
-    {
-      name: 'audio-only.mp4',
-      expect: 'unreadable',
-      description: 'a valid AAC-in-MP4 (m4a) file with no video stream',
-      make: () =>
-        cached('damaged-audio-only', 'mp4', {}, (out) =>
-          run('ffmpeg', [
-            ...FFMPEG,
-            '-f',
-            'lavfi',
-            '-i',
-            'sine=frequency=440:sample_rate=48000:duration=3',
-            '-c:a',
-            'aac',
-            '-b:a',
-            '64k',
-            ...BITEXACT,
-            out,
-          ]),
-        ),
-    },
-    {
-      name: 'text.mkv',
-      expect: 'unreadable',
-      description: 'a text file',
-      make: () =>
-        cached('damaged-text', 'mkv', {}, (out) =>
-          writeFile(out, 'This is not a video.\nJust a few lines of text, named .mkv.\n'),
-        ),
-    },
-  ];
-  return Promise.all(specs.map(async ({ make, ...rest }) => ({ ...rest, path: await make() })));
+export const DAMAGED: readonly DamagedSpec[] = [
+  ...[10, 50, 90].map((p) => ({
+    name: `truncated-${p}.mp4`,
+    expect: 'unreadable' as const,
+    description: `an mp4 with its index (moov) at the end, cut at ${p}% of its bytes`,
+    make: damagedFrom(`truncated-${p}`, 'mp4', false, truncate(p / 100)),
+  })),
+  ...[10, 50, 90].map((p) => ({
+    name: `truncated-faststart-${p}.mp4`,
+    expect: 'partial' as const,
+    description: `a faststart mp4 (moov first) cut at ${p}% of its bytes: the later frames are missing`,
+    make: damagedFrom(`truncated-faststart-${p}`, 'mp4', true, truncate(p / 100)),
+  })),
+  {
+    name: 'zeroed-middle.mp4',
+    expect: 'partial',
+    description: 'a faststart mp4 with 45%..55% of its bytes zeroed',
+    make: damagedFrom('zeroed-middle', 'mp4', true, zeroMiddle),
+  },
+  {
+    name: 'truncated-50.mkv',
+    expect: 'partial',
+    description: 'a Matroska file cut at 50% of its bytes',
+    make: damagedFrom('truncated-50', 'mkv', false, truncate(0.5)),
+  },
+  {
+    name: 'zeroed-middle.ts',
+    expect: 'partial',
+    description: 'an MPEG-TS with 45%..55% of its bytes zeroed',
+    make: damagedFrom('zeroed-middle', 'ts', false, zeroMiddle),
+  },
+  {
+    name: 'random.mp4',
+    expect: 'unreadable',
+    description: '64 KiB of pseudo-random bytes',
+    make: () =>
+      cached('damaged-random', 'mp4', {}, (out) => writeFile(out, pseudoRandomBytes(65536, 0x5eed))),
+  },
+  {
+    name: 'empty.mp4',
+    expect: 'unreadable',
+    description: 'an empty file',
+    make: () => cached('damaged-empty', 'mp4', {}, (out) => writeFile(out, Buffer.alloc(0))),
+  },
+  {
+    name: 'audio-only.mp4',
+    expect: 'unreadable',
+    description: 'a valid AAC-in-MP4 (m4a) file with no video stream',
+    make: () =>
+      cached('damaged-audio-only', 'mp4', {}, (out) =>
+        run('ffmpeg', [
+          ...FFMPEG,
+          ...['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=48000:duration=3'],
+          ...['-c:a', 'aac', '-b:a', '64k'],
+          ...BITEXACT,
+          out,
+        ]),
+      ),
+  },
+  {
+    name: 'text.mkv',
+    expect: 'unreadable',
+    description: 'a text file',
+    make: () =>
+      cached('damaged-text', 'mkv', {}, (out) =>
+        writeFile(out, 'This is not a video.\nJust a few lines of text, named .mkv.\n'),
+      ),
+  },
+];
+
+/** Every {@link DAMAGED} file, made. */
+export function damagedFiles(): Promise<DamagedFile[]> {
+  return Promise.all(DAMAGED.map(async ({ make, ...rest }) => ({ ...rest, path: await make() })));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -76,6 +76,8 @@ fn is_eagain(e: &ff::Error) -> bool {
     matches!(e, ff::Error::Other { errno } if *errno == EAGAIN)
 }
 
+/// Samples placed by timestamp into 1 ms bins (the rule and its vectors:
+/// fixtures/vectors/audio-binner.json; the fallback's is src/engine/ffmpeg/audio.ts `PeakBinner`).
 struct Binner {
     start_us: i64,
     tb_num: i128,
@@ -94,6 +96,28 @@ struct Binner {
 }
 
 impl Binner {
+    /// Bins for ms [`lo`, `hi`) from the container start `start_us`, pts in `num/den` units.
+    fn new(start_us: i64, (num, den): (i32, i32), lo: i64, hi: i64) -> Self {
+        Binner {
+            start_us,
+            tb_num: num as i128,
+            tb_den: den as i128,
+            lo,
+            hi: hi.max(lo),
+            peak: 0.0,
+            bins: Vec::new(),
+            origin: None,
+            counted: 0,
+            mono: Vec::new(),
+        }
+    }
+
+    /// The clip peak and exactly hi - lo bins.
+    fn finish(mut self) -> (f32, Vec<f32>) {
+        self.bins.resize((self.hi - self.lo).max(0) as usize, 0.0);
+        (self.peak, self.bins)
+    }
+
     /// Tolerance between a frame's pts and the counted position: 2 ms, in stream units.
     fn tolerance(&self) -> i128 {
         ((2 * self.tb_den) / (1000 * self.tb_num)).max(1)
@@ -279,18 +303,7 @@ fn envelope(path: &str, container: &Container, lo: i64, hi: i64) -> Envelope {
         return absent();
     };
 
-    let mut binner = Binner {
-        start_us,
-        tb_num: tb.num as i128,
-        tb_den: tb.den as i128,
-        lo,
-        hi: hi.max(lo),
-        peak: 0.0,
-        bins: Vec::new(),
-        origin: None,
-        counted: 0,
-        mono: Vec::new(),
-    };
+    let mut binner = Binner::new(start_us, (tb.num, tb.den), lo, hi);
     let mut decoded_any = false;
     let mut read_errors = 0u32;
     let mut decode_errors = 0u32;
@@ -360,75 +373,84 @@ fn envelope(path: &str, container: &Container, lo: i64, hi: i64) -> Envelope {
     if !decoded_any {
         return absent();
     }
-    let len = (binner.hi - binner.lo).max(0) as usize;
-    binner.bins.resize(len, 0.0);
+    let (peak, bins) = binner.finish();
     Envelope {
         present: true,
-        peak: binner.peak,
-        lo: binner.lo,
-        bins: binner.bins,
+        peak,
+        lo,
+        bins,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
-    fn binner(tb_den: i128, start_us: i64) -> Binner {
-        Binner {
-            start_us,
-            tb_num: 1,
-            tb_den,
-            lo: 0,
-            hi: 1000,
-            peak: 0.0,
-            bins: Vec::new(),
-            origin: None,
-            counted: 0,
-            mono: Vec::new(),
+    /// Samples as a list, or n samples of `fill` but the ones `at` lists.
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Samples {
+        List(Vec<f32>),
+        Sparse {
+            n: usize,
+            #[serde(default)]
+            fill: f32,
+            // Keys are indices (as strings: an untagged enum cannot read them as numbers).
+            #[serde(default)]
+            at: BTreeMap<String, f32>,
+        },
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Frame {
+        pts: Option<i64>,
+        rate: i64,
+        samples: Samples,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Expect {
+        peak: f32,
+        bins: BTreeMap<i64, f32>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Case {
+        name: String,
+        start_us: i64,
+        time_base: (i32, i32),
+        range: (i64, i64),
+        frames: Vec<Frame>,
+        expect: Expect,
+    }
+
+    #[test]
+    fn the_binner_follows_the_shared_vectors() {
+        for case in crate::vectors::cases::<Case>("audio-binner.json") {
+            let (lo, hi) = case.range;
+            let mut b = Binner::new(case.start_us, case.time_base, lo, hi);
+            for f in case.frames {
+                let mono = match f.samples {
+                    Samples::List(v) => v,
+                    Samples::Sparse { n, fill, at } => {
+                        let mut v = vec![fill; n];
+                        for (j, s) in at {
+                            v[j.parse::<usize>().expect("a sample index")] = s;
+                        }
+                        v
+                    }
+                };
+                b.add(f.pts, f.rate, &mono);
+            }
+            let (peak, bins) = b.finish();
+            let want: Vec<f32> = (lo..hi)
+                .map(|k| case.expect.bins.get(&k).copied().unwrap_or(0.0))
+                .collect();
+            assert_eq!(peak, case.expect.peak, "{}: peak", case.name);
+            assert_eq!(bins, want, "{}: bins", case.name);
         }
-    }
-
-    #[test]
-    fn samples_land_in_their_millisecond() {
-        // 8 kHz in a 1/1000 time base: 8 samples per ms. A click on sample 20 (2.5 ms) lands in bin 2.
-        let mut b = binner(1000, 0);
-        let mut s = vec![0f32; 80];
-        s[20] = -0.5;
-        s[79] = 0.25;
-        b.add(Some(0), 8000, &s);
-        assert_eq!(b.bins.get(2), Some(&0.5));
-        assert_eq!(b.bins.get(9), Some(&0.25));
-        assert_eq!(b.peak, 0.5);
-        // The next frame without pts continues at 10 ms.
-        b.add(None, 8000, &[0.75; 8]);
-        assert_eq!(b.bins.get(10), Some(&0.75));
-        // A pts 1 ms off the count (coarse container timestamps) keeps the count...
-        b.add(Some(12), 8000, &[0.5; 8]);
-        assert_eq!(b.bins.get(11), Some(&0.5));
-        // ...a jump beyond the tolerance resyncs to the pts.
-        b.add(Some(500), 8000, &[0.125; 8]);
-        assert_eq!(b.bins.get(500), Some(&0.125));
-    }
-
-    #[test]
-    fn bins_are_relative_to_the_container_start() {
-        // 44.1 kHz in a 1/44100 time base, container start 1 s: pts 44100 + 441 is 10 ms.
-        let mut b = binner(44100, 1_000_000);
-        let mut s = vec![0f32; 100];
-        s[0] = 1.0;
-        s[44] = 0.5; // 10 ms + 44/44.1 ms = 10.998 ms -> bin 10
-        s[45] = 0.25; // 11.02 ms -> bin 11
-        b.add(Some(44100 + 441), 44100, &s);
-        assert_eq!(b.bins.get(10), Some(&1.0));
-        assert_eq!(b.bins.get(11), Some(&0.25));
-    }
-
-    #[test]
-    fn samples_before_the_start_are_ignored() {
-        let mut b = binner(1000, 0);
-        b.add(Some(-2), 1000, &[1.0, 1.0, 0.5]);
-        assert_eq!(b.peak, 0.5);
-        assert_eq!(b.bins.first(), Some(&0.5));
     }
 }

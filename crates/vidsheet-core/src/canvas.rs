@@ -115,19 +115,15 @@ impl Canvas {
 
     /// The audio band, exactly as the BandPlan comment in src/core/render-plan.ts specifies:
     /// `levels` holds one level (0..1) per pixel column, decided by src/core/audio.ts (a missing
-    /// one is 0); this only paints.
-    pub(crate) fn band(&mut self, band: &BandPlan, theme: &Theme, font: &Font, levels: &[f64]) {
+    /// one is 0); this only paints. A band with a message is its background only: the message is
+    /// a label, drawn with the others. The rule and its vectors: fixtures/vectors/band-painting.json
+    /// (the fallback's is src/engine/raster.ts `paintBand`).
+    pub(crate) fn band(&mut self, band: &BandPlan, theme: &Theme, levels: &[f64]) {
         let r = band.rect;
         self.fill(r, theme.band_background);
-        if let Some(message) = &band.message {
-            self.label(font, message, theme);
+        if band.message.is_some() || r.w == 0 || r.h == 0 {
             return;
         }
-        if r.w == 0 || r.h == 0 {
-            return;
-        }
-        let span = band.end_ms - band.start_ms;
-        let w = r.w as f64;
         let bar_room = r.h.saturating_sub(4) as f64;
         for c in 0..r.w {
             let lv = levels.get(c as usize).copied().unwrap_or(0.0);
@@ -145,48 +141,33 @@ impl Canvas {
                 theme.band_level
             };
             let x = r.x + c as i32;
-            if bar > 0 {
-                self.fill(
-                    Rect {
-                        x,
-                        y: r.y + (r.h - bar) as i32,
-                        w: 1,
-                        h: bar,
-                    },
-                    colour,
-                );
-            }
+            let bottom = r.y + (r.h - bar) as i32;
+            self.fill(Rect::column(x, bottom, bar), colour);
             if peak {
-                self.fill(
-                    Rect {
-                        x,
-                        y: r.y,
-                        w: 1,
-                        h: 3.min(r.h),
-                    },
-                    theme.band_peak,
-                );
+                self.fill(Rect::column(x, r.y, 3.min(r.h)), theme.band_peak);
             }
         }
-        let tick_h = r.h.div_ceil(4);
-        if span > 0.0 {
-            for &t in &band.ticks_ms {
-                let off = ((t - band.start_ms) * w / span).floor();
-                if !(0.0..w).contains(&off) {
-                    continue;
-                }
-                let x = r.x + off as i32;
+        // No tick marks a band without a time span.
+        let span = band.end_ms - band.start_ms;
+        let ticks = if span > 0.0 { &band.ticks_ms[..] } else { &[] };
+        let (w, tick_h) = (r.w as f64, r.h.div_ceil(4));
+        for &t in ticks {
+            let off = ((t - band.start_ms) * w / span).floor();
+            if (0.0..w).contains(&off) {
+                let bottom = r.y + (r.h - tick_h) as i32;
                 self.fill(
-                    Rect {
-                        x,
-                        y: r.y + (r.h - tick_h) as i32,
-                        w: 1,
-                        h: tick_h,
-                    },
+                    Rect::column(r.x + off as i32, bottom, tick_h),
                     theme.band_tick,
                 );
             }
         }
+    }
+}
+
+impl Rect {
+    /// A one-pixel-wide column `h` pixels high from (x, y) down.
+    fn column(x: i32, y: i32, h: u32) -> Rect {
+        Rect { x, y, w: 1, h }
     }
 }
 
@@ -278,42 +259,55 @@ mod tests {
         [c.data[o], c.data[o + 1], c.data[o + 2]]
     }
 
+    #[derive(serde::Deserialize)]
+    struct BandCase {
+        name: String,
+        canvas: (u32, u32),
+        band: BandPlan,
+        levels: Vec<serde_json::Value>,
+        expect: Vec<String>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct BandVectors {
+        theme: Theme,
+        cases: Vec<BandCase>,
+    }
+
     #[test]
-    fn band_follows_the_painting_rule() {
-        let Some(font) = font() else { return };
-        let t = theme();
-        let mut c = Canvas::new(20, 24, [1, 2, 3]);
-        let band = BandPlan {
-            rect: Rect {
-                x: 5,
-                y: 2,
-                w: 10,
-                h: 20,
-            },
-            start_ms: 0.0,
-            end_ms: 100.0,
-            ticks_ms: vec![55.0],
-            message: None,
-            levels: None,
-        };
-        // Column 2 at 0.5, column 7 at 1.0 (what src/core/audio.ts gives for bins 25 and 71).
-        let levels = [0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
-        c.band(&band, &t, &font, &levels);
-        // Outside the rect: untouched.
-        assert_eq!(px(&c, 4, 10), [1, 2, 3]);
-        // Column 2 (bin 25 = 0.5): bar of round(0.5 * 16) = 8 px from the bottom, level colour.
-        assert_eq!(px(&c, 7, 21), t.band_level);
-        assert_eq!(px(&c, 7, 14), t.band_level);
-        assert_eq!(px(&c, 7, 13), t.band_background);
-        // Column 7 (bin 71 = 1.0): peak colour, 16 px bar and the 3 px marker on top.
-        assert_eq!(px(&c, 12, 6), t.band_peak);
-        assert_eq!(px(&c, 12, 5), t.band_background);
-        assert_eq!(px(&c, 12, 2), t.band_peak);
-        assert_eq!(px(&c, 12, 4), t.band_peak);
-        // Tick at 55 ms -> column 5, ceil(20/4) = 5 px high at the bottom.
-        assert_eq!(px(&c, 10, 21), t.band_tick);
-        assert_eq!(px(&c, 10, 17), t.band_tick);
-        assert_eq!(px(&c, 10, 16), t.band_background);
+    fn band_follows_the_shared_vectors() {
+        let BandVectors { theme: t, cases } = crate::vectors::file("band-painting.json");
+        let legend = [
+            ('o', t.background),
+            ('.', t.band_background),
+            ('l', t.band_level),
+            ('p', t.band_peak),
+            ('t', t.band_tick),
+        ];
+        for case in cases {
+            let (w, h) = case.canvas;
+            let mut c = Canvas::new(w, h, t.background);
+            let levels: Vec<f64> = case
+                .levels
+                .iter()
+                .map(|v| v.as_f64().unwrap_or(f64::NAN))
+                .collect();
+            c.band(&case.band, &t, &levels);
+            let picture: Vec<String> = (0..h)
+                .map(|y| {
+                    (0..w)
+                        .map(|x| {
+                            let p = px(&c, x, y);
+                            legend
+                                .iter()
+                                .find(|(_, rgb)| *rgb == p)
+                                .map_or('?', |l| l.0)
+                        })
+                        .collect()
+                })
+                .collect();
+            assert_eq!(picture, case.expect, "{}", case.name);
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! format through swscale (honouring the frame's YUV matrix and range), then the display matrix.
 
 use std::ptr;
+use std::sync::Arc;
 
 use ffmpeg_next::ffi;
 
@@ -181,6 +182,52 @@ impl Scaler {
                 data,
             })
         }
+    }
+}
+
+/// Scaled, upright images of decoded pictures, the last one kept: cells showing the same picture
+/// at the same size are scaled once.
+pub(crate) struct ScaleCache {
+    scaler: Scaler,
+    last: Option<((u64, u32, u32), Arc<Image>)>,
+    orientation: Orientation,
+}
+
+impl ScaleCache {
+    pub(crate) fn new(orientation: Orientation) -> Self {
+        ScaleCache {
+            scaler: Scaler::new(),
+            last: None,
+            orientation,
+        }
+    }
+
+    /// Picture `serial` (`frame`, whose pixels may be gone once scaled) as `w x h` upright. None
+    /// when it cannot be converted (or its pixels are gone and it is not the last one scaled).
+    pub(crate) fn get(
+        &mut self,
+        serial: u64,
+        frame: *const ffi::AVFrame,
+        w: u32,
+        h: u32,
+    ) -> Option<Arc<Image>> {
+        let key = (serial, w, h);
+        if let Some((k, img)) = &self.last {
+            if *k == key {
+                return Some(Arc::clone(img));
+            }
+        }
+        let (sw, sh) = if self.orientation.transpose {
+            (h, w)
+        } else {
+            (w, h)
+        };
+        let img = self
+            .scaler
+            .convert(frame, sw, sh)
+            .map(|img| Arc::new(orient(img, self.orientation)))?;
+        self.last = Some((key, Arc::clone(&img)));
+        Some(img)
     }
 }
 

@@ -26,7 +26,7 @@ const MAX_ERRORS: usize = 4096;
 const FRAME_NUM_GAP: &[u8] = b"Frame num gap";
 
 /// What a log line says about the decode.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Error,
     Gap,
@@ -73,26 +73,68 @@ unsafe extern "C" fn callback(
     fmt: *const c_char,
     vl: *mut ffi::__va_list_tag,
 ) {
-    if (level <= ffi::AV_LOG_ERROR || level == ffi::AV_LOG_DEBUG) && !avcl.is_null() {
-        // av_log's contract: a non-null context starts with a pointer to its AVClass.
-        let class = *(avcl as *const *const ffi::AVClass);
-        let codec_class = CODEC_CLASS.load(Ordering::Relaxed);
-        if codec_class != 0 && class as usize == codec_class {
-            let ctx = avcl as *const ffi::AVCodecContext;
-            let id = (*ctx).opaque as usize;
-            let kind = if level <= ffi::AV_LOG_ERROR {
-                Some(Kind::Error)
-            } else if !fmt.is_null() && CStr::from_ptr(fmt).to_bytes().starts_with(FRAME_NUM_GAP) {
-                Some(Kind::Gap)
+    // Only error and debug lines can say anything (see `classify`): the rest pass at once.
+    if level <= ffi::AV_LOG_ERROR || level == ffi::AV_LOG_DEBUG {
+        if let source @ Source::Decoder { id, serial } = source_of(avcl) {
+            let message = if fmt.is_null() {
+                &[][..]
             } else {
-                None
+                CStr::from_ptr(fmt).to_bytes()
             };
-            if let (true, Some(kind)) = (id != 0, kind) {
-                record(id, kind, (*ctx).reordered_opaque);
+            if let Some(kind) = classify(source, level, message) {
+                record(id, kind, serial);
             }
         }
     }
     ffi::av_log_default_callback(avcl, level, fmt, vl);
+}
+
+/// Who logged a message: a decoder tagged by [`DecodeLog::tag`] (its log's id, and the serial of
+/// the packet it is decoding), or anyone else (demuxer, parser, an untagged decoder, muxer...).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Decoder { id: usize, serial: i64 },
+    Other,
+}
+
+/// The source behind av_log's context pointer.
+///
+/// # Safety
+/// `avcl` is null or an av_log context: a struct that starts with a pointer to its AVClass.
+unsafe fn source_of(avcl: *mut c_void) -> Source {
+    if avcl.is_null() {
+        return Source::Other;
+    }
+    let class = *(avcl as *const *const ffi::AVClass);
+    let codec_class = CODEC_CLASS.load(Ordering::Relaxed);
+    if codec_class == 0 || class as usize != codec_class {
+        return Source::Other;
+    }
+    let ctx = avcl as *const ffi::AVCodecContext;
+    match (*ctx).opaque as usize {
+        0 => Source::Other,
+        id => Source::Decoder {
+            id,
+            serial: (*ctx).reordered_opaque,
+        },
+    }
+}
+
+/// What one log message says about the decode (the rule and its vectors:
+/// fixtures/vectors/decoder-log.json; the fallback's is src/engine/ffmpeg/extract.ts `logLine`):
+/// an error when the decoder logs at error level or worse, invented references when it logs
+/// "Frame num gap" at debug level, nothing otherwise. `message` is the format string (it starts
+/// with the text the vectors match).
+fn classify(source: Source, level: c_int, message: &[u8]) -> Option<Kind> {
+    if source == Source::Other {
+        None
+    } else if level <= ffi::AV_LOG_ERROR {
+        Some(Kind::Error)
+    } else if level == ffi::AV_LOG_DEBUG && message.starts_with(FRAME_NUM_GAP) {
+        Some(Kind::Gap)
+    } else {
+        None
+    }
 }
 
 fn record(id: usize, kind: Kind, serial: i64) {
@@ -164,5 +206,44 @@ impl DecodeLog {
 impl Drop for DecodeLog {
     fn drop(&mut self) {
         lock(&REGISTRY).retain(|s| s.id != self.shared.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Case {
+        source: String,
+        level: String,
+        message: String,
+        expect: Option<String>,
+    }
+
+    #[test]
+    fn messages_are_read_as_the_shared_vectors_say() {
+        for case in crate::vectors::cases::<Case>("decoder-log.json") {
+            let level = match case.level.as_str() {
+                "panic" => ffi::AV_LOG_PANIC,
+                "fatal" => ffi::AV_LOG_FATAL,
+                "error" => ffi::AV_LOG_ERROR,
+                "warning" => ffi::AV_LOG_WARNING,
+                "info" => ffi::AV_LOG_INFO,
+                "verbose" => ffi::AV_LOG_VERBOSE,
+                "debug" => ffi::AV_LOG_DEBUG,
+                other => panic!("unknown level {other}"),
+            };
+            let source = if case.source == "decoder" {
+                Source::Decoder { id: 1, serial: 0 }
+            } else {
+                Source::Other
+            };
+            let got = classify(source, level as c_int, case.message.as_bytes()).map(|k| match k {
+                Kind::Error => "error",
+                Kind::Gap => "gap",
+            });
+            assert_eq!(got, case.expect.as_deref(), "{case:?}", case = case.message);
+        }
     }
 }

@@ -48,9 +48,9 @@ pub(crate) fn readable_ends(
         // A cut file: the index only bounds where the data stops. Its times are decode times, and
         // the last samples in decode order are not the last in presentation order (B-frames), so
         // the packets just before that point are read for their presentation times.
-        Some((ends, true)) => near_index_end(input, streams, &ends).unwrap_or(ends),
+        Some((ends, true)) => near_index_end(input, streams, &ends, file_size).unwrap_or(ends),
         Some((ends, false)) => ends,
-        None => from_packets(input, path, container, streams),
+        None => from_packets(input, path, container, streams, file_size),
     };
     let start = media::start_us(input) as f64 / 1e6;
     streams
@@ -204,6 +204,7 @@ fn near_index_end(
     input: &mut Input,
     streams: &[usize],
     ends: &[Option<i64>],
+    file_size: Option<u64>,
 ) -> Option<Vec<Option<i64>>> {
     let earliest_us = streams
         .iter()
@@ -218,7 +219,7 @@ fn near_index_end(
     if !seek_before(input, earliest_us.saturating_sub(TAIL_US)) {
         return None;
     }
-    let read = demux_to_end(input, streams);
+    let read = demux_to_end(input, streams, file_size, false);
     read.iter().any(Option::is_some).then_some(read)
 }
 
@@ -242,6 +243,7 @@ fn from_packets(
     path: &str,
     container: &Container,
     streams: &[usize],
+    file_size: Option<u64>,
 ) -> Vec<Option<i64>> {
     let start = media::start_us(input);
     let declared = media::declared_duration(input)
@@ -251,7 +253,7 @@ fn from_packets(
         if target > start {
             keep_only(input, streams);
             if seek_before(input, target) {
-                let ends = demux_to_end(input, streams);
+                let ends = demux_to_end(input, streams, file_size, false);
                 if ends.iter().any(Option::is_some) {
                     return ends;
                 }
@@ -262,7 +264,7 @@ fn from_packets(
     match media::open_input(path, container) {
         Ok(mut fresh) => {
             keep_only(&mut fresh, streams);
-            demux_to_end(&mut fresh, streams)
+            demux_to_end(&mut fresh, streams, file_size, true)
         }
         Err(_) => vec![None; streams.len()],
     }
@@ -275,53 +277,46 @@ fn seek_before(input: &mut Input, target_us: i64) -> bool {
     rc >= 0 || unsafe { ffi::avformat_seek_file(ctx, -1, i64::MIN, target_us, target_us, 0) } >= 0
 }
 
-/// Reads every packet to the end of the file (no decoding): per stream, the latest
-/// timestamp + duration, preferring packets the demuxer did not flag as corrupt (a packet cut by
-/// the end of a truncated file is flagged). A packet without timestamps starts where the previous
-/// one of its stream ended.
-fn demux_to_end(input: &mut Input, streams: &[usize]) -> Vec<Option<i64>> {
-    let steps: Vec<i64> = streams
+/// Reads every packet to the end of the file (no decoding): per stream, the readable end
+/// [`PacketEnds`] finds in them (`from_start`: the demuxer is at the start of the file).
+fn demux_to_end(
+    input: &mut Input,
+    streams: &[usize],
+    file_size: Option<u64>,
+    from_start: bool,
+) -> Vec<Option<i64>> {
+    let clocks = streams
         .iter()
         .map(|&i| {
-            media::stream_ptr(input, i)
-                .and_then(|st| frame_duration(st))
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut clean: Vec<Option<i64>> = vec![None; streams.len()];
-    let mut any: Vec<Option<i64>> = vec![None; streams.len()];
-    // Where the next packet of each stream starts, for packets without any timestamp (an
-    // elementary stream in a program stream): the clock runs on from the previous packet.
-    let mut running: Vec<i64> = streams
-        .iter()
-        .map(|&i| {
-            media::stream_ptr(input, i)
+            let st = media::stream_ptr(input, i);
+            let start = st
                 .map(|st| unsafe { (*st).start_time })
-                .filter(|&t| t != ffi::AV_NOPTS_VALUE)
-                .unwrap_or(0)
+                .filter(|&t| t != ffi::AV_NOPTS_VALUE);
+            StreamClock {
+                frame: st.and_then(|st| frame_duration(st)),
+                clock: from_start.then(|| start.unwrap_or(0)),
+            }
         })
         .collect();
+    let mut ends = PacketEnds::new(file_size, clocks);
     let mut errors = 0u32;
     loop {
         let mut packet = Packet::empty();
         match packet.read(input) {
             Ok(()) => {
                 errors = 0;
-                let Some(k) = streams.iter().position(|&s| s == packet.stream()) else {
-                    continue;
-                };
-                let ts = packet.pts().or(packet.dts()).unwrap_or(running[k]);
-                let step = if packet.duration() > 0 {
-                    packet.duration()
-                } else {
-                    steps[k]
-                };
-                let end = ts.saturating_add(step);
-                running[k] = end;
-                let max = |slot: &mut Option<i64>| *slot = Some(slot.map_or(end, |e| e.max(end)));
-                max(&mut any[k]);
-                if !packet.is_corrupt() {
-                    max(&mut clean[k]);
+                if let Some(k) = streams.iter().position(|&s| s == packet.stream()) {
+                    ends.add(
+                        k,
+                        &PacketFacts {
+                            pts: packet.pts(),
+                            dts: packet.dts(),
+                            duration: packet.duration(),
+                            pos: packet.position() as i64,
+                            size: packet.size() as i64,
+                            corrupt: packet.is_corrupt(),
+                        },
+                    );
                 }
             }
             Err(ff::Error::Eof) => break,
@@ -333,5 +328,143 @@ fn demux_to_end(input: &mut Input, streams: &[usize]) -> Vec<Option<i64>> {
             }
         }
     }
-    clean.into_iter().zip(any).map(|(c, a)| c.or(a)).collect()
+    ends.finish()
+}
+
+/// What the readable-end rule needs of a stream: its frame duration (stream units) when known,
+/// and where its next packet without timestamps starts (at first the stream's start on a read
+/// from the start of the file; None: unknown, after a seek).
+struct StreamClock {
+    frame: Option<i64>,
+    clock: Option<i64>,
+}
+
+/// One packet as a read hands it out (stream units; `pos` -1 when unknown).
+struct PacketFacts {
+    pts: Option<i64>,
+    dts: Option<i64>,
+    duration: i64,
+    pos: i64,
+    size: i64,
+    corrupt: bool,
+}
+
+/// The readable-end rule over the packets of one read, per stream: the latest pts + duration of
+/// a complete packet (the rule and its vectors: fixtures/vectors/readable-end.json; the
+/// fallback's is src/engine/ffprobe.ts `PacketEnds`). A packet flagged corrupt (a packet cut by
+/// the end of a truncated file is) or lying past the end of the file is passed over; one without
+/// timestamps starts where the previous one of its stream ended; one without a duration lasts as
+/// long as the last one of its stream that had one, else a frame.
+struct PacketEnds {
+    file_size: Option<u64>,
+    streams: Vec<StreamClock>,
+    last_duration: Vec<Option<i64>>,
+    ends: Vec<Option<i64>>,
+}
+
+impl PacketEnds {
+    fn new(file_size: Option<u64>, streams: Vec<StreamClock>) -> Self {
+        let n = streams.len();
+        PacketEnds {
+            file_size,
+            streams,
+            last_duration: vec![None; n],
+            ends: vec![None; n],
+        }
+    }
+
+    /// A packet of stream `k` (an index into the streams given to [`PacketEnds::new`]).
+    fn add(&mut self, k: usize, p: &PacketFacts) {
+        let past_the_end = match (u64::try_from(p.pos), self.file_size) {
+            (Ok(pos), Some(size)) => pos.saturating_add(p.size.max(0) as u64) > size,
+            _ => false,
+        };
+        let stream = &mut self.streams[k];
+        let Some(ts) = p.pts.or(p.dts).or(stream.clock) else {
+            return;
+        };
+        if p.corrupt || past_the_end {
+            return;
+        }
+        let duration = if p.duration > 0 {
+            self.last_duration[k] = Some(p.duration);
+            p.duration
+        } else {
+            self.last_duration[k].or(stream.frame).unwrap_or(0)
+        };
+        let end = ts.saturating_add(duration);
+        stream.clock = Some(end);
+        self.ends[k] = Some(self.ends[k].map_or(end, |e| e.max(end)));
+    }
+
+    fn finish(self) -> Vec<Option<i64>> {
+        self.ends
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Stream {
+        frame: Option<i64>,
+        start: Option<i64>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Packet {
+        stream: usize,
+        pts: Option<i64>,
+        dts: Option<i64>,
+        duration: i64,
+        pos: i64,
+        size: i64,
+        #[serde(default)]
+        corrupt: bool,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Case {
+        name: String,
+        file_size: u64,
+        from_start: bool,
+        streams: BTreeMap<usize, Stream>,
+        packets: Vec<Packet>,
+        expect: BTreeMap<usize, Option<i64>>,
+    }
+
+    #[test]
+    fn the_readable_end_follows_the_shared_vectors() {
+        for case in crate::vectors::cases::<Case>("readable-end.json") {
+            let indices: Vec<usize> = case.streams.keys().copied().collect();
+            let clocks = case
+                .streams
+                .values()
+                .map(|s| StreamClock {
+                    frame: s.frame,
+                    clock: case.from_start.then(|| s.start.unwrap_or(0)),
+                })
+                .collect();
+            let mut ends = PacketEnds::new(Some(case.file_size), clocks);
+            for p in &case.packets {
+                if let Some(k) = indices.iter().position(|&i| i == p.stream) {
+                    let facts = PacketFacts {
+                        pts: p.pts,
+                        dts: p.dts,
+                        duration: p.duration,
+                        pos: p.pos,
+                        size: p.size,
+                        corrupt: p.corrupt,
+                    };
+                    ends.add(k, &facts);
+                }
+            }
+            let want: Vec<Option<i64>> = case.expect.values().copied().collect();
+            assert_eq!(ends.finish(), want, "{}", case.name);
+        }
+    }
 }

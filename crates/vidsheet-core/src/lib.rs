@@ -12,11 +12,15 @@ mod convert;
 mod decode_log;
 mod error;
 mod extent;
+mod jpeg;
 mod media;
+mod memory;
 mod orientation;
 mod plan;
 mod probe;
 mod render;
+#[cfg(test)]
+mod vectors;
 mod video;
 
 pub use audio::{audio_peaks, audio_peaks_as};

@@ -1,7 +1,8 @@
 //! napi-rs binding over vidsheet-core: `probe(path, allowedFormats?)`,
-//! `audioPeaks(path, startMs, endMs, inputFormat?)` and `render(plan, onProgress?)`, all async tasks on the libuv pool so the event loop keeps ticking. Failures reject with an Error whose
-//! `code` is `unreadable_video`, `input_not_found` or `render_failed`; a panic in native code is
-//! caught here and becomes `render_failed`.
+//! `audioPeaks(path, startMs, endMs, inputFormat?)` and `render(plan, onProgress?)`, all async tasks
+//! on the libuv pool so the event loop keeps ticking. Failures reject with an Error whose `code` is
+//! one of vidsheet-core's `ErrorCode`s (exported as the string enum `ErrorCode`); a panic in native
+//! code is caught here and becomes `render_failed`.
 //!
 //! The JS types are vidsheet-core's own structs (its `napi` feature): the plan is read and checked
 //! there (`RenderPlan::from_js`, which rejects a bad value naming its field), and the binding's
@@ -13,11 +14,11 @@ use std::time::{Duration, Instant};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
-
-use vidsheet_core as core;
+// The engine's own Error and Result keep their crate name: napi's prelude has its own.
+use vidsheet_core::{AudioPeaks, ProbeInfo, RenderPlan, RenderResult};
 
 /// Runs `f`, turning a panic into a `render_failed` error.
-fn guarded<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
+fn guarded<T>(f: impl FnOnce() -> vidsheet_core::Result<T>) -> vidsheet_core::Result<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(payload) => {
@@ -26,7 +27,7 @@ fn guarded<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(core::Error::failed(format!(
+            Err(vidsheet_core::Error::failed(format!(
                 "internal error in the native engine ({what})"
             )))
         }
@@ -34,7 +35,7 @@ fn guarded<T>(f: impl FnOnce() -> core::Result<T>) -> core::Result<T> {
 }
 
 /// Rejects with a JS Error whose `code` is the engine's code.
-fn reject<T>(env: &Env, e: core::Error) -> Result<T> {
+fn reject<T>(env: &Env, e: vidsheet_core::Error) -> Result<T> {
     let err = Error::new(e.code.as_str().to_string(), e.message);
     // SAFETY: called on the JS thread with its env; the value is a freshly created Error object.
     let value = unsafe { JsError::from(err).into_value(env.raw()) };
@@ -44,16 +45,16 @@ fn reject<T>(env: &Env, e: core::Error) -> Result<T> {
 
 pub struct ProbeTask {
     path: String,
-    container: core::Container,
+    container: vidsheet_core::Container,
 }
 
 impl Task for ProbeTask {
-    type Output = core::Result<core::ProbeInfo>;
-    type JsValue = core::ProbeInfo;
+    type Output = vidsheet_core::Result<ProbeInfo>;
+    type JsValue = ProbeInfo;
 
     fn compute(&mut self) -> Result<Self::Output> {
         let (path, container) = (self.path.clone(), self.container.clone());
-        Ok(guarded(move || core::probe_as(&path, &container)))
+        Ok(guarded(move || vidsheet_core::probe_as(&path, &container)))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -69,28 +70,28 @@ impl Task for ProbeTask {
 #[napi(ts_return_type = "Promise<ProbeInfo>")]
 pub fn probe(path: String, allowed_formats: Option<Vec<String>>) -> AsyncTask<ProbeTask> {
     let container = match allowed_formats {
-        Some(names) => core::Container::Allowed(names),
-        None => core::Container::Any,
+        Some(names) => vidsheet_core::Container::Allowed(names),
+        None => vidsheet_core::Container::Any,
     };
     AsyncTask::new(ProbeTask { path, container })
 }
 
 pub struct AudioPeaksTask {
     path: String,
-    container: core::Container,
+    container: vidsheet_core::Container,
     start_ms: f64,
     end_ms: f64,
 }
 
 impl Task for AudioPeaksTask {
-    type Output = core::Result<core::AudioPeaks>;
-    type JsValue = core::AudioPeaks;
+    type Output = vidsheet_core::Result<AudioPeaks>;
+    type JsValue = AudioPeaks;
 
     fn compute(&mut self) -> Result<Self::Output> {
         let (path, start, end) = (self.path.clone(), self.start_ms, self.end_ms);
         let container = self.container.clone();
         Ok(guarded(move || {
-            core::audio_peaks_as(&path, &container, start, end)
+            vidsheet_core::audio_peaks_as(&path, &container, start, end)
         }))
     }
 
@@ -114,8 +115,8 @@ pub fn audio_peaks(
     AsyncTask::new(AudioPeaksTask {
         path,
         container: match input_format {
-            Some(name) => core::Container::Fixed(name),
-            None => core::Container::Any,
+            Some(name) => vidsheet_core::Container::Fixed(name),
+            None => vidsheet_core::Container::Any,
         },
         start_ms,
         end_ms,
@@ -126,19 +127,19 @@ type Progress = ThreadsafeFunction<FnArgs<(u32, u32)>, (), FnArgs<(u32, u32)>, S
 
 pub struct RenderTask {
     /// The plan as read from JS, or why it was rejected (reported as the promise's rejection).
-    plan: Option<core::Result<core::RenderPlan>>,
+    plan: Option<vidsheet_core::Result<RenderPlan>>,
     progress: Option<Progress>,
 }
 
 impl Task for RenderTask {
-    type Output = core::Result<core::RenderResult>;
-    type JsValue = core::RenderResult;
+    type Output = vidsheet_core::Result<RenderResult>;
+    type JsValue = RenderResult;
 
     fn compute(&mut self) -> Result<Self::Output> {
         let plan = match self.plan.take() {
             Some(Ok(plan)) => plan,
             Some(Err(e)) => return Ok(Err(e)),
-            None => return Ok(Err(core::Error::failed("render task ran twice"))),
+            None => return Ok(Err(vidsheet_core::Error::failed("render task ran twice"))),
         };
         let progress = self.progress.as_ref();
         let mut last = Instant::now();
@@ -154,7 +155,7 @@ impl Task for RenderTask {
                 }
             }
         };
-        Ok(guarded(move || core::render(&plan, &mut report)))
+        Ok(guarded(move || vidsheet_core::render(&plan, &mut report)))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -173,7 +174,7 @@ pub fn render(plan: Unknown<'_>, on_progress: Option<Progress>) -> AsyncTask<Ren
     // Read here, on the JS thread (the value lives only during this call); a rejection goes
     // through the task so that a bad plan rejects the promise like any other render failure.
     AsyncTask::new(RenderTask {
-        plan: Some(core::RenderPlan::from_js(plan)),
+        plan: Some(RenderPlan::from_js(plan)),
         progress: on_progress,
     })
 }

@@ -15,52 +15,69 @@ import type { AudioPeaks, MsRange } from '../../core/audio.js';
 import { type AudioDetails, input } from '../ffprobe.js';
 import { run } from '../process.js';
 
-/** Samples placed by timestamp into 1 ms bins: the native engine's Binner, in TypeScript. */
+/**
+ * Samples placed by timestamp into 1 ms bins. The rule and its vectors:
+ * fixtures/vectors/audio-binner.json (the native engine's is crates/vidsheet-core/src/audio.rs
+ * `Binner`).
+ */
 export class PeakBinner {
   /** Max |sample| over every sample at or after the container start. */
   peak = 0;
   readonly bins: Float32Array;
-  /** Resync point: pts (in 1/rate units) and rate of the frame that set it. */
+  /** Resync point: pts (time-base units) and rate of the frame that set it. */
   private origin: { pts: bigint; rate: number } | null = null;
   /** Samples counted since the origin. */
   private counted = 0n;
+  private readonly num: bigint;
+  private readonly den: bigint;
 
   /**
    * @param startUs container start time, µs (bins count from it)
    * @param range the ms the bins cover, [startMs, endMs)
+   * @param timeBase the unit of the frames' pts, [num, den] (ffmpeg's filters see audio in 1/rate)
    */
   constructor(
     private readonly startUs: bigint,
     private readonly range: MsRange,
+    timeBase: readonly [number, number],
   ) {
     this.bins = new Float32Array(Math.max(0, range.endMs - range.startMs));
+    this.num = BigInt(timeBase[0]);
+    this.den = BigInt(timeBase[1]);
   }
 
-  /**
-   * One decoded frame: its mono samples, its pts in 1/`rate` units (the time base ffmpeg's filters
-   * see audio in), null when it has none (it then continues the count).
-   */
+  /** One decoded frame: its mono samples, its pts (null when it has none: it continues the count). */
   add(pts: bigint | null, rate: number, mono: Float32Array): void {
     const n = mono.length;
     if (n === 0 || !(rate > 0)) return;
+    const { num, den } = this;
     const r = BigInt(rate);
-    const counted = this.origin && this.origin.rate === rate ? this.origin.pts + this.counted : null;
-    // 2 ms in 1/rate units, at least one unit (the native tolerance, in its time base).
-    const tolerance = BigInt(Math.max(1, Math.floor((2 * rate) / 1000)));
+    // The counted position of this frame's first sample, in time-base units (rounded down).
+    const counted =
+      this.origin && this.origin.rate === rate
+        ? this.origin.pts + floorDiv(this.counted * den, r * num)
+        : null;
+    // 2 ms in time-base units, at least one unit.
+    const tolerance = max(1n, (2n * den) / (1000n * num));
     if (pts !== null && (counted === null || abs(pts - counted) > tolerance)) {
       this.origin = { pts, rate };
       this.counted = 0n;
     } else if (pts === null && counted === null) {
       return;
     }
-    const origin = this.origin as { pts: bigint };
-    // Sample j after the origin is at t_j ms with t_j * D = (origin + j) * 1e6 - startUs * rate,
-    // D = rate * 1000. Exact in BigInt for the frame's first sample, then in doubles within it.
-    const d = r * 1000n;
-    const n0 = (origin.pts + this.counted) * 1_000_000n - this.startUs * r;
+    const origin = (this.origin as { pts: bigint }).pts;
+    // Sample j counted from the origin is at t_j ms with t_j * D = A + j * B: D = den * rate * 1000,
+    // A = origin * num * rate * 1e6 - startUs * den * rate, B = den * 1e6. Exact in BigInt for the
+    // frame's first sample; then stepped in doubles, reduced by gcd(B, D) (a whole multiple of
+    // both, so the bins stay exact) to small numbers.
+    const d = den * r * 1000n;
+    const b = den * 1_000_000n;
+    const n0 = origin * num * r * 1_000_000n - this.startUs * den * r + this.counted * b;
     const k0 = floorDiv(n0, d);
-    const dn = Number(d);
-    let acc = Number(n0 - k0 * d); // 0 <= acc < D
+    const g = gcd(b, d);
+    const dn = Number(d / g);
+    const step = Number(b / g);
+    let acc = Number((n0 - k0 * d) / g); // 0 <= acc < dn
     let k = Number(k0);
     this.counted += BigInt(n);
     const lo = this.range.startMs;
@@ -72,24 +89,24 @@ export class PeakBinner {
         if (v > this.peak) this.peak = v;
         if (v > binPeak) binPeak = v;
       }
-      acc += 1_000_000;
+      acc += step;
       if (acc >= dn || i === n - 1) {
         if (k >= lo && k < hi && binPeak > (this.bins[k - lo] as number)) this.bins[k - lo] = binPeak;
         binPeak = 0;
-        while (acc >= dn) {
-          acc -= dn;
-          k++;
-        }
+        k += Math.floor(acc / dn);
+        acc %= dn;
       }
     }
   }
 }
 
 const abs = (x: bigint) => (x < 0n ? -x : x);
+const max = (a: bigint, b: bigint) => (a > b ? a : b);
 const floorDiv = (a: bigint, b: bigint) => {
   const q = a / b;
   return a % b !== 0n && a < 0n !== b < 0n ? q - 1n : q;
 };
+const gcd = (a: bigint, b: bigint): bigint => (b === 0n ? abs(a) : gcd(b, a % b));
 
 /**
  * One `ashowinfo` line: the decoded frame's pts (1/rate units), channels, rate and samples. (A
@@ -176,10 +193,10 @@ export async function audioPeaks(
     peaks: new Float32Array(0),
   };
   if (!audio) return absent;
-  const binner = new PeakBinner(BigInt(Math.round(containerStart * 1e6)), range);
+  const startUs = BigInt(Math.round(containerStart * 1e6));
   // The pipe's sample layout is the first frame's (ffmpeg converts later frames to it): channels
-  // and rate come from the first ashowinfo line, not from the probe.
-  let layout: { channels: number; rate: number } | undefined;
+  // and rate come from the first ashowinfo line, not from the probe; ashowinfo's pts are in 1/rate.
+  let layout: { channels: number; rate: number; binner: PeakBinner } | undefined;
   const frames: FrameInfo[] = [];
   let seen = 0;
   let lineCarry = '';
@@ -192,7 +209,11 @@ export async function audioPeaks(
       const m = FRAME_LINE.exec(line);
       if (!m) continue;
       const rate = Number(m[3]);
-      layout ??= { channels: Math.max(1, Number(m[2])), rate };
+      layout ??= {
+        channels: Math.max(1, Number(m[2])),
+        rate,
+        binner: new PeakBinner(startUs, range, [1, rate]),
+      };
       frames.push({ pts: m[1] === 'NOPTS' ? null : BigInt(m[1] as string), rate, samples: Number(m[4]) });
       seen++;
     }
@@ -212,11 +233,11 @@ export async function audioPeaks(
       const pts =
         same || frame.pts === null ? frame.pts : (frame.pts * BigInt(layout.rate)) / BigInt(frame.rate);
       const bytes = Math.min(want, pcm.length - (pcm.length % frameBytes));
-      binner.add(pts, layout.rate, downmix(pcm.take(bytes), layout.channels));
+      layout.binner.add(pts, layout.rate, downmix(pcm.take(bytes), layout.channels));
     }
     if (final && pcm.length >= frameBytes) {
       // Samples whose frame line never came (a crash mid-line) continue the count.
-      binner.add(
+      layout.binner.add(
         null,
         layout.rate,
         downmix(pcm.take(pcm.length - (pcm.length % frameBytes)), layout.channels),
@@ -263,7 +284,7 @@ export async function audioPeaks(
     },
   );
   readLines('\n');
-  if (seen === 0) return absent;
+  if (seen === 0 || !layout) return absent;
   place(true);
-  return { present: true, clipPeak: binner.peak, startMs: range.startMs, peaks: binner.bins };
+  return { present: true, clipPeak: layout.binner.peak, startMs: range.startMs, peaks: layout.binner.bins };
 }

@@ -10,11 +10,11 @@
  *   samples in name only are never used). A seek can still go wrong where that cannot be read:
  *   a sync sample that later pictures reference across (H.264 then invents grey reference
  *   pictures), a bisecting demuxer landing after the keyframe, damage. So a run whose log shows
- *   trouble (see troubleWatch) or that misses a target is not trusted: the group is extracted
- *   again from keyframes further back, each further than any reference reaches, finally from the
- *   start of the stream, until a run is clean or two runs that started that far apart agree pixel
- *   for pixel (the frames no longer depend on where decoding started: what a sequential decode
- *   gives).
+ *   trouble (see troubleWatch) or that misses a target is judged by the recovery ladder
+ *   (recovery.ts, the native engine's rule too): the group is extracted again from keyframes
+ *   further back, finally from the start of the stream, until a run is clean or two runs that
+ *   started further apart than any reference reaches show the same pictures (they no longer depend
+ *   on where decoding started: what a sequential decode gives).
  * - Long selections go through a filter script file, never argv (hundreds of targets would pass
  *   the kernel's argument length limit).
  * - The frames a run writes are numbered in output order and matched to targets by the timestamps
@@ -23,6 +23,7 @@
  *   Of such twins a target takes the one on screen when the clock first reaches the target (what
  *   the native engine shows), told from the order the decoder logs all frames in (-debug_ts).
  */
+import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
@@ -30,6 +31,7 @@ import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
 import { lastAtOrBefore, type Packets, seconds } from './packets.js';
+import { Ladder } from './recovery.js';
 
 const debug = debuglog('vidsheet');
 
@@ -68,18 +70,14 @@ export interface GroupRequest {
  */
 interface Run {
   frames: Map<bigint, string>;
+  /** A decoder error (or a failed decode call) after the start point. */
   trouble: boolean;
+  /** H.264 invented reference pictures. */
+  invented: boolean;
 }
 
 /** Where a run starts decoding: a keyframe (index into req.keyframes) or the stream start. */
 type Start = number | 'stream';
-
-/**
- * Earlier starts are tried back to the stream start only while that means decoding at most this
- * much video; past it, the earliest keyframe tried is the last resort (a long file is not decoded
- * from its start once per group).
- */
-const FROM_START_LIMIT_S = 600;
 
 /**
  * Returns the group's frames by pts, as the paths of PPM files of exactly the cell size (see
@@ -88,65 +86,55 @@ const FROM_START_LIMIT_S = 600;
 export async function extractGroup(req: GroupRequest): Promise<Map<bigint, string>> {
   const { packets, group, d } = req;
   const firstPts = packets.pts[group[0] as number] as bigint;
+  // The keyframe opening the group: the ladder's origin (-1: none is listed before it, and the
+  // first run aims at the first target itself).
   const key = lastAtOrBefore(req.keyframes, (k) => k <= firstPts);
-  // Without timestamps a seek cannot be aimed: decode from the start.
-  const fromStart = !d.timestamps || !req.seeking.trusted;
-  const starts = fromStart
-    ? (['stream'] as Start[])
-    : startsFrom(req, key, seconds(firstPts, d) - d.startTime);
   const complete = (r: Run) => group.every((f) => r.frames.has(packets.pts[f] as bigint));
-  let attempt = 0;
-  const earlier: Array<{ at: number; run: Run }> = [];
-  for (const [i, start] of starts.entries()) {
-    let r = await extractOnce(req, start, i === 0 && req.skipNonReference, attempt++);
-    if (i === 0 && req.skipNonReference && !complete(r)) {
+  const ladder = new Ladder(d.referenceReach);
+  // Without timestamps a seek cannot be aimed: decode from the start.
+  let start: Start = d.timestamps && req.seeking.trusted ? key : 'stream';
+  for (let attempt = 0; ; attempt++) {
+    const skip = attempt === 0 && req.skipNonReference;
+    let r = await extractOnce(req, start, skip, 2 * attempt);
+    if (skip && !complete(r)) {
       // The decoder skipped a target the hints called a reference picture: run again, skipping
       // nothing (a wrong hint costs time, never a frame).
       debug('frame(s) skipped as non-reference; extracting the group again');
-      r = await extractOnce(req, start, false, attempt++);
+      r = await extractOnce(req, start, false, 2 * attempt + 1);
     }
+    // A decode from the start of the stream is what a sequential decode shows: final.
     if (start === 'stream') {
-      if (i > 0) req.seeking.trusted = false;
+      if (attempt > 0) req.seeking.trusted = false;
       return r.frames;
     }
-    // A run from a random-access point that decoded every target without trouble is what a
-    // sequential decode gives.
-    if (start >= 0 && !r.trouble && complete(r)) return r.frames;
-    // So are the frames of two runs that agree although the later one started further on than
-    // any reference reaches: the pictures it lacked did not matter (a legitimate open GOP, or
-    // damage both decodes went through).
-    const at = seconds(start >= 0 ? (req.keyframes[start] as bigint) : firstPts, d);
-    for (const later of earlier) {
-      if (later.at - at > d.referenceReach && (await agree(later.run, r))) return r.frames;
-    }
+    const whole = complete(r);
+    const verdict = ladder.next({
+      start: seconds(start >= 0 ? (req.keyframes[start] as bigint) : firstPts, d),
+      // This engine cannot tell which packet failed: the run's trouble is its own.
+      trouble: r.trouble || !whole ? [attempt] : [],
+      invented: r.invented,
+      frame: 0,
+      print: whole ? await digest(r.frames) : null,
+    });
+    if (verdict === 'accept') return r.frames;
     debug(
       'group at %ss: %s after a seek to %s; decoding again from further back',
       seconds(firstPts, d).toFixed(3),
-      r.trouble ? 'decode trouble' : complete(r) ? 'no keyframe before the targets' : 'frames missing',
+      r.trouble || r.invented ? 'decode trouble' : 'frames missing',
       start < 0 ? 'the first target' : `keyframe ${start}`,
     );
-    earlier.push({ at, run: r });
+    const back = verdict === 'rewind' ? -1 : key - verdict.back;
+    start = back >= 0 ? back : 'stream';
   }
-  return earlier[earlier.length - 1]?.run.frames ?? new Map();
 }
 
-/**
- * The starts to try, latest first: the keyframe opening the group (or, with none listed before
- * it, the first target itself), then up to four keyframes each further back than any reference
- * reaches from the one before (so two runs that agree prove something), then the stream start.
- */
-function startsFrom(req: GroupRequest, key: number, firstTargetS: number): Start[] {
-  const { d, keyframes } = req;
-  const starts: Start[] = [key];
-  let at = key >= 0 ? seconds(keyframes[key] as bigint, d) : Number.NEGATIVE_INFINITY;
-  for (let n = 0; n < 4; n++) {
-    const before = lastAtOrBefore(keyframes, (k) => seconds(k, d) < at - d.referenceReach);
-    if (before < 0) break;
-    starts.push(before);
-    at = seconds(keyframes[before] as bigint, d);
+/** A digest of a run's pictures, by target: the same only for the very same frames. */
+async function digest(frames: Map<bigint, string>): Promise<string> {
+  const hash = createHash('sha256');
+  for (const [pts, file] of [...frames].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    hash.update(`${pts}\n`).update(await readFile(file));
   }
-  if (firstTargetS <= FROM_START_LIMIT_S) starts.push('stream');
-  return starts;
+  return hash.digest('hex');
 }
 
 /**
@@ -158,16 +146,6 @@ export function anyOf(terms: string[]): string {
   const chunks: string[] = [];
   for (let i = 0; i < terms.length; i += 32) chunks.push(`(${terms.slice(i, i + 32).join('+')})`);
   return anyOf(chunks);
-}
-
-/** Same frames, pixel for pixel: the result no longer depends on where decoding started. */
-async function agree(a: Run, b: Run): Promise<boolean> {
-  if (a.frames.size !== b.frames.size) return false;
-  for (const [pts, file] of a.frames) {
-    const other = b.frames.get(pts);
-    if (!other || !(await readFile(file)).equals(await readFile(other))) return false;
-  }
-  return true;
 }
 
 /** A frame file's pixels (packed RGB of the cell size), or null when it is not a whole PPM. */
@@ -273,7 +251,7 @@ async function extractOnce(
     else
       debug('frame at %ss not extracted (%s)', times[k], bytes === undefined ? 'no file' : `${bytes} bytes`);
   }
-  return { frames, trouble: watch.trouble() };
+  return { frames, ...watch.found() };
 }
 
 /**
@@ -382,23 +360,67 @@ function seekTo(
   return Math.max(0, d.indexed && key !== undefined ? from + eps : from - 0.1);
 }
 
+/** Who logged a line (decoder-log.json's sources). */
+export type LogSource = 'decoder' | 'demuxer' | 'muxer' | 'filter' | 'other';
+
 /**
- * Reads a run's log as it streams: trouble is an error-level line from anything but the demuxer
- * and the image muxer (a decoder's missing reference, concealment, a broken slice, "error while
- * decoding"), or H.264's "Frame num gap" (it invents grey reference pictures any later picture may
- * predict from, so it always counts). After a seek an error counts from the first keyframe read:
- * an indexed demuxer lands on one, a bisecting one may land before it, where packets fail without
- * consequence (`keyframes`, the listed ones, name it then). When no keyframe is recognised, all
- * trouble counts.
+ * What one log message says about the decode: an error when the decoder logs at error level or
+ * worse (or the tool says a decode call failed), invented reference pictures when it logs "Frame
+ * num gap" at debug level, nothing otherwise. The rule and its vectors:
+ * fixtures/vectors/decoder-log.json (the native engine's is crates/vidsheet-core/src/decode_log.rs
+ * `classify`).
+ */
+export function logLine(source: LogSource, level: string, message: string): 'error' | 'gap' | null {
+  if (source !== 'decoder') return null;
+  if (level === 'error' || level === 'fatal' || level === 'panic') return 'error';
+  return level === 'debug' && message.startsWith('Frame num gap') ? 'gap' : null;
+}
+
+/**
+ * A line of a run's log (`-loglevel level+debug`: `[name @ 0x...] [level] message`, the tool's own
+ * lines without the context) as logLine reads it. A codec's context (the decoder, or its parser:
+ * the log does not tell them apart) is any context but the demuxer (named by ffprobe), the image
+ * muxer and the filter graph; of the tool's lines only its report of a failed decode call is the
+ * decoder's.
+ */
+export function readLogLine(
+  text: string,
+  demuxer: string,
+): { source: LogSource; level: string; message: string } | null {
+  const m = /^(?:\[(.+?) @ 0x[0-9a-f]+\] )?\[(\w+)\] (.*)$/.exec(text);
+  if (!m) return null;
+  const [, name, level = '', message = ''] = m;
+  const source: LogSource =
+    name === undefined
+      ? /^Error while decoding\b/.test(message)
+        ? 'decoder'
+        : 'other'
+      : name === demuxer
+        ? 'demuxer'
+        : name === 'image2'
+          ? 'muxer'
+          : /^(Parsed_|graph |auto_scale|swscaler$)/.test(name)
+            ? 'filter'
+            : 'decoder';
+  return { source, level, message };
+}
+
+/**
+ * Reads a run's log as it streams (logLine): the decoder's errors and invented reference pictures.
+ * After a seek an error counts from the first keyframe read: an indexed demuxer lands on one, a
+ * bisecting one may land before it, where packets fail without consequence (`keyframes`, the listed
+ * ones, name it then). When no keyframe is recognised, all errors count. Invented pictures stay
+ * referenced past any keyframe but an IDR (which would not invent them): they count wherever they
+ * appear.
  */
 function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
-  const ignored = [`[${d.demuxer} @ `, '[image2 @ '];
   const packetLine = new RegExp(
     `^\\[info\\] demuxer -> ist_index:${d.index} type:video .*\\bpkt_pts:(-?\\d+|NOPTS) `,
   );
   let entered = keyframes === null;
   let before = false;
   let after = false;
+  let invented = false;
   const line = (text: string) => {
     if (!entered) {
       const packet = packetLine.exec(text);
@@ -408,15 +430,15 @@ function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
         return;
       }
     }
-    // Invented pictures stay referenced past any keyframe but an IDR (which would not invent
-    // them): they count wherever they appear.
-    if (text.includes('] [debug] Frame num gap')) after = true;
-    else if (/\[(error|fatal|panic)\] /.test(text) && !ignored.some((p) => text.startsWith(p))) {
+    const read = readLogLine(text, d.demuxer);
+    const said = read && logLine(read.source, read.level, read.message);
+    if (said === 'gap') invented = true;
+    else if (said === 'error') {
       if (entered) after = true;
       else before = true;
     }
   };
-  return { line, trouble: () => after || (!entered && before) };
+  return { line, found: () => ({ trouble: after || (!entered && before), invented }) };
 }
 
 /** An output frame's timestamp: pts in the time base `tb` (num, den); null when it has none. */

@@ -7,13 +7,17 @@
 //! IDR instead invents grey reference pictures and says so only at debug level. From a seek until
 //! the frame for a target is chosen, the source watches all of these, per packet.
 //!
-//! When something reaches the chosen frame, decoding starts again from an earlier keyframe (1, 2,
-//! 4, ... keyframes before the one the first seek used), finally from the start of the stream. An
-//! attempt is accepted when nothing reached its frame; or, compared with an attempt that started
-//! later by more than any reference reaches (so that one lacked pictures this one had): when both
-//! gave the very same picture (the frame does not depend on where decoding started: what a
-//! legitimate open GOP gives, or damage both decodes went through), or when only packets that
-//! failed in that one failed again (damaged data, what a sequential decode meets too).
+//! What follows is the recovery ladder ([`Ladder`]), one definition for both engines, checked by
+//! the shared vectors in fixtures/vectors/recovery-ladder.json (the fallback's is
+//! src/engine/ffmpeg/recovery.ts): an attempt is accepted when nothing reached its chosen frame;
+//! or, compared with an attempt that started later by at least the reference reach (so that one
+//! lacked pictures this one had), when both chose the very same picture (the frame does not depend
+//! on where decoding started: a legitimate open GOP, or damage both decodes went through), or when
+//! nothing was invented and only packets that failed in that one failed again (damaged data, what
+//! a sequential decode meets too). Otherwise decoding starts again 1, 2, 4, ... keyframes before
+//! the one the first attempt started from; after 16 restarts, or with no keyframe that far back,
+//! from the start of the stream, which is final: a cell is unreadable only when a sequential
+//! decode cannot show it either.
 //!
 //! Which trouble can reach the chosen frame: none from packets decoded before the keyframe
 //! decoding started from; none from its leading pictures (decoded after it, shown before it: no
@@ -160,23 +164,19 @@ impl Watch {
 
 /// One decode towards the target: where it started, what reached its chosen frame, that frame.
 struct Attempt {
+    /// Where decoding entered the stream (stream units).
     start: i64,
+    /// Packets whose trouble reached the chosen frame.
     trouble: BTreeSet<PacketId>,
-    pts: i64,
+    /// The decoder invented reference pictures the chosen frame may predict from.
+    invented: bool,
+    /// The chosen frame's pts and a digest of its picture (None: unknown).
+    frame: i64,
     print: Option<u64>,
 }
 
-/// Restarts for one target.
-pub(super) struct Recovery {
-    /// Where the first suspect decode entered the stream (its index keyframe when there is one).
-    origin: i64,
-    restarts: u32,
-    /// How far back (stream units) a picture may reference: two starts at least this far apart
-    /// give the target different pictures before the later start to predict from.
-    reach: i64,
-    attempts: Vec<Attempt>,
-}
-
+/// The recovery ladder's verdict on an attempt.
+#[derive(Debug, PartialEq, Eq)]
 enum Next {
     Accept,
     /// Start again this many keyframes (or spans, without an index) before the origin.
@@ -185,35 +185,55 @@ enum Next {
     Rewind,
 }
 
-impl Recovery {
+/// The recovery ladder for one target (the module comment gives the rule).
+struct Ladder {
+    /// How far back (stream units) a picture may reference: two starts at least this far apart
+    /// give the target different pictures before the later start to predict from.
+    reach: i64,
+    /// The attempts not accepted so far.
+    attempts: Vec<Attempt>,
+}
+
+impl Ladder {
     fn next(&mut self, attempt: Attempt) -> Next {
+        if attempt.trouble.is_empty() && !attempt.invented {
+            return Next::Accept;
+        }
         // Only a start further back than any reference reaches gives the pictures before the
         // later start for real; a closer one may lack the same ones.
-        let apart = |a: &Attempt| a.start.saturating_sub(attempt.start) >= self.reach;
-        // Only packets that failed from the later start fail again: damaged data, what a
-        // sequential decode meets too. (New failures say this start lacks something as well.)
-        let damaged = !attempt.trouble.is_empty()
-            && self
-                .attempts
-                .iter()
-                .any(|a| apart(a) && attempt.trouble.is_subset(&a.trouble));
+        let apart = |a: &&Attempt| a.start.saturating_sub(attempt.start) >= self.reach;
         // The same picture: it does not depend on the pictures before the later start.
-        let converged = attempt.print.is_some()
-            && self
-                .attempts
-                .iter()
-                .any(|a| apart(a) && a.pts == attempt.pts && a.print == attempt.print);
-        if damaged || converged {
+        let converged = |a: &&Attempt| {
+            attempt.print.is_some() && a.frame == attempt.frame && a.print == attempt.print
+        };
+        // Only packets that failed from the later start fail again: damaged data. (New failures,
+        // or invented pictures, say this start lacks something as well.)
+        let damaged = |a: &&Attempt| {
+            !attempt.invented
+                && !attempt.trouble.is_empty()
+                && attempt.trouble.is_subset(&a.trouble)
+        };
+        if self
+            .attempts
+            .iter()
+            .filter(apart)
+            .any(|a| converged(&a) || damaged(&a))
+        {
             return Next::Accept;
         }
         self.attempts.push(attempt);
-        self.restarts += 1;
-        if self.restarts > MAX_RESTARTS {
-            Next::Rewind
-        } else {
-            Next::Back(1 << (self.restarts - 1))
+        match self.attempts.len() as u32 {
+            restarts @ 1..=MAX_RESTARTS => Next::Back(1 << (restarts - 1)),
+            _ => Next::Rewind,
         }
     }
+}
+
+/// Restarts for one target.
+pub(super) struct Recovery {
+    /// Where the first suspect decode entered the stream (its index keyframe when there is one).
+    origin: i64,
+    ladder: Ladder,
 }
 
 impl VideoSource {
@@ -252,17 +272,19 @@ impl VideoSource {
         let reach = self.reference_reach();
         let recovery = self.recovery.get_or_insert_with(|| Recovery {
             origin,
-            restarts: 0,
-            reach,
-            attempts: Vec::new(),
+            ladder: Ladder {
+                reach,
+                attempts: Vec::new(),
+            },
         });
         let attempt = Attempt {
             start,
             trouble: found.trouble,
-            pts: chosen,
+            invented: found.invented,
+            frame: chosen,
             print,
         };
-        match recovery.next(attempt) {
+        match recovery.ladder.next(attempt) {
             Next::Accept => {
                 self.settle();
                 return false;
@@ -428,82 +450,47 @@ mod tests {
         assert_eq!(w.findings(&[1], &[], 20).trouble.len(), 1);
     }
 
-    fn recovery() -> Recovery {
-        Recovery {
-            origin: 0,
-            restarts: 0,
-            reach: 10,
-            attempts: Vec::new(),
-        }
+    /// One attempt of fixtures/vectors/recovery-ladder.json.
+    #[derive(serde::Deserialize)]
+    struct VectorAttempt {
+        start: i64,
+        trouble: Vec<i64>,
+        #[serde(default)]
+        invented: bool,
+        #[serde(default)]
+        frame: i64,
+        print: Option<u64>,
+        expect: String,
     }
 
-    fn attempt(ids: &[i64], print: Option<u64>) -> Attempt {
-        attempt_at(0, ids, print)
-    }
-
-    fn attempt_at(start: i64, ids: &[i64], print: Option<u64>) -> Attempt {
-        Attempt {
-            start,
-            trouble: ids.iter().map(|&i| (i, i)).collect(),
-            pts: 100,
-            print,
-        }
-    }
-
-    #[test]
-    fn the_same_packets_failing_again_are_damage_new_ones_send_further_back() {
-        let mut r = recovery();
-        assert!(matches!(
-            r.next(attempt_at(100, &[5], Some(1))),
-            Next::Back(1)
-        ));
-        assert!(matches!(
-            r.next(attempt_at(80, &[3], Some(2))),
-            Next::Back(2)
-        ));
-        assert!(matches!(r.next(attempt_at(60, &[1], None)), Next::Back(4)));
-        // Packet 1 fails again, but from a start within its reach: it may lack the same picture.
-        assert!(matches!(
-            r.next(attempt_at(55, &[1], Some(3))),
-            Next::Back(8)
-        ));
-        // From further back, packet 1 fails again but so does a new one: this start lacks
-        // something too (a reference, a parameter set).
-        assert!(matches!(
-            r.next(attempt_at(40, &[1, 9], Some(4))),
-            Next::Back(16)
-        ));
-        // Only packets that failed from a later start fail: damaged data.
-        assert!(matches!(
-            r.next(attempt_at(30, &[1], Some(5))),
-            Next::Accept
-        ));
+    #[derive(serde::Deserialize)]
+    struct VectorCase {
+        name: String,
+        reach: i64,
+        attempts: Vec<VectorAttempt>,
     }
 
     #[test]
-    fn two_starts_giving_the_same_picture_settle_the_target() {
-        let mut r = recovery();
-        assert!(matches!(
-            r.next(attempt_at(100, &[], Some(7))),
-            Next::Back(1)
-        ));
-        assert!(matches!(
-            r.next(attempt_at(95, &[], Some(8))),
-            Next::Back(2)
-        ));
-        // Same picture as the start at 95, but too close to it: both may lack the same pictures.
-        assert!(matches!(
-            r.next(attempt_at(90, &[], Some(8))),
-            Next::Back(4)
-        ));
-        assert!(matches!(r.next(attempt_at(80, &[], Some(8))), Next::Accept));
-        // Unknown pictures never count as the same.
-        let mut r = recovery();
-        assert!(matches!(r.next(attempt(&[], None)), Next::Back(1)));
-        assert!(matches!(r.next(attempt(&[], None)), Next::Back(2)));
-        for _ in 2..MAX_RESTARTS {
-            assert!(matches!(r.next(attempt(&[], None)), Next::Back(_)));
+    fn the_ladder_follows_the_shared_vectors() {
+        for case in crate::vectors::cases::<VectorCase>("recovery-ladder.json") {
+            let mut ladder = Ladder {
+                reach: case.reach,
+                attempts: Vec::new(),
+            };
+            for (i, a) in case.attempts.into_iter().enumerate() {
+                let verdict = match ladder.next(Attempt {
+                    start: a.start,
+                    trouble: a.trouble.iter().map(|&p| (p, p)).collect(),
+                    invented: a.invented,
+                    frame: a.frame,
+                    print: a.print,
+                }) {
+                    Next::Accept => "accept".to_string(),
+                    Next::Back(n) => format!("back {n}"),
+                    Next::Rewind => "rewind".to_string(),
+                };
+                assert_eq!(verdict, a.expect, "{}: attempt {}", case.name, i + 1);
+            }
         }
-        assert!(matches!(r.next(attempt(&[], None)), Next::Rewind));
     }
 }

@@ -1,0 +1,61 @@
+/**
+ * Where a stream's data really ends, from the packets one read hands out (DESIGN §2: the latest
+ * presentation end of a complete packet present in the file). The rule and its vectors:
+ * fixtures/vectors/readable-end.json (the native engine's is crates/vidsheet-core/src/extent.rs
+ * `PacketEnds`); ffprobe.ts decides where the read starts and turns the ends into seconds.
+ */
+
+/** What the rule needs of a stream (its time-base units). */
+export interface StreamClock {
+  /** One frame's duration from the frame rate; null when unknown. */
+  frame: bigint | null;
+  /**
+   * Where its next packet without timestamps starts: on a read from the start of the file, the
+   * stream's start (else 0); null after a seek (unknown until a packet has a timestamp).
+   */
+  clock: bigint | null;
+}
+
+/** One packet as a read hands it out (time-base units; `pos` null or negative when unknown). */
+export interface PacketFacts {
+  pts: bigint | null;
+  dts: bigint | null;
+  duration: bigint | null;
+  pos: number | null;
+  size: number;
+  /** The demuxer flags it corrupt, or the caller knows it was cut short. */
+  corrupt: boolean;
+}
+
+/**
+ * Per stream, the latest pts + duration of a complete packet: not corrupt and, where its position
+ * is known, wholly inside the file (others are passed over). A packet without timestamps starts
+ * where the previous one of its stream ended; one without a duration lasts as long as the last one
+ * of its stream that had one, else a frame, else nothing.
+ */
+export class PacketEnds<K> {
+  private readonly lastDuration = new Map<K, bigint>();
+  readonly ends = new Map<K, bigint>();
+
+  constructor(
+    private readonly fileSize: number,
+    private readonly streams: Map<K, StreamClock>,
+  ) {}
+
+  add(stream: K, p: PacketFacts): void {
+    const s = this.streams.get(stream);
+    if (!s) return;
+    const pastTheEnd = p.pos !== null && p.pos >= 0 && p.pos + p.size > this.fileSize;
+    const start = p.pts ?? p.dts ?? s.clock;
+    if (start === null || p.corrupt || pastTheEnd) return;
+    let duration: bigint;
+    if (p.duration !== null && p.duration > 0n) {
+      duration = p.duration;
+      this.lastDuration.set(stream, duration);
+    } else duration = this.lastDuration.get(stream) ?? s.frame ?? 0n;
+    const end = start + duration;
+    s.clock = end;
+    const known = this.ends.get(stream);
+    if (known === undefined || end > known) this.ends.set(stream, end);
+  }
+}

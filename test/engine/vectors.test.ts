@@ -1,0 +1,179 @@
+/**
+ * The shared test vectors (fixtures/vectors/*.json) against the fallback engine's side of each
+ * rule both engines implement; `cargo test -p vidsheet-core` runs the same files against the
+ * native side. Inputs and expected outputs are written from the rule each file describes, not
+ * captured from either implementation.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { PeakBinner } from '../../src/engine/ffmpeg/audio.js';
+import { type LogSource, logLine, readLogLine } from '../../src/engine/ffmpeg/extract.js';
+import { type Attempt, Ladder } from '../../src/engine/ffmpeg/recovery.js';
+import { PacketEnds } from '../../src/engine/packet-ends.js';
+import { createCanvas, paintBand } from '../../src/engine/raster.js';
+import type { BandPlan, Rgb, Theme } from '../../src/engine/types.js';
+
+/** fixtures/vectors/`name`, parsed. */
+function vectors<T>(name: string): T {
+  return JSON.parse(readFileSync(new URL(`../../fixtures/vectors/${name}`, import.meta.url), 'utf8')) as T;
+}
+
+describe('audio peak binner (audio-binner.json)', () => {
+  type Samples = number[] | { n: number; fill?: number; at?: Record<string, number> };
+  interface Case {
+    name: string;
+    startUs: number;
+    timeBase: [number, number];
+    range: [number, number];
+    frames: Array<{ pts: number | null; rate: number; samples: Samples }>;
+    expect: { peak: number; bins: Record<string, number> };
+  }
+  const samples = (s: Samples) => {
+    if (Array.isArray(s)) return Float32Array.from(s);
+    const out = new Float32Array(s.n).fill(s.fill ?? 0);
+    for (const [j, v] of Object.entries(s.at ?? {})) out[Number(j)] = v;
+    return out;
+  };
+  it.each(vectors<{ cases: Case[] }>('audio-binner.json').cases)('$name', (c) => {
+    const [startMs, endMs] = c.range;
+    const b = new PeakBinner(BigInt(c.startUs), { startMs, endMs }, c.timeBase);
+    for (const f of c.frames) b.add(f.pts === null ? null : BigInt(f.pts), f.rate, samples(f.samples));
+    expect(b.peak).toBe(Math.fround(c.expect.peak));
+    const want = Array.from({ length: endMs - startMs }, (_, i) =>
+      Math.fround(c.expect.bins[startMs + i] ?? 0),
+    );
+    expect([...b.bins]).toEqual(want);
+  });
+});
+
+describe('audio band painting (band-painting.json)', () => {
+  interface Case {
+    name: string;
+    canvas: [number, number];
+    band: Omit<BandPlan, 'message'> & { message?: BandPlan['message'] };
+    levels: Array<number | 'NaN'>;
+    expect: string[];
+  }
+  const { theme, cases } = vectors<{ theme: Theme; cases: Case[] }>('band-painting.json');
+  const legend: Array<[string, Rgb]> = [
+    ['o', theme.background],
+    ['.', theme.bandBackground],
+    ['l', theme.bandLevel],
+    ['p', theme.bandPeak],
+    ['t', theme.bandTick],
+  ];
+  it.each(cases)('$name', (c) => {
+    const [w, h] = c.canvas;
+    const canvas = createCanvas(w, h, theme.background);
+    const levels = c.levels.map((l) => (l === 'NaN' ? Number.NaN : l));
+    paintBand(canvas, { ...c.band, message: c.band.message ?? null, levels }, theme);
+    const picture = Array.from({ length: h }, (_, y) =>
+      Array.from({ length: w }, (_, x) => {
+        const o = (y * w + x) * 3;
+        const px = [canvas.data[o], canvas.data[o + 1], canvas.data[o + 2]];
+        return legend.find(([, rgb]) => rgb.every((v, i) => v === px[i]))?.[0] ?? '?';
+      }).join(''),
+    );
+    expect(picture).toEqual(c.expect);
+  });
+});
+
+describe("reading the decoder's log (decoder-log.json)", () => {
+  interface Case {
+    source: LogSource;
+    level: string;
+    message: string;
+    expect: 'error' | 'gap' | null;
+  }
+  it.each(vectors<{ cases: Case[] }>('decoder-log.json').cases)('$source $level: $message', (c) => {
+    expect(logLine(c.source, c.level, c.message)).toBe(c.expect);
+  });
+
+  it("tells who logged a line of ffmpeg's log (this engine's own reading, not shared)", () => {
+    const demuxer = 'mov,mp4,m4a,3gp,3g2,mj2';
+    const read = (text: string) => readLogLine(text, demuxer);
+    expect(read('[h264 @ 0x55d0c0a1b2c0] [error] Missing reference picture')).toEqual({
+      source: 'decoder',
+      level: 'error',
+      message: 'Missing reference picture',
+    });
+    expect(read(`[${demuxer} @ 0x55d0c0a1b2c0] [error] stream 0, offset 0x30: partial file`)?.source).toBe(
+      'demuxer',
+    );
+    expect(read('[image2 @ 0x5] [error] Could not open file')?.source).toBe('muxer');
+    expect(read('[Parsed_scale_3 @ 0x5] [error] Failed to configure')?.source).toBe('filter');
+    expect(read('[error] Error while decoding stream #0:0: Invalid data found')?.source).toBe('decoder');
+    expect(read('[error] Conversion failed!')?.source).toBe('other');
+    expect(read('[h264 @ 0xabc] [debug] Frame num gap 6 2')).toMatchObject({ level: 'debug' });
+    expect(read('not a log line')).toBeNull();
+  });
+});
+
+describe('the readable end from a packet read (readable-end.json)', () => {
+  interface Case {
+    name: string;
+    fileSize: number;
+    fromStart: boolean;
+    streams: Record<string, { frame?: number; start?: number }>;
+    packets: Array<{
+      stream: number;
+      pts: number | null;
+      dts: number | null;
+      duration: number;
+      pos: number;
+      size: number;
+      corrupt?: boolean;
+    }>;
+    expect: Record<string, number | null>;
+  }
+  const big = (v: number | null | undefined) => (v === null || v === undefined ? null : BigInt(v));
+  it.each(vectors<{ cases: Case[] }>('readable-end.json').cases)('$name', (c) => {
+    const clocks = new Map(
+      Object.entries(c.streams).map(([i, s]) => [
+        Number(i),
+        { frame: big(s.frame), clock: c.fromStart ? BigInt(s.start ?? 0) : null },
+      ]),
+    );
+    const ends = new PacketEnds(c.fileSize, clocks);
+    for (const p of c.packets) {
+      ends.add(p.stream, {
+        ...p,
+        pts: big(p.pts),
+        dts: big(p.dts),
+        duration: big(p.duration),
+        corrupt: !!p.corrupt,
+      });
+    }
+    const got = Object.fromEntries(Object.keys(c.expect).map((i) => [i, ends.ends.get(Number(i)) ?? null]));
+    expect(got).toEqual(Object.fromEntries(Object.entries(c.expect).map(([i, e]) => [i, big(e)])));
+  });
+});
+
+describe('the recovery ladder (recovery-ladder.json)', () => {
+  interface Case {
+    name: string;
+    reach: number;
+    attempts: Array<
+      Omit<Attempt, 'invented' | 'frame' | 'print'> & {
+        invented?: boolean;
+        frame?: number;
+        print: number | null;
+        expect: string;
+      }
+    >;
+  }
+  it.each(vectors<{ cases: Case[] }>('recovery-ladder.json').cases)('$name', (c) => {
+    const ladder = new Ladder(c.reach);
+    const verdicts = c.attempts.map((a) => {
+      const v = ladder.next({
+        start: a.start,
+        trouble: a.trouble,
+        invented: a.invented ?? false,
+        frame: a.frame ?? 0,
+        print: a.print === null ? null : String(a.print),
+      });
+      return typeof v === 'string' ? v : `back ${v.back}`;
+    });
+    expect(verdicts).toEqual(c.attempts.map((a) => a.expect));
+  });
+});
