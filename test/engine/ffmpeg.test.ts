@@ -24,8 +24,9 @@ import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { labelFontPath } from '../../src/engine/font.js';
 import type { RenderPlan } from '../../src/engine/types.js';
-import { expectedIndex, frameTimes, indexClip } from '../helpers/fixtures.js';
+import { indexClip } from '../helpers/fixtures.js';
 import { decodeIndex, fromRgb24, fullRect, readJpeg } from '../helpers/frames.js';
+import { expectedIndex, frameTimes } from '../helpers/oracle.js';
 
 let work: string;
 beforeAll(() => {

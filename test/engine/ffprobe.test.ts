@@ -10,18 +10,16 @@ import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import {
   COVER_ART,
   coverArtClip,
-  expectedIndex,
   falseSyncClip,
-  frameTimes,
   indexClip,
   longHeaderMkv,
-  packetExtent,
   TWO_VIDEO_STREAMS,
   truncatedMp4,
   twoVideoStreamsClip,
   undecodableClip,
   underDeclaredPs,
 } from '../helpers/fixtures.js';
+import { expectedIndex, frameTimes, packetExtent } from '../helpers/oracle.js';
 
 /** Picture type (I, P, B) of each decoded frame, by pts. */
 function pictureTypes(path: string): Map<bigint, string> {

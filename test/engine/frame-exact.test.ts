@@ -13,8 +13,9 @@ import type { Density } from '../../src/core/density.js';
 import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { makePlan } from '../../src/core/plan.js';
 import { ENGINES, runCli } from '../helpers/cli.js';
-import { expectedIndex, frameTimes, type IndexClipOptions, indexClip } from '../helpers/fixtures.js';
+import { type IndexClipOptions, indexClip } from '../helpers/fixtures.js';
 import { decodeIndex, readJpeg } from '../helpers/frames.js';
+import { expectedIndex, frameTimes } from '../helpers/oracle.js';
 
 interface Variant {
   name: string;

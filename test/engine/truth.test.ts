@@ -23,18 +23,12 @@ import { ENGINES } from '../helpers/cli.js';
 import {
   COVER_ART,
   coverArtClip,
-  decodedIndices,
-  expectedIndex,
   FALSE_SYNC,
   FRAGMENTED_HUGE_DECLARED_SECONDS,
-  type FrameTimes,
   falseSyncClip,
   fragmentedMp4Huge,
-  frameTimes,
   LONG_HEADER_DECLARED_SECONDS,
   longHeaderMkv,
-  type PacketExtent,
-  packetExtent,
   probe,
   TWO_VIDEO_STREAMS,
   truncatedMp4,
@@ -45,7 +39,15 @@ import {
   underDeclaredPs,
 } from '../helpers/fixtures.js';
 import { decodeIndex, fromRgb24, fullRect, type IndexRead, isBlack, readJpeg } from '../helpers/frames.js';
-import { runVidsheet as runCliGroup } from '../helpers/oracle.js';
+import {
+  decodedIndices,
+  expectedIndex,
+  type FrameTimes,
+  frameTimes,
+  type PacketExtent,
+  packetExtent,
+  runVidsheet as runCliGroup,
+} from '../helpers/oracle.js';
 
 const execFileP = promisify(execFile);
 

@@ -10,13 +10,10 @@ import {
   damagedFiles,
   decodeAudioS16,
   decodeFrames,
-  expectedIndex,
-  frameTimes,
   indexClip,
   noAudioClip,
   plainClip,
   probe,
-  secondsToUs,
   silentAudioClip,
   toS16,
 } from './fixtures.js';
@@ -31,6 +28,7 @@ import {
   isBlack,
   meanColor,
 } from './frames.js';
+import { expectedIndex, frameTimes, secondsToUs } from './oracle.js';
 
 const execFileP = promisify(execFile);
 const BUILD_TIMEOUT = 120_000;

@@ -5,8 +5,7 @@
  * reuses the file. A clip is written under a temporary name and renamed into place, and a lock file
  * keeps two vitest workers from building the same clip at once, so nobody ever sees half a file.
  *
- * Oracles: {@link frameTimes} lists a clip's presentation times the way the engines must see them,
- * and {@link expectedIndex} applies the frame rule of DESIGN §2 (the last frame whose time is <= t).
+ * Makers only: what a clip should show and where its data ends is the oracle's (oracle.ts).
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -15,7 +14,7 @@ import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/prom
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { decodeIndex, fromRgb24, fullRect, INDEX_LAYOUT, type IndexRead } from './frames.js';
+import { INDEX_LAYOUT } from './frames.js';
 
 const execFileP = promisify(execFile);
 
@@ -699,90 +698,6 @@ export function damagedFiles(): Promise<DamagedFile[]> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The frame-time oracle
-
-/** A clip's video frames as the engines must see them. */
-export interface FrameTimes {
-  /** Presentation times in seconds relative to the container start time, display order. */
-  times: number[];
-  /** The same, exact: pts in `timeBase` units (best_effort_timestamp when pts is missing). */
-  pts: bigint[];
-  timeBase: { num: bigint; den: bigint };
-  /** The format start_time (what ffprobe prints) in whole microseconds; 0 when unknown. */
-  startUs: bigint;
-}
-
-/** Parses a decimal seconds string ('19208.400000', '-0.023220') into whole microseconds, exactly. */
-export function secondsToUs(s: string): bigint {
-  const m = /^(-?)(\d+)(?:\.(\d+))?$/.exec(s.trim());
-  if (!m) throw new Error(`not a decimal number of seconds: ${s}`);
-  const frac = (m[3] ?? '').padEnd(6, '0');
-  // Beyond 6 decimals, round half up (ffprobe prints 6, so this is only for hand-written input).
-  let us = BigInt(m[2] as string) * 1_000_000n + BigInt(frac.slice(0, 6));
-  if (frac.length > 6 && Number(frac[6]) >= 5) us += 1n;
-  return m[1] ? -us : us;
-}
-
-/**
- * Decodes the video stream with ffprobe (`-show_frames`) and returns each frame's presentation
- * time relative to the format start_time, in display order. `stream` is the absolute stream index
- * (default: the first video stream).
- */
-export async function frameTimes(path: string, stream?: number): Promise<FrameTimes> {
-  const select = stream === undefined ? 'v:0' : String(stream);
-  const data = (await ffprobeJson([
-    '-select_streams',
-    select,
-    '-show_frames',
-    '-show_entries',
-    'frame=pts,best_effort_timestamp:stream=index,time_base:format=start_time',
-    path,
-  ])) as {
-    frames?: Array<{ pts?: number; best_effort_timestamp?: number }>;
-    streams?: Array<{ time_base?: string }>;
-    format?: { start_time?: string };
-  };
-  const tb = /^(\d+)\/(\d+)$/.exec(data.streams?.[0]?.time_base ?? '');
-  if (!tb) throw new Error(`frameTimes: no time base for ${path}`);
-  const timeBase = { num: BigInt(tb[1] as string), den: BigInt(tb[2] as string) };
-  const startUs = data.format?.start_time ? secondsToUs(data.format.start_time) : 0n;
-  const pts = (data.frames ?? [])
-    .map((f) => f.pts ?? f.best_effort_timestamp)
-    .filter((p): p is number => typeof p === 'number')
-    .map((p) => BigInt(p))
-    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  // Seconds relative to the start, rounded to the nanosecond: for reading, not for comparisons.
-  const times = pts.map(
-    (p) => Number((p * timeBase.num * 1_000_000_000n) / timeBase.den - startUs * 1000n) / 1e9,
-  );
-  return { times, pts, timeBase, startUs };
-}
-
-/**
- * The index (display order) of the frame shown at `tSeconds` after the container start: the last
- * frame whose presentation time is <= t, or frame 0 when t is before the first frame. Compared
- * exactly in integers, with t rounded to whole microseconds (exact for millisecond cell times):
- * pts * tb.num * 1e6 <= (startUs + tUs) * tb.den.
- */
-export function expectedIndex(ft: FrameTimes, tSeconds: number): number {
-  const tUs = BigInt(Math.round(tSeconds * 1e6));
-  const rhs = (ft.startUs + tUs) * ft.timeBase.den;
-  let lo = 0;
-  let hi = ft.pts.length - 1;
-  let found = 0;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    if ((ft.pts[mid] as bigint) * ft.timeBase.num * 1_000_000n <= rhs) {
-      found = mid;
-      lo = mid + 1;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return found;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Small probes tests need
 
 /** ffprobe JSON of a file's streams and format (with side data). */
@@ -1428,95 +1343,4 @@ export function undecodableClip(kind: UndecodableKind = 'zeroed-bitstream'): Pro
     }
     await writeFile(out, b);
   });
-}
-
-// --- Oracles for these files ----------------------------------------------------------------
-
-/**
- * Decodes one video stream sequentially from the start (no seek, so no seek artefact) and reads
- * the pattern of every frame. Entry i belongs to `frameTimes(path, stream)` entry i: the reads are
- * paired with the pts ffprobe reports for the same decode (both list frames in decoder output
- * order), then sorted by pts the way frameTimes sorts, so a stream whose clock restarts (output
- * order is not pts order) still pairs each time with its own picture. Frames are scaled to
- * 160x120 (the pattern is in fractions of the frame).
- */
-export async function decodedIndices(path: string, stream: number): Promise<IndexRead[]> {
-  const [w, h] = [160, 120];
-  const [{ stdout }, probed] = await Promise.all([
-    execFileP(
-      'ffmpeg',
-      [
-        ...[...FFMPEG, '-i', path, '-map', `0:${stream}`, '-fps_mode', 'passthrough'],
-        ...['-vf', `scale=${w}:${h}:flags=area`, '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'],
-      ],
-      { encoding: 'buffer', maxBuffer: 1024 * 1024 * 1024 },
-    ),
-    ffprobeJson([
-      ...['-select_streams', String(stream), '-show_frames'],
-      ...['-show_entries', 'frame=pts,best_effort_timestamp', path],
-    ]) as Promise<{ frames?: Array<{ pts?: number; best_effort_timestamp?: number }> }>,
-  ]);
-  const size = w * h * 3;
-  const decoded = Math.floor(stdout.length / size);
-  const frames = probed.frames ?? [];
-  if (decoded !== frames.length) {
-    throw new Error(`decodedIndices: ffmpeg decoded ${decoded} frames of ${path}, ffprobe ${frames.length}`);
-  }
-  const paired: Array<{ pts: bigint; read: IndexRead }> = [];
-  for (const [i, f] of frames.entries()) {
-    const pts = f.pts ?? f.best_effort_timestamp;
-    if (typeof pts !== 'number') continue; // frameTimes leaves these out too
-    const img = fromRgb24(stdout.subarray(i * size, (i + 1) * size), w, h);
-    paired.push({ pts: BigInt(pts), read: decodeIndex(img, fullRect(img)) });
-  }
-  paired.sort((a, b) => (a.pts < b.pts ? -1 : a.pts > b.pts ? 1 : 0)); // stable, like frameTimes
-  return paired.map((p) => p.read);
-}
-
-/** The packet-list oracle for a file's extent. Seconds. */
-export interface PacketExtent {
-  /** What the container declares (ffprobe format.duration); 0 when it declares nothing. */
-  declared: number;
-  /** ffprobe's format start_time; 0 when unknown. */
-  startTime: number;
-  /**
-   * Latest pts + duration, from the start time, over the packets of `streams` that lie wholly
-   * inside the file (pos + size <= file size); null when there is none.
-   */
-  end: number | null;
-}
-
-/** Reads every packet of the file (demux only, no decoding) with ffprobe. */
-export async function packetExtent(path: string, streams: number[]): Promise<PacketExtent> {
-  const fileSize = (await stat(path)).size;
-  const data = (await ffprobeJson([
-    ...['-show_packets', '-show_entries'],
-    ...['packet=stream_index,pts_time,dts_time,duration_time,pos,size:format=duration,start_time', path],
-  ])) as {
-    packets?: Array<{
-      stream_index: number;
-      pts_time?: string;
-      dts_time?: string;
-      duration_time?: string;
-      pos?: string;
-      size?: string;
-    }>;
-    format?: { duration?: string; start_time?: string };
-  };
-  const num = (v: string | undefined) => (v === undefined || v === 'N/A' ? Number.NaN : Number(v));
-  const startTime = num(data.format?.start_time);
-  const start = Number.isFinite(startTime) ? startTime : 0;
-  let end: number | null = null;
-  for (const p of data.packets ?? []) {
-    if (!streams.includes(p.stream_index)) continue;
-    const pos = num(p.pos);
-    if (Number.isFinite(pos) && pos + num(p.size) > fileSize) continue;
-    const t = Number.isFinite(num(p.pts_time)) ? num(p.pts_time) : num(p.dts_time);
-    if (!Number.isFinite(t)) continue;
-    const d = num(p.duration_time);
-    const e = t + (Number.isFinite(d) ? d : 0) - start;
-    if (end === null || e > end) end = e;
-  }
-  const declared = num(data.format?.duration);
-  return { declared: Number.isFinite(declared) ? declared : 0, startTime: start, end };
 }

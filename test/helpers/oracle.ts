@@ -1,30 +1,32 @@
 /**
- * The oracle for real-world files (test/corpus), independent of both engines. The logic lives in
- * fixtures/oracle.mjs so bench/corpus-table.mjs runs the very same judge; this module is the tests'
- * typed entry point.
+ * The tests' oracle, independent of both engines: fixtures/oracle.mjs (shared with
+ * bench/corpus-table.mjs, typed by its JSDoc), plus what only the synthetic clips can be asked:
+ * the pattern every frame of a sequential decode shows (see frames.ts).
  *
- * - {@link oracleDuration}: the clip extent of DESIGN §2 from ffprobe's whole-file packet list: the
- *   readable end is the latest pts + duration of any complete packet of the chosen video stream or
- *   an audio stream, from the container's start_time; `expected` applies the max(1 s, 2 %) rule.
- * - {@link oracleFrames}: decodes the video stream sequentially from the first packet (ffmpeg,
- *   `-copyts`, no `-ss`, `-fps_mode passthrough` so no frame is dropped or duplicated), timestamps
- *   every frame with `showinfo`, scales it to a small rgb24 image, and keeps, for each requested
- *   time t, the frame displayed at t (the last frame whose presentation time is <= t; the first frame
- *   when t is before it) and up to two neighbours either side. Memory stays bounded: only frames
- *   near a requested time are kept.
- * - {@link judgeCell}: a sheet cell (box-averaged to the same small size, its label box masked) must
- *   match the expected frame best of all candidates, or within {@link MATCH}'s tie of the best (a
- *   static scene), and be within its absolute limit at all.
- * - {@link judgeRun}: runs the built CLI on a file with one engine and lists every problem, one
- *   precise sentence each.
+ * - {@link frameTimes}, {@link expectedIndex}: the frame rule (DESIGN §2), from ffprobe's frame list:
+ *   the frame shown at t is the last one whose presentation time is <= t (the first when t is
+ *   before it), counted from the container's start_time.
+ * - {@link decodedIndices}: the pattern each frame of a sequential decode shows, paired with
+ *   frameTimes' entries.
+ * - {@link packetExtent}, {@link oracleDuration}: where a file's data really ends (the latest
+ *   pts + duration of a complete packet), and the clip extent DESIGN §2 gives.
+ * - {@link oracleFrames}, {@link judgeCell}, {@link judgeRun}: what a sequential decode shows at the
+ *   cells' times, a sheet's cells judged against it, a whole CLI run judged (test/corpus).
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { decodedPts } from '../../fixtures/oracle.mjs';
+import { decodeIndex, fromRgb24, fullRect, type IndexRead } from './frames.js';
+
 export type {
   CellJudgement,
   ClipExtent,
+  FrameTimes,
   Image,
   OracleCache,
   OracleFrame,
   OracleResult,
+  PacketExtent,
   Probed,
   Rect,
   RunFacts,
@@ -33,7 +35,9 @@ export type {
 } from '../../fixtures/oracle.mjs';
 export {
   cellThumb,
-  chooseVideoStream,
+  decodedPts,
+  expectedIndex,
+  frameTimes,
   judgeCell,
   judgeRun,
   MATCH,
@@ -41,9 +45,50 @@ export {
   oracleCache,
   oracleDuration,
   oracleFrames,
+  packetExtent,
   probeFile,
   readJpegFile,
   runVidsheet,
+  secondsToUs,
   thumbLuma,
   thumbSize,
 } from '../../fixtures/oracle.mjs';
+
+const execFileP = promisify(execFile);
+
+/**
+ * Decodes one video stream sequentially from the start (no seek, so no seek artefact) and reads
+ * the pattern of every frame. Entry i belongs to `frameTimes(path, stream)` entry i: each frame of
+ * the decode is paired with its pts by decode order, then sorted by pts the way frameTimes sorts,
+ * so a stream whose clock restarts (output order is not pts order) still pairs each time with its
+ * own picture. Frames are scaled to 160x120 (the pattern is in fractions of the frame).
+ */
+export async function decodedIndices(path: string, stream: number): Promise<IndexRead[]> {
+  const [w, h] = [160, 120];
+  const [{ stdout }, times] = await Promise.all([
+    execFileP(
+      'ffmpeg',
+      [
+        ...['-hide_banner', '-nostdin', '-loglevel', 'error', '-i', path],
+        ...['-map', `0:${stream}`, '-fps_mode', 'passthrough', '-vf', `scale=${w}:${h}:flags=area`],
+        ...['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'],
+      ],
+      { encoding: 'buffer', maxBuffer: 1024 * 1024 * 1024 },
+    ),
+    decodedPts(path, stream),
+  ]);
+  const size = w * h * 3;
+  const decoded = Math.floor(stdout.length / size);
+  if (decoded !== times.pts.length) {
+    throw new Error(
+      `decodedIndices: ffmpeg decoded ${decoded} frames of ${path}, ffprobe ${times.pts.length}`,
+    );
+  }
+  const paired = times.pts.flatMap((pts, i) => {
+    if (pts === null) return []; // frameTimes leaves these out too
+    const img = fromRgb24(stdout.subarray(i * size, (i + 1) * size), w, h);
+    return [{ pts, read: decodeIndex(img, fullRect(img)) }];
+  });
+  paired.sort((a, b) => (a.pts < b.pts ? -1 : a.pts > b.pts ? 1 : 0)); // stable, like frameTimes
+  return paired.map((p) => p.read);
+}

@@ -20,16 +20,10 @@ import type { Density } from '../../src/core/density.js';
 import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { makePlan } from '../../src/core/plan.js';
 import { parseTimeMs } from '../../src/core/time.js';
-import {
-  type DamagedFile,
-  damagedFiles,
-  expectedIndex,
-  frameTimes,
-  indexClip,
-  plainClip,
-} from '../helpers/fixtures.js';
+import { type DamagedFile, damagedFiles, indexClip, plainClip } from '../helpers/fixtures.js';
 import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
 import { freePort } from '../helpers/net.js';
+import { expectedIndex, frameTimes } from '../helpers/oracle.js';
 import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
 
 // ---------------------------------------------------------------------------------------------
