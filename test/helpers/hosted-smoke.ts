@@ -9,8 +9,9 @@ import { readFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { parseTimeMs } from '../../src/core/time.js';
-import { expectedIndex, frameTimes, indexClip } from './fixtures.js';
+import { indexClip } from './fixtures.js';
 import { decodeIndex, decodeJpeg } from './frames.js';
+import { expectedIndex, frameTimes } from './oracle.js';
 import { postJob, type TestServer, videoForm } from './server.js';
 
 /** The clip: 100 s at 320x240, so 3x3 makes two sheets (2 credits). */

@@ -28,8 +28,9 @@ import {
   FetchError,
   type FetchReason,
 } from '../../../src/server/remote/fetch/download.js';
-import { expectedIndex, frameTimes, indexClip } from '../../helpers/fixtures.js';
+import { indexClip } from '../../helpers/fixtures.js';
 import { decodeIndex, readJpeg } from '../../helpers/frames.js';
+import { expectedIndex, frameTimes } from '../../helpers/oracle.js';
 
 const SAMPLE = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4');
 const MB = 1024 * 1024;
