@@ -143,7 +143,7 @@ export async function hostileInputs(
   );
   const [jpg, png] = await Promise.all([readFile(pictures.jpg), readFile(pictures.png)]);
   return [
-    // The reported bug: one control byte in a comment line, so "is it text" said no.
+    // The reported bug: one control byte in a comment line, and the "is it text" check let it by.
     { kind: 'HLS with a control byte', filename: 'holiday.mp4', bytes: hls(c.ts, '#\x01 holiday\n') },
     { kind: 'HLS, .ts segment', filename: 'clip.mp4', bytes: hls(c.ts) },
     { kind: 'HLS, .mp4 segment (file URL)', filename: 'movie.mp4', bytes: hls(`file://${c.mp4}`) },
