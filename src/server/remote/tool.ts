@@ -125,6 +125,9 @@ export async function callRemoteTool(
       const got = await downloadVideo(args.video_url, file, {
         maxBytes: deps.config.maxUploadMb * 1024 * 1024,
         allow: deps.config.fetchAllow,
+        // DESIGN §5a: no byte for VIDSHEET_STALL_S cuts the fetch; the whole fetch has its deadline.
+        idleTimeoutMs: deps.config.stallS * 1000,
+        timeoutMs: deps.config.fetchTimeoutS * 1000,
       });
       log.info({ jobId: shortJobId(jobId), bytes: got.bytes }, 'video fetched');
     } catch (error) {

@@ -101,6 +101,10 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): P
       // DESIGN §5a: a body that stalls is cut: 408 while it can still be answered, the connection
       // closed, and the parser's error that follows is this answer's, not a second one.
       let stalled = false;
+      let onStall: () => void = () => {};
+      const cutOff = new Promise<undefined>((resolve) => {
+        onStall = () => resolve(undefined);
+      });
       const socket = request.raw.socket;
       const watch = watchTransfer(
         config.stallS * 1000,
@@ -109,17 +113,27 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): P
           stalled = true;
           log.info({ why }, 'upload stalled: cut');
           reply.code(408).header('connection', 'close').send(UPLOAD_STALLED);
-          reply.raw.once('finish', () => socket?.destroy());
-          if (reply.raw.writableFinished) socket?.destroy();
+          // Once the answer is out, the connection goes; the parser may wait on a body that never
+          // comes, so the request is ended here and its cleanup runs at once.
+          const close = () => {
+            request.raw.destroy();
+            socket?.destroy();
+          };
+          if (reply.raw.writableFinished) close();
+          else reply.raw.once('finish', close);
+          onStall();
         },
       );
       try {
         if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');
         await mkdir(workDir, { recursive: true });
-        const upload = await receiveUpload(request, workDir, config.maxUploadMb).catch((error: unknown) => {
-          if (stalled) return undefined;
-          throw error;
-        });
+        const upload = await Promise.race([
+          receiveUpload(request, workDir, config.maxUploadMb).catch((error: unknown) => {
+            if (stalled) return undefined;
+            throw error;
+          }),
+          cutOff,
+        ]);
         watch.stop();
         if (!upload) return reply;
         // The video is complete on disk: the transfer is over, and only now is a queue place taken.
