@@ -1024,7 +1024,16 @@ describe('health, OpenAPI and not found', () => {
     const post = doc.paths['/v1/vidsheet'].post;
     expect(post).toBeDefined();
     expect(Object.keys(post.requestBody?.content ?? {})).toContain('multipart/form-data');
-    expect(Object.keys(post.responses).sort()).toEqual(['200', '401', '402', '408', '413', '422', '429', '500']);
+    expect(Object.keys(post.responses).sort()).toEqual([
+      '200',
+      '401',
+      '402',
+      '408',
+      '413',
+      '422',
+      '429',
+      '500',
+    ]);
     expect(doc.paths['/v1/sheets/{jobId}/{name}'].get).toBeDefined();
     expect(doc.paths['/healthz'].get).toBeDefined();
   });
