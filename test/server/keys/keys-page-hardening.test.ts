@@ -20,7 +20,7 @@ import { freePort } from '../../helpers/net.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
 import { type Visitor, visitor } from '../../helpers/visitor.js';
 
-const SAMPLE = readFileSync(join(import.meta.dirname, '..', '..', 'fixtures', 'sample.mp4'));
+const SAMPLE = readFileSync(join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4'));
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 /** Another site: records every request, serves a page that frames whatever `?src=` names. */
