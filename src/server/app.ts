@@ -16,6 +16,8 @@ import type { Payments } from './billing/payments.js';
 import type { ServerConfig, TrustProxy } from './config.js';
 import type { Admission } from './hosted/admission.js';
 import type { HostedJobs } from './hosted/jobs.js';
+import { STALL_RULE } from './hosted/stall.js';
+import type { Transfers } from './hosted/transfers.js';
 import type { Sessions } from './keys/sessions.js';
 import type { SignIn } from './keys/sign-in.js';
 import { auth } from './plugins/auth.js';
@@ -42,7 +44,7 @@ export interface AppParts {
   ledger: Ledger;
   storage: SheetStorage;
   /** The job queue and the hosted job, shared by uploads and the remote tool. */
-  hosted: { admission: Admission; jobs: Pick<HostedJobs, 'run'> };
+  hosted: { admission: Admission; transfers: Transfers; jobs: Pick<HostedJobs, 'run'> };
   /** The remote endpoint's anonymous daily quota. */
   anonymous: Pick<AnonymousLane, 'take' | 'giveBack'>;
   /** The keys page: browser sessions, e-mail sign-in, Stripe payments. */
@@ -61,6 +63,11 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     trustProxy: trustProxyOption(config.trustProxy),
     // Unique across instances and restarts, so a log line finds its request anywhere.
     genReqId: () => randomBytes(8).toString('hex'),
+    // DESIGN §5a: headers must arrive within 30 s (checked often enough for the cut to be on time).
+    http: {
+      headersTimeout: STALL_RULE.headersMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, STALL_RULE.headersMs / 10)),
+    },
   }) as unknown as FastifyInstance;
 
   await app.register(swagger, {
@@ -111,7 +118,7 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
   await app.register(auth, { accounts: ledger.accounts });
   await app.register(healthRoutes, { version, storage, checkDatabase: parts.checkDatabase });
   await app.register(sheetRoutes, { registry: ledger.jobs, storage, clock: parts.clock });
-  await app.register(vidsheetRoutes, { config, storage, ...hosted });
+  await app.register(vidsheetRoutes, { config, storage, credits: ledger.credits, ...hosted });
   await app.register(mcpRoutes, { config, version, storage, anonymous: parts.anonymous, ...hosted });
   await app.register(keysRoutes, { config, ledger, ...keysPage });
   await app.register(stripeWebhookRoutes, { payments: keysPage.payments });

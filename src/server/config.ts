@@ -58,6 +58,15 @@ export interface ServerConfig {
   /** Anonymous jobs per client address and UTC day, subject-counted ones included (DESIGN §5a). */
   anonPerAddress: number;
   mcpFloodPerMin: number;
+  /** Transfers in flight per instance; per account and per client address (DESIGN §5). */
+  maxTransfers: number;
+  transfersPerClient: number;
+  /** A transfer that delivers no byte for this long is cut (DESIGN §5a). */
+  stallS: number;
+  /** A whole remote fetch's deadline. */
+  fetchTimeoutS: number;
+  /** A job running longer is killed with its worker and refunded. */
+  jobTimeoutS: number;
 }
 
 export class ConfigError extends Error {
@@ -158,6 +167,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     anonCeiling: integer('VIDSHEET_ANON_CEILING', 500, 0),
     anonPerAddress: integer('VIDSHEET_ANON_PER_ADDRESS', 30, 0),
     mcpFloodPerMin: integer('VIDSHEET_MCP_FLOOD_PER_MIN', 60, 1),
+    maxTransfers: integer('VIDSHEET_MAX_TRANSFERS', 8, 1),
+    transfersPerClient: integer('VIDSHEET_TRANSFERS_PER_CLIENT', 2, 1),
+    stallS: integer('VIDSHEET_STALL_S', 20, 1),
+    fetchTimeoutS: integer('VIDSHEET_FETCH_TIMEOUT_S', 300, 1),
+    jobTimeoutS: integer('VIDSHEET_JOB_TIMEOUT_S', 600, 1),
   };
   // Whether it was set, valid or not: a bad URL is its own problem, not also a missing pair.
   const smtpOnly = Boolean(text('VIDSHEET_SMTP_URL')) !== Boolean(config.mailFrom);

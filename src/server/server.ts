@@ -21,6 +21,7 @@ import type { Database } from './db/schema.js';
 import { Admission } from './hosted/admission.js';
 import { HostedJobs } from './hosted/jobs.js';
 import { startSweeper } from './hosted/sweeper.js';
+import { Transfers } from './hosted/transfers.js';
 import { JobWorker } from './hosted/worker/worker.js';
 import { createMailer } from './keys/mail.js';
 import { Sessions } from './keys/sessions.js';
@@ -100,6 +101,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   worker.start();
   const jobs = new HostedJobs({ config, ledger, storage, worker });
   const admission = new Admission(1 + config.queueLength);
+  const transfers = new Transfers(config.maxTransfers, config.transfersPerClient);
   const anonymous = new AnonymousLane(db, {
     daily: config.anonDaily,
     perAddress: config.anonPerAddress,
@@ -120,7 +122,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       config,
       ledger,
       storage,
-      hosted: { admission, jobs },
+      hosted: { admission, transfers, jobs },
       anonymous,
       keysPage,
       checkDatabase: async () => {

@@ -21,6 +21,7 @@ import { openDatabase } from '../../src/server/db/open.js';
 import type { Database } from '../../src/server/db/schema.js';
 import { Admission } from '../../src/server/hosted/admission.js';
 import type { HostedJobRequest, HostedJobs } from '../../src/server/hosted/jobs.js';
+import { Transfers } from '../../src/server/hosted/transfers.js';
 import { createMailer } from '../../src/server/keys/mail.js';
 import { Sessions } from '../../src/server/keys/sessions.js';
 import { SignIn } from '../../src/server/keys/sign-in.js';
@@ -89,6 +90,7 @@ async function app(
     storage: options.storage ?? new LocalSheetStorage(join(dir, 'sheets')),
     hosted: {
       admission: options.admission ?? new Admission(2),
+      transfers: new Transfers(8, 2),
       jobs: {
         run: (request) => {
           runs.push(request);

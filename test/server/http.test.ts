@@ -64,7 +64,7 @@ const servers: TestServer[] = [];
 let main: TestServer;
 /** `VIDSHEET_MAX_UPLOAD_MB=1`, `VIDSHEET_MAX_DURATION_S=60` (the 995 KB sample fits the size cap). */
 let capped: TestServer;
-/** `VIDSHEET_QUEUE_LENGTH=0`: one place in all. */
+/** `VIDSHEET_QUEUE_LENGTH=0` and `VIDSHEET_MAX_TRANSFERS=1`: one place and one transfer in all. */
 let queue: TestServer;
 
 async function start(env: Record<string, string> = {}): Promise<TestServer> {
@@ -103,7 +103,7 @@ beforeAll(async () => {
     (async () => {
       main = await start();
       capped = await start({ VIDSHEET_MAX_UPLOAD_MB: '1', VIDSHEET_MAX_DURATION_S: '60' });
-      queue = await start({ VIDSHEET_QUEUE_LENGTH: '0' });
+      queue = await start({ VIDSHEET_QUEUE_LENGTH: '0', VIDSHEET_MAX_TRANSFERS: '1' });
     })(),
   ]);
   small = { bytes: readFileSync(smallPath), filename: 'small.mp4' };
@@ -676,8 +676,8 @@ describe('422 unreadable_video and too_long', () => {
   });
 });
 
-describe('429 busy (VIDSHEET_QUEUE_LENGTH=0)', () => {
-  it('while a slow upload holds the only place, a request is refused at once; the place comes back', async () => {
+describe('429 busy (VIDSHEET_MAX_TRANSFERS=1)', () => {
+  it('while a slow upload holds the only transfer slot, a request is refused at once; the place comes back', async () => {
     const holder = await newAccount(queue, 20);
     const account = await newAccount(queue, 20);
     const before = await show(queue, account.email);
@@ -1024,7 +1024,16 @@ describe('health, OpenAPI and not found', () => {
     const post = doc.paths['/v1/vidsheet'].post;
     expect(post).toBeDefined();
     expect(Object.keys(post.requestBody?.content ?? {})).toContain('multipart/form-data');
-    expect(Object.keys(post.responses).sort()).toEqual(['200', '401', '402', '413', '422', '429', '500']);
+    expect(Object.keys(post.responses).sort()).toEqual([
+      '200',
+      '401',
+      '402',
+      '408',
+      '413',
+      '422',
+      '429',
+      '500',
+    ]);
     expect(doc.paths['/v1/sheets/{jobId}/{name}'].get).toBeDefined();
     expect(doc.paths['/healthz'].get).toBeDefined();
   });

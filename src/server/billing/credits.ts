@@ -33,6 +33,9 @@ export interface ChargeInput {
   ttlSeconds: number;
 }
 
+/** The cheapest job: one sheet at the cheapest density. */
+const CHEAPEST_PRICE = 1;
+
 export class Credits {
   /**
    * `allowanceFloor`: the balance a never-purchased account is raised to once per UTC day (spec: 7).
@@ -177,6 +180,29 @@ export class Credits {
       .where('account_id', '=', accountId)
       .executeTakeFirstOrThrow();
     return Number(row.total);
+  }
+
+  /**
+   * DESIGN §5a "Who may queue": whether the account could pay the cheapest price (1 credit) now, its
+   * balance plus an allowance still due today counted. Read only; the charge decides for real.
+   */
+  async mayQueue(accountId: number): Promise<boolean> {
+    const { books } = this;
+    const account = await books.db
+      .selectFrom('accounts')
+      .select(['balance', 'purchased'])
+      .where('id', '=', accountId)
+      .executeTakeFirst();
+    if (account === undefined) return false;
+    if (account.balance >= CHEAPEST_PRICE) return true;
+    if (account.purchased === 1 || this.allowanceFloor < CHEAPEST_PRICE) return false;
+    const day = books.clock().toISOString().slice(0, 10);
+    const taken = await books.db
+      .selectFrom('ledger')
+      .select('id')
+      .where('idempotency_key', '=', `allowance:${accountId}:${day}`)
+      .executeTakeFirst();
+    return taken === undefined;
   }
 
   /**

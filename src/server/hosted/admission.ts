@@ -1,8 +1,9 @@
 /**
  * Admission to the job queue (DESIGN §5): one running job plus `VIDSHEET_QUEUE_LENGTH` waiting,
- * shared by every surface. A request takes its place on arrival (a hosted upload before its body
- * is read, a remote call before its fetch) and gives it back when it ends; a request that finds no
- * place is refused at once (`429 busy`, or the remote tool's retry message), never queued.
+ * shared by every surface. A job takes its place when its video is complete on disk (upload
+ * received, fetch done), never while bytes are still arriving, so a slow sender holds no place; it
+ * gives the place back when it ends. A request that arrives while the queue is full is refused
+ * before its body or fetch (`isFull`); one whose video completes when it is full is refused then.
  */
 export class Admission {
   private inFlight = 0;
@@ -19,6 +20,11 @@ export class Admission {
       released = true;
       this.inFlight--;
     };
+  }
+
+  /** No place is free now: a new request is refused before its body is read or its fetch starts. */
+  get isFull(): boolean {
+    return this.inFlight >= this.capacity;
   }
 
   get size(): number {

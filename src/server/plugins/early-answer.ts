@@ -10,11 +10,22 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { VidsheetError } from '#vidsheet/core/errors.js';
+import { STALL_RULE } from '../hosted/stall.js';
 
 export const DRAIN_LIMIT_BYTES = 32 * 1024 * 1024;
 
 export function answerBeforeBody(request: FastifyRequest, reply: FastifyReply): void {
   if (request.raw.complete) return;
+  // DESIGN §5a: at most 10 s of the rest of the body once the answer is out, then the connection goes.
+  reply.raw.once('finish', () => {
+    if (request.raw.complete) return;
+    const cut = setTimeout(() => {
+      if (!request.raw.complete) request.raw.socket?.destroy();
+    }, STALL_RULE.earlyAnswerDrainMs);
+    cut.unref();
+    request.raw.once('end', () => clearTimeout(cut));
+    request.raw.socket?.once('close', () => clearTimeout(cut));
+  });
   const announced = Number(request.headers['content-length']);
   if (request.headers['content-length'] !== undefined && announced <= DRAIN_LIMIT_BYTES) {
     // Whatever was reading the body (the multipart parser) lets go; the rest flows to nowhere.

@@ -20,6 +20,7 @@ import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import type { Admission } from '../hosted/admission.js';
 import { type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
+import type { Transfers } from '../hosted/transfers.js';
 import type { SheetStorage } from '../storage/storage.js';
 import { downloadVideo, FetchError } from './fetch/download.js';
 import { inlineImage } from './thumbnail.js';
@@ -28,6 +29,7 @@ import { inlineImage } from './thumbnail.js';
 export interface RemoteParts {
   config: ServerConfig;
   admission: Admission;
+  transfers: Transfers;
   jobs: Pick<HostedJobs, 'run'>;
   anonymous: Pick<AnonymousLane, 'take' | 'giveBack'>;
   storage: SheetStorage;
@@ -96,9 +98,12 @@ export async function callRemoteTool(
   } catch (error) {
     return toolError(error, 'remote');
   }
-  // A place in the shared queue before anything is fetched: downloads in flight never exceed it.
-  const release = deps.admission.tryEnter();
-  if (!release) return toolError(hostedErrors.busy(), 'remote');
+  // A full queue refuses before anything is fetched; the fetch itself holds a transfer slot (DESIGN
+  // §5), and the queue place is taken only when the video is complete on disk.
+  if (deps.admission.isFull) return toolError(hostedErrors.busy(), 'remote');
+  const releaseTransfer = deps.transfers.tryEnter({ accountId: caller.account?.id, address: caller.ip });
+  if (!releaseTransfer) return toolError(hostedErrors.busy(), 'remote');
+  let release: (() => void) | undefined;
 
   const jobId = newJobId();
   const workDir = join(deps.config.dataDir, 'work', jobId);
@@ -120,6 +125,9 @@ export async function callRemoteTool(
       const got = await downloadVideo(args.video_url, file, {
         maxBytes: deps.config.maxUploadMb * 1024 * 1024,
         allow: deps.config.fetchAllow,
+        // DESIGN §5a: no byte for VIDSHEET_STALL_S cuts the fetch; the whole fetch has its deadline.
+        idleTimeoutMs: deps.config.stallS * 1000,
+        timeoutMs: deps.config.fetchTimeoutS * 1000,
       });
       log.info({ jobId: shortJobId(jobId), bytes: got.bytes }, 'video fetched');
     } catch (error) {
@@ -130,6 +138,14 @@ export async function callRemoteTool(
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
       }
       throw error;
+    } finally {
+      releaseTransfer();
+    }
+    release = deps.admission.tryEnter();
+    if (!release) {
+      // Complete, but the queue filled meanwhile: refused now, the file deleted below, no job used.
+      if (taken) await deps.anonymous.giveBack(taken);
+      return toolError(hostedErrors.busy(), 'remote');
     }
 
     const density = args.density ?? DEFAULT_DENSITY;
@@ -180,7 +196,8 @@ export async function callRemoteTool(
     await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
       log.error({ err, jobId: shortJobId(jobId) }, 'could not remove the job directory'),
     );
-    release();
+    releaseTransfer();
+    release?.();
   }
 }
 

@@ -83,6 +83,9 @@ export const hostedJobSchema = {
       'insufficient_credits',
       'Balance too low (after the free allowance, for never-purchased accounts).',
     ),
+    408: error('bad_request', 'The upload stalled and was cut (DESIGN §5a); nothing was charged.', {
+      message: { type: 'string' },
+    }),
     413: error('too_large', 'The upload exceeds the cap.', { max_mb: { type: 'integer' } }),
     422: {
       description: 'bad_request, unreadable_video, or too_long (with max_s).',

@@ -1,7 +1,9 @@
 /**
  * `POST /v1/vidsheet`: a multipart upload in, sheets out, in DESIGN §5's order of checks:
- * credential (401) and capacity (429) before any body byte is read, then the upload streamed to
- * disk under the size cap (413), the request's shape (422), and the hosted job (jobs.ts).
+ * credential (401), who may queue (402), transfer slots and a full queue (429), all before any body
+ * byte is read; then the upload streamed to disk under the size cap (413), a place in the queue
+ * taken only now that the video is complete (429 and the file deleted when there is none), the
+ * request's shape (422), and the hosted job (jobs.ts).
  */
 import { createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
@@ -19,6 +21,8 @@ import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import type { Admission } from '../hosted/admission.js';
 import { type HostedJobResult, type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
+import { watchTransfer } from '../hosted/stall.js';
+import type { Transfers } from '../hosted/transfers.js';
 import { refuseBeforeBody } from '../plugins/early-answer.js';
 import type { SheetStorage } from '../storage/storage.js';
 import { hostedJobSchema } from './schemas.js';
@@ -27,8 +31,13 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Gives back this request's place in the job queue (idempotent). */
     releaseAdmission?: () => void;
+    /** Gives back this request's transfer slot (idempotent). */
+    releaseTransfer?: () => void;
   }
 }
+
+/** DESIGN §5a: the answer to an upload cut for stalling, when it can still be answered. */
+const UPLOAD_STALLED = { error: 'bad_request', message: 'the upload stalled' };
 
 /** Multipart framing around a file is a few hundred bytes; this leaves room for the text fields. */
 const FRAMING_SLACK = 1024 * 1024;
@@ -37,18 +46,30 @@ export interface UploadParts {
   config: ServerConfig;
   storage: SheetStorage;
   admission: Admission;
+  transfers: Transfers;
   jobs: Pick<HostedJobs, 'run'>;
+  credits: { mayQueue(accountId: number): Promise<boolean> };
 }
 
 export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): Promise<void> {
-  const { config, admission, jobs } = deps;
+  const { config, admission, transfers, jobs, credits } = deps;
   const maxBytes = config.maxUploadMb * 1024 * 1024;
 
-  /** A place in the queue, taken before the body is read; 429 at once when there is none. */
-  async function admit(request: FastifyRequest, reply: FastifyReply) {
-    const release = admission.tryEnter();
+  /** DESIGN §5a "Who may queue": a key that could not pay the cheapest job is refused unread. */
+  async function mayQueue(request: FastifyRequest, reply: FastifyReply) {
+    if (!(await credits.mayQueue((request.account as Account).id)))
+      return refuseBeforeBody(request, reply, hostedErrors.insufficientCredits());
+  }
+
+  /**
+   * A full queue, or no transfer slot for this instance, account or address: 429 before the body is
+   * read. The slot is held while the body arrives; the queue place is taken when it has arrived.
+   */
+  async function capacity(request: FastifyRequest, reply: FastifyReply) {
+    if (admission.isFull) return refuseBeforeBody(request, reply, hostedErrors.busy());
+    const release = transfers.tryEnter({ accountId: (request.account as Account).id, address: request.ip });
     if (!release) return refuseBeforeBody(request, reply, hostedErrors.busy());
-    request.releaseAdmission = release;
+    request.releaseTransfer = release;
   }
 
   /** A body announced larger than the cap allows is refused before it is read. */
@@ -58,15 +79,18 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): P
       return refuseBeforeBody(request, reply, hostedErrors.tooLarge(config.maxUploadMb));
   }
 
-  app.addHook('onResponse', async (request) => request.releaseAdmission?.());
+  app.addHook('onResponse', async (request) => {
+    request.releaseTransfer?.();
+    request.releaseAdmission?.();
+  });
 
   app.post('/v1/vidsheet', {
     schema: hostedJobSchema,
     // The multipart body is read by the handler as a stream, never parsed into `request.body`;
     // the body schema above documents it (OpenAPI) and is not validated.
     validatorCompiler: () => () => true,
-    // The key first (401), then a place in the queue (429), then the announced size (413).
-    onRequest: [app.requireKey, admit, announcedSize],
+    // The key first (401), then the balance (402), then capacity (429), then the announced size (413).
+    onRequest: [app.requireKey, mayQueue, capacity, announcedSize],
     handler: async (request, reply) => {
       const account = request.account as Account;
       const jobId = newJobId();
@@ -74,10 +98,49 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): P
       // Logs name the job by its first 8 characters: the full id is the capability to its sheets.
       const log = request.log.child({ jobId: shortJobId(jobId) });
       let answer: { result: HostedJobResult; density: Density; response: ResponseMode };
+      // DESIGN §5a: a body that stalls is cut: 408 while it can still be answered, the connection
+      // closed, and the parser's error that follows is this answer's, not a second one.
+      let stalled = false;
+      let onStall: () => void = () => {};
+      const cutOff = new Promise<undefined>((resolve) => {
+        onStall = () => resolve(undefined);
+      });
+      const socket = request.raw.socket;
+      const watch = watchTransfer(
+        config.stallS * 1000,
+        () => socket?.bytesRead ?? 0,
+        (why) => {
+          stalled = true;
+          log.info({ why }, 'upload stalled: cut');
+          reply.code(408).header('connection', 'close').send(UPLOAD_STALLED);
+          // Once the answer is out, the connection goes; the parser may wait on a body that never
+          // comes, so the request is ended here and its cleanup runs at once.
+          const close = () => {
+            request.raw.destroy();
+            socket?.destroy();
+          };
+          if (reply.raw.writableFinished) close();
+          else reply.raw.once('finish', close);
+          onStall();
+        },
+      );
       try {
         if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');
         await mkdir(workDir, { recursive: true });
-        const upload = await receiveUpload(request, workDir, config.maxUploadMb);
+        const upload = await Promise.race([
+          receiveUpload(request, workDir, config.maxUploadMb).catch((error: unknown) => {
+            if (stalled) return undefined;
+            throw error;
+          }),
+          cutOff,
+        ]);
+        watch.stop();
+        if (!upload) return reply;
+        // The video is complete on disk: the transfer is over, and only now is a queue place taken.
+        request.releaseTransfer?.();
+        const release = admission.tryEnter();
+        if (!release) throw hostedErrors.busy();
+        request.releaseAdmission = release;
         const { density, response } = parseHostedFields(upload.fields);
         log.info({ input: upload.filename, bytes: upload.bytes, density }, 'upload received');
         const result = await jobs.run({
@@ -93,11 +156,13 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: UploadParts): P
         log.info({ sheets: result.outcome.files.length, credits: result.creditsCharged }, 'job done');
         answer = { result, density, response };
       } finally {
+        watch.stop();
         // The video is used only for its own job: deleted the moment it ends, success or failure,
         // before the answer leaves. Retried: a killed worker's last writes may still be landing.
         await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
           log.error({ err }, 'could not remove the job directory'),
         );
+        request.releaseTransfer?.();
         request.releaseAdmission?.();
       }
       const { result, density, response } = answer;

@@ -388,6 +388,8 @@ describe('limits', () => {
     const server = await startServer({
       VIDSHEET_FETCH_ALLOW: `127.0.0.1:${origin.port}`,
       VIDSHEET_QUEUE_LENGTH: '0',
+      // A fetch holds a transfer slot, not a queue place (DESIGN §5): one slot in all.
+      VIDSHEET_MAX_TRANSFERS: '1',
     });
     try {
       const first = await connect(server);

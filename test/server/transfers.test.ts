@@ -1,0 +1,289 @@
+/**
+ * DESIGN §5 transfers and queue places, §5a "who may queue", against a real server on loopback with
+ * real slow clients (raw sockets from 127.0.0.x that send part of an upload and wait):
+ * - a queue place is taken when the video is complete, so slow uploads hold none;
+ * - transfers are bounded per account, per client address and per instance: `429 busy` before the
+ *   body is read;
+ * - a key that cannot pay the cheapest job gets `402` before the body and takes no slot;
+ * - a video that completes when the queue is full is refused then, its file deleted.
+ */
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Transfers } from '../../src/server/hosted/transfers.js';
+import { plainClip } from '../helpers/fixtures.js';
+import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
+
+let server: TestServer;
+let small: Buffer;
+
+beforeAll(async () => {
+  small = readFileSync(await plainClip(5));
+  server = await startServer({
+    VIDSHEET_QUEUE_LENGTH: '0',
+    VIDSHEET_MAX_TRANSFERS: '4',
+    VIDSHEET_TRANSFERS_PER_CLIENT: '2',
+    // No free allowance: a zero balance cannot pay, so "who may queue" is visible.
+    VIDSHEET_ALLOWANCE_FLOOR: '0',
+  });
+});
+
+afterAll(async () => {
+  await server?.stop();
+  removeServerDirs();
+});
+
+async function newAccount(credits: number) {
+  const email = `t-${randomBytes(4).toString('hex')}@example.com`;
+  const created = await server.admin('create-key', '--email', email);
+  expect(created.code, created.stderr).toBe(0);
+  if (credits > 0)
+    expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
+  return { email, key: created.stdout.trim() };
+}
+
+async function show(email: string) {
+  const shown = await server.admin('show', '--email', email);
+  expect(shown.code, shown.stderr).toBe(0);
+  return JSON.parse(shown.stdout) as { balance: number; usage: unknown[] };
+}
+
+const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
+
+async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+/** A slow upload that the server is receiving (its work directory exists). */
+async function held(key: string, from: string): Promise<SlowUpload> {
+  const before = work().length;
+  const upload = await slowUpload(server.url, key, { from, first: 64 * 1024 });
+  await waitFor(() => work().length > before, `the slow upload from ${from} to be received`);
+  return upload;
+}
+
+/** A refusal that arrives while the body is still unsent: nothing of it was needed. */
+async function refusedUnread(key: string, from: string) {
+  const upload = await slowUpload(server.url, key, { from, first: 1024 });
+  const answer = await upload.answer();
+  upload.destroy();
+  return answer;
+}
+
+/** A whole upload of the 5 s clip through the slow client (so it can come from any loopback address). */
+async function whole(key: string, from: string) {
+  const upload = await slowUpload(server.url, key, {
+    from,
+    size: small.length,
+    fill: small,
+    filename: 'small.mp4',
+  });
+  upload.finish();
+  const answer = await upload.answer();
+  upload.destroy();
+  return answer;
+}
+
+describe('transfers and queue places (DESIGN §5)', () => {
+  it('402 before the body for a key that cannot pay the cheapest job; it takes no slot', async () => {
+    const broke = await newAccount(0);
+    const paying = await newAccount(5);
+    // Five from the same address: with slots taken they would exceed every cap (2 per client, 4 in all).
+    for (let i = 0; i < 5; i++) {
+      expect(await refusedUnread(broke.key, '127.0.0.20')).toEqual({
+        status: 402,
+        body: '{"error":"insufficient_credits"}',
+      });
+    }
+    expect(work()).toEqual([]);
+    const done = await whole(paying.key, '127.0.0.20');
+    expect(done?.status, done?.body).toBe(200);
+    expect((await show(paying.email)).balance).toBe(4);
+    expect(await show(broke.email)).toMatchObject({ balance: 0, usage: [] });
+  });
+
+  it('slow uploads hold no queue place; transfers are capped per account, per address, per instance', async () => {
+    const a = await newAccount(10);
+    const b = await newAccount(10);
+    const c = await newAccount(10);
+    const open: SlowUpload[] = [];
+    try {
+      open.push(await held(a.key, '127.0.0.2'), await held(a.key, '127.0.0.3'));
+      // Per account: A's third transfer, from a fresh address, is refused unread.
+      expect(await refusedUnread(a.key, '127.0.0.4')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      // The queue has one place in all (VIDSHEET_QUEUE_LENGTH=0), and two slow uploads hold none of it.
+      const started = Date.now();
+      const done = await whole(b.key, '127.0.0.2');
+      expect(done?.status, done?.body).toBe(200);
+      expect(JSON.parse(done?.body ?? '{}').credits_charged).toBe(1);
+      expect(Date.now() - started).toBeLessThan(15_000);
+      // Per address: 127.0.0.2 holds A's slot; C takes the second; a third from there is refused.
+      open.push(await held(c.key, '127.0.0.2'));
+      expect(await refusedUnread(b.key, '127.0.0.2')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      // Per instance (4): a fourth from a fresh client fits, a fifth does not.
+      open.push(await held(b.key, '127.0.0.5'));
+      expect(await refusedUnread(c.key, '127.0.0.6')).toEqual({ status: 429, body: '{"error":"busy"}' });
+    } finally {
+      for (const upload of open) upload.destroy();
+    }
+    await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
+    // Slots come back with the abandoned uploads, and nothing was charged for them.
+    const after = await whole(c.key, '127.0.0.6');
+    expect(after?.status, after?.body).toBe(200);
+    expect((await show(a.email)).balance).toBe(10);
+    expect((await show(a.email)).usage).toEqual([]);
+    expect((await show(b.email)).balance).toBe(9);
+    expect((await show(c.email)).balance).toBe(9);
+  });
+
+  it('a video that completes while the queue is full is refused then, its file deleted', async () => {
+    const g = await newAccount(10);
+    const h = await newAccount(10);
+    const first = await slowUpload(server.url, g.key, {
+      from: '127.0.0.7',
+      size: small.length,
+      fill: small,
+      first: small.length - 10,
+    });
+    const second = await slowUpload(server.url, h.key, {
+      from: '127.0.0.8',
+      size: small.length,
+      fill: small,
+      first: small.length - 10,
+    });
+    await waitFor(() => work().length === 2, 'both uploads to be received');
+    await sleep(200);
+    // Both complete at once: the first takes the one place, the second finds none.
+    first.finish();
+    second.finish();
+    const answers = await Promise.all([first.answer(), second.answer()]);
+    first.destroy();
+    second.destroy();
+    const statuses = answers.map((answer) => answer?.status).sort();
+    expect(statuses).toEqual([200, 429]);
+    expect(answers.find((answer) => answer?.status === 429)?.body).toBe('{"error":"busy"}');
+    await waitFor(() => work().length === 0, 'the refused video to be deleted');
+    const balances = [(await show(g.email)).balance, (await show(h.email)).balance].sort((x, y) => x - y);
+    expect(balances).toEqual([9, 10]);
+  });
+});
+
+describe('Transfers (unit)', () => {
+  it('counts IPv6 clients per /64 and IPv4-mapped ones as their IPv4 address', () => {
+    const transfers = new Transfers(10, 2);
+    const one = transfers.tryEnter({ address: '2001:db8:1:2::1' });
+    const two = transfers.tryEnter({ address: '2001:db8:1:2:ffff::9' });
+    expect(one && two).toBeTruthy();
+    expect(transfers.tryEnter({ address: '2001:db8:1:2::77' })).toBeUndefined();
+    expect(transfers.tryEnter({ address: '2001:db8:1:3::1' })).toBeDefined();
+    expect(transfers.tryEnter({ address: '198.51.100.7' })).toBeDefined();
+    expect(transfers.tryEnter({ address: '198.51.100.7' })).toBeDefined();
+    expect(transfers.tryEnter({ address: '::ffff:198.51.100.7' })).toBeUndefined();
+    one?.();
+    one?.(); // idempotent
+    expect(transfers.tryEnter({ address: '2001:db8:1:2::77' })).toBeDefined();
+    expect(transfers.tryEnter({ address: '2001:db8:1:2::78' })).toBeUndefined();
+  });
+
+  it('counts an account across addresses, and the instance across clients', () => {
+    const transfers = new Transfers(3, 2);
+    expect(transfers.tryEnter({ accountId: 1, address: '127.0.0.1' })).toBeDefined();
+    expect(transfers.tryEnter({ accountId: 1, address: '127.0.0.2' })).toBeDefined();
+    expect(transfers.tryEnter({ accountId: 1, address: '127.0.0.3' })).toBeUndefined();
+    expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.3' })).toBeDefined();
+    expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.4' })).toBeUndefined();
+    expect(transfers.size).toBe(3);
+  });
+});
+
+describe('stalls (DESIGN §5a), timings shrunk: STALL_S=2, test time scale 0.1', () => {
+  let fast: TestServer;
+  beforeAll(async () => {
+    fast = await startServer({ VIDSHEET_STALL_S: '2', VIDSHEET_TEST_TIME_SCALE: '0.1' });
+  });
+  afterAll(async () => {
+    await fast?.stop();
+  });
+  const fastWork = () => fast.leftovers().filter((f) => f.startsWith('work/'));
+
+  async function account(credits: number) {
+    const email = `s-${randomBytes(4).toString('hex')}@example.com`;
+    const created = await fast.admin('create-key', '--email', email);
+    expect((await fast.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
+    return { email, key: created.stdout.trim() };
+  }
+
+  it('an upload body that stops is cut with 408, its file deleted, nothing charged; the next upload succeeds', async () => {
+    const a = await account(5);
+    const started = Date.now();
+    const upload = await slowUpload(fast.url, a.key, { first: 64 * 1024, from: '127.0.0.30' });
+    const answer = await upload.answer();
+    const elapsed = Date.now() - started;
+    expect(answer).toEqual({ status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' });
+    expect(elapsed).toBeGreaterThanOrEqual(1900);
+    expect(elapsed).toBeLessThan(6000);
+    await waitFor(() => upload.closed(), 'the connection to be closed');
+    await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
+    const done = await slowUpload(fast.url, a.key, { size: small.length, fill: small, from: '127.0.0.30' });
+    done.finish();
+    expect((await done.answer())?.status).toBe(200);
+    done.destroy();
+    const shown = JSON.parse((await fast.admin('show', '--email', a.email)).stdout);
+    // 5 granted, raised to the allowance floor 7 at the one priced job, minus its 1 credit.
+    expect(shown.balance).toBe(6);
+    expect(shown.usage).toHaveLength(1);
+  });
+
+  it('a trickle (a byte every 0.5 s: never idle, too slow) is cut after its grace and one window', async () => {
+    const a = await account(5);
+    const upload = await slowUpload(fast.url, a.key, { first: 1, from: '127.0.0.31' });
+    const started = Date.now();
+    const trickle = setInterval(() => upload.send(Buffer.from('x')), 500);
+    try {
+      const answer = await upload.answer();
+      expect(answer).toEqual({ status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' });
+      // Grace 1 s + window 3 s (scaled): cut after about 4 s, well before 8.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(3500);
+      expect(Date.now() - started).toBeLessThan(8000);
+    } finally {
+      clearInterval(trickle);
+      upload.destroy();
+    }
+    await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
+    expect(JSON.parse((await fast.admin('show', '--email', a.email)).stdout).balance).toBe(5);
+  });
+
+  it('half-sent headers are cut after the (scaled) 3 s headers deadline', async () => {
+    const { port } = new URL(fast.url);
+    const socket = net.connect(Number(port), '127.0.0.1');
+    await once(socket, 'connect');
+    socket.on('error', () => {});
+    const closed = new Promise((resolve) => socket.on('close', resolve));
+    const started = Date.now();
+    socket.write('POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ');
+    const trickle = setInterval(() => socket.destroyed || socket.write('a'), 200);
+    await closed;
+    clearInterval(trickle);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2500);
+    expect(Date.now() - started).toBeLessThan(6000);
+  });
+
+  it('after an early 401, the rest of the body is drained at most the (scaled) 1 s, then the connection closes', async () => {
+    const upload = await slowUpload(fast.url, 'vs_live_0000', { first: 1024, from: '127.0.0.32' });
+    const answer = await upload.answer();
+    expect(answer?.status).toBe(401);
+    const answered = Date.now();
+    const trickle = setInterval(() => upload.send(Buffer.alloc(1024, 0x2a)), 100);
+    await waitFor(() => upload.closed(), 'the connection to close', 5000);
+    clearInterval(trickle);
+    expect(Date.now() - answered).toBeLessThan(3000);
+  });
+});
