@@ -638,6 +638,21 @@ describe('POST /stripe/webhook', () => {
     return server;
   }
 
+  /** A webhook delivery: `signature` defaults to a valid one for `payload`. */
+  function post(
+    server: Awaited<ReturnType<typeof app>>,
+    payload: string,
+    signature = sign(payload),
+    contentType = 'application/json',
+  ) {
+    return server.inject({
+      method: 'POST',
+      url: '/stripe/webhook',
+      headers: { 'content-type': contentType, 'stripe-signature': signature },
+      payload,
+    });
+  }
+
   it('hands the exact bytes to the verifier and credits once', async () => {
     const { payments, account, db } = await fresh();
     const server = await app(payments);
@@ -645,24 +660,16 @@ describe('POST /stripe/webhook', () => {
       const { sessionId } = await checkout(payments, account.id);
       // Pretty-printed with odd spacing: any parse-and-reserialise on the way would break the signature.
       const payload = `${JSON.stringify(JSON.parse(sessionEvent({ sessionId })), null, 3)}\n`;
-      const post = (body: string, signature: string, contentType = 'application/json') =>
-        server.inject({
-          method: 'POST',
-          url: '/stripe/webhook',
-          headers: { 'content-type': contentType, 'stripe-signature': signature },
-          payload: body,
-        });
-
-      const ok = await post(payload, sign(payload));
+      const ok = await post(server, payload);
       expect(ok.statusCode).toBe(200);
       expect(ok.json()).toEqual({ received: true });
       expect((await snapshot(db, account.id)).balance).toBe(30);
 
-      const again = await post(payload, sign(payload), 'application/json; charset=utf-8');
+      const again = await post(server, payload, sign(payload), 'application/json; charset=utf-8');
       expect(again.statusCode).toBe(200);
       expect((await snapshot(db, account.id)).balance).toBe(30);
 
-      const tampered = await post(payload.replace('"paid"', '"paid" '), sign(payload));
+      const tampered = await post(server, payload.replace('"paid"', '"paid" '), sign(payload));
       expect(tampered.statusCode).toBe(400);
       expect(tampered.json()).toEqual({ error: 'bad_signature' });
 
@@ -677,7 +684,7 @@ describe('POST /stripe/webhook', () => {
 
       // Any other content type still reaches the verifier as bytes.
       const other = sessionEvent({ sessionId });
-      const text = await post(other, sign(other), 'text/plain');
+      const text = await post(server, other, sign(other), 'text/plain');
       expect(text.statusCode).toBe(200);
       expect((await snapshot(db, account.id)).balance).toBe(30);
 
@@ -693,19 +700,12 @@ describe('POST /stripe/webhook', () => {
     const server = await app(payments);
     try {
       const { sessionId } = await checkout(payments, account.id);
-      const post = (payload: string) =>
-        server.inject({
-          method: 'POST',
-          url: '/stripe/webhook',
-          headers: { 'content-type': 'application/json', 'stripe-signature': sign(payload) },
-          payload,
-        });
-      const unpaid = await post(sessionEvent({ sessionId, paymentStatus: 'unpaid' }));
+      const unpaid = await post(server, sessionEvent({ sessionId, paymentStatus: 'unpaid' }));
       expect([unpaid.statusCode, unpaid.json()]).toEqual([200, { received: true }]);
       expect((await snapshot(db, account.id)).balance).toBe(0);
       const type = 'checkout.session.async_payment_succeeded';
       for (const payload of [sessionEvent({ sessionId, type }), sessionEvent({ sessionId, type })]) {
-        const answer = await post(payload);
+        const answer = await post(server, payload);
         expect([answer.statusCode, answer.json()]).toEqual([200, { received: true }]);
       }
       expect((await snapshot(db, account.id)).ledger).toHaveLength(1);
@@ -722,12 +722,7 @@ describe('POST /stripe/webhook', () => {
       const { sessionId } = await checkout(payments, account.id);
       await deps.db.destroy();
       const payload = sessionEvent({ sessionId });
-      const response = await server.inject({
-        method: 'POST',
-        url: '/stripe/webhook',
-        headers: { 'content-type': 'application/json', 'stripe-signature': sign(payload) },
-        payload,
-      });
+      const response = await post(server, payload);
       expect(response.statusCode).toBe(500);
       expect(response.json()).toEqual({ error: 'retry' });
     } finally {
@@ -740,12 +735,7 @@ describe('POST /stripe/webhook', () => {
     const server = await app(payments);
     try {
       const payload = JSON.stringify({ padding: 'x'.repeat(1024 * 1024) });
-      const response = await server.inject({
-        method: 'POST',
-        url: '/stripe/webhook',
-        headers: { 'content-type': 'application/json', 'stripe-signature': sign(payload) },
-        payload,
-      });
+      const response = await post(server, payload);
       expect(response.statusCode).toBe(413);
     } finally {
       await server.close();
