@@ -34,14 +34,20 @@ export function runNode(
   args: string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv; uid?: number; gid?: number } = {},
 ) {
+  return runProcess(process.execPath, args, { ...options, env: options.env ?? process.env });
+}
+
+/**
+ * Runs a command (no shell) to its end without blocking this process (a test server or registry
+ * may be answering from it); resolves with its exit code and output, never rejects on a non-zero exit.
+ */
+export function runProcess(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; uid?: number; gid?: number } = {},
+) {
   return new Promise<CliRun>((resolve, reject) => {
-    const child = spawn(process.execPath, args, {
-      cwd: options.cwd,
-      env: options.env ?? process.env,
-      uid: options.uid,
-      gid: options.gid,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

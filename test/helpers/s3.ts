@@ -75,15 +75,7 @@ export async function startS3(prefix = 'sheets'): Promise<TestS3> {
   const bucket = `vidsheet-test-${randomBytes(4).toString('hex')}`;
   try {
     await Promise.race([ready(), spawnError]);
-    const client = new S3Client({
-      endpoint,
-      region: 'us-east-1',
-      forcePathStyle: true,
-      credentials: {
-        accessKeyId: TEST_AWS_ENV.AWS_ACCESS_KEY_ID,
-        secretAccessKey: TEST_AWS_ENV.AWS_SECRET_ACCESS_KEY,
-      },
-    });
+    const client = testS3Client(endpoint);
     try {
       await client.send(new CreateBucketCommand({ Bucket: bucket }));
     } finally {
@@ -99,4 +91,17 @@ export async function startS3(prefix = 'sheets'): Promise<TestS3> {
     bucket,
     stop,
   };
+}
+
+/** A client of the test store, with the test credentials (the caller destroys it). */
+export function testS3Client(endpoint: string): S3Client {
+  return new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: {
+      accessKeyId: TEST_AWS_ENV.AWS_ACCESS_KEY_ID,
+      secretAccessKey: TEST_AWS_ENV.AWS_SECRET_ACCESS_KEY,
+    },
+  });
 }

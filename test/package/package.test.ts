@@ -13,7 +13,7 @@
  * Each install's package count, size on disk and time, and the cold start of `npx vidsheet mcp`,
  * are printed as `measure:` lines.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -22,6 +22,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../global-setup.js';
+import { runProcess as run } from '../helpers/cli.js';
 import { hostedSmokeJob } from '../helpers/hosted-smoke.js';
 import { startRegistry, type TestRegistry, walk } from '../helpers/registry.js';
 import { removeServerDirs, startServer } from '../helpers/server.js';
@@ -253,19 +254,6 @@ interface Install {
 /** The installed package names (an entry's path ends with its name unless it is an alias). */
 const treeNames = (install: Install) =>
   new Set(Object.entries(install.tree).map(([path, e]) => e.name ?? path.replace(/^.*node_modules\//, '')));
-
-/** Runs a command to its end without blocking this process (the registry answers from it). */
-function run(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 /**
  * `npm install <args>` into a new empty project on a clean npm cache (or `cache`), from the

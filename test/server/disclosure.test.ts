@@ -9,7 +9,7 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { DeleteBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { DeleteBucketCommand } from '@aws-sdk/client-s3';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +18,7 @@ import { Ledger } from '../../src/server/billing/ledger.js';
 import { healthFor, S3SheetStorage } from '../../src/server/storage/s3.js';
 import { useBackend } from '../helpers/databases.js';
 import { startPostgres } from '../helpers/postgres.js';
-import { startS3, TEST_AWS_ENV } from '../helpers/s3.js';
+import { startS3, TEST_AWS_ENV, testS3Client } from '../helpers/s3.js';
 import { postJob, removeServerDirs, startServer, type TestServer, videoForm } from '../helpers/server.js';
 
 afterAll(removeServerDirs);
@@ -219,15 +219,7 @@ describe('/healthz says which part is down in fixed words', () => {
     const server = await startServer({ ...TEST_AWS_ENV, VIDSHEET_STORAGE_URL: s3.url });
     try {
       expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
-      const client = new S3Client({
-        endpoint: s3.endpoint,
-        region: 'us-east-1',
-        forcePathStyle: true,
-        credentials: {
-          accessKeyId: TEST_AWS_ENV.AWS_ACCESS_KEY_ID,
-          secretAccessKey: TEST_AWS_ENV.AWS_SECRET_ACCESS_KEY,
-        },
-      });
+      const client = testS3Client(s3.endpoint);
       try {
         await client.send(new DeleteBucketCommand({ Bucket: s3.bucket }));
       } finally {

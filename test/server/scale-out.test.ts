@@ -9,12 +9,12 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
 import { freePort } from '../helpers/net.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { startS3, TEST_AWS_ENV, type TestS3 } from '../helpers/s3.js';
+import { startS3, TEST_AWS_ENV, type TestS3, testS3Client } from '../helpers/s3.js';
 import { removeServerDirs, runServerBin, startServer, type TestServer } from '../helpers/server.js';
 import { visitor } from '../helpers/visitor.js';
 
@@ -38,15 +38,7 @@ afterAll(async () => {
 });
 
 async function objectKeys(): Promise<string[]> {
-  const client = new S3Client({
-    endpoint: s3.endpoint,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: {
-      accessKeyId: TEST_AWS_ENV.AWS_ACCESS_KEY_ID,
-      secretAccessKey: TEST_AWS_ENV.AWS_SECRET_ACCESS_KEY,
-    },
-  });
+  const client = testS3Client(s3.endpoint);
   const listed = await client.send(new ListObjectsV2Command({ Bucket: s3.bucket }));
   client.destroy();
   return (listed.Contents ?? []).map((o) => o.Key as string).sort();
