@@ -546,6 +546,36 @@ export function plainClip(seconds: number, opts: PlainClipOptions = {}): Promise
   });
 }
 
+/**
+ * A 30-minute clip that is slow to sheet on purpose (about 9 s with the native engine, far longer with
+ * the fallback, on a 2-core machine) yet small (about 14 MB): 160x90 at 25 fps with a keyframe every
+ * 60 s, so every seek decodes hundreds of frames. For jobs that must outlive a short deadline.
+ */
+export function slowDecodeClip(): Promise<string> {
+  const o = { seconds: 1800, width: 160, height: 90, fps: 25, gop: 1500, crf: 45 };
+  return cached('slow-decode-1800s', 'mp4', o, (out) =>
+    run('ffmpeg', [
+      ...FFMPEG,
+      '-f',
+      'lavfi',
+      '-i',
+      `testsrc2=s=${o.width}x${o.height}:r=${o.fps}:d=${o.seconds}`,
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-crf',
+      String(o.crf),
+      '-g',
+      String(o.gop),
+      '-pix_fmt',
+      'yuv420p',
+      ...BITEXACT,
+      out,
+    ]),
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Damaged inputs
 

@@ -6,6 +6,7 @@
  *   body is read;
  * - a key that cannot pay the cheapest job gets `402` before the body and takes no slot;
  * - a video that completes when the queue is full is refused then, its file deleted.
+ * Each server suite runs on SQLite and on PostgreSQL (charges, refusals and balances are the ledger's).
  */
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -14,8 +15,10 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Transfers } from '../../src/server/hosted/transfers.js';
+import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import { serverDatabase } from '../helpers/server-database.js';
 import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
 
 let server: TestServer;
@@ -23,19 +26,9 @@ let small: Buffer;
 
 beforeAll(async () => {
   small = readFileSync(await plainClip(5));
-  server = await startServer({
-    VIDSHEET_QUEUE_LENGTH: '0',
-    VIDSHEET_MAX_TRANSFERS: '4',
-    VIDSHEET_TRANSFERS_PER_CLIENT: '2',
-    // No free allowance: a zero balance cannot pay, so "who may queue" is visible.
-    VIDSHEET_ALLOWANCE_FLOOR: '0',
-  });
 });
 
-afterAll(async () => {
-  await server?.stop();
-  removeServerDirs();
-});
+afterAll(removeServerDirs);
 
 async function newAccount(credits: number) {
   const email = `t-${randomBytes(4).toString('hex')}@example.com`;
@@ -92,7 +85,22 @@ async function whole(key: string, from: string) {
   return answer;
 }
 
-describe('transfers and queue places (DESIGN §5)', () => {
+describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backend) => {
+  const database = serverDatabase(backend);
+  beforeAll(async () => {
+    server = await startServer({
+      VIDSHEET_QUEUE_LENGTH: '0',
+      VIDSHEET_MAX_TRANSFERS: '4',
+      VIDSHEET_TRANSFERS_PER_CLIENT: '2',
+      // No free allowance: a zero balance cannot pay, so "who may queue" is visible.
+      VIDSHEET_ALLOWANCE_FLOOR: '0',
+      ...(await database()),
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
   it('402 before the body for a key that cannot pay the cheapest job; it takes no slot', async () => {
     const broke = await newAccount(0);
     const paying = await newAccount(5);
@@ -204,86 +212,97 @@ describe('Transfers (unit)', () => {
   });
 });
 
-describe('stalls (DESIGN §5a), timings shrunk: STALL_S=2, test time scale 0.1', () => {
-  let fast: TestServer;
-  beforeAll(async () => {
-    fast = await startServer({ VIDSHEET_STALL_S: '2', VIDSHEET_TEST_TIME_SCALE: '0.1' });
-  });
-  afterAll(async () => {
-    await fast?.stop();
-  });
-  const fastWork = () => fast.leftovers().filter((f) => f.startsWith('work/'));
+describe.each(BACKENDS)(
+  'stalls (DESIGN §5a) on %s, timings shrunk: STALL_S=2, test time scale 0.1',
+  (backend) => {
+    const database = serverDatabase(backend);
+    let fast: TestServer;
+    beforeAll(async () => {
+      fast = await startServer({
+        VIDSHEET_STALL_S: '2',
+        VIDSHEET_TEST_TIME_SCALE: '0.1',
+        ...(await database()),
+      });
+    }, 60_000);
+    afterAll(async () => {
+      await fast?.stop();
+    });
+    const fastWork = () => fast.leftovers().filter((f) => f.startsWith('work/'));
 
-  async function account(credits: number) {
-    const email = `s-${randomBytes(4).toString('hex')}@example.com`;
-    const created = await fast.admin('create-key', '--email', email);
-    expect((await fast.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-    return { email, key: created.stdout.trim() };
-  }
-
-  it('an upload body that stops is cut with 408, its file deleted, nothing charged; the next upload succeeds', async () => {
-    const a = await account(5);
-    const started = Date.now();
-    const upload = await slowUpload(fast.url, a.key, { first: 64 * 1024, from: '127.0.0.30' });
-    const answer = await upload.answer();
-    const elapsed = Date.now() - started;
-    expect(answer).toEqual({ status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' });
-    expect(elapsed).toBeGreaterThanOrEqual(1900);
-    expect(elapsed).toBeLessThan(6000);
-    await waitFor(() => upload.closed(), 'the connection to be closed');
-    await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
-    const done = await slowUpload(fast.url, a.key, { size: small.length, fill: small, from: '127.0.0.30' });
-    done.finish();
-    expect((await done.answer())?.status).toBe(200);
-    done.destroy();
-    const shown = JSON.parse((await fast.admin('show', '--email', a.email)).stdout);
-    // 5 granted, raised to the allowance floor 7 at the one priced job, minus its 1 credit.
-    expect(shown.balance).toBe(6);
-    expect(shown.usage).toHaveLength(1);
-  });
-
-  it('a trickle (a byte every 0.5 s: never idle, too slow) is cut after its grace and one window', async () => {
-    const a = await account(5);
-    const upload = await slowUpload(fast.url, a.key, { first: 1, from: '127.0.0.31' });
-    const started = Date.now();
-    const trickle = setInterval(() => upload.send(Buffer.from('x')), 500);
-    try {
-      const answer = await upload.answer();
-      expect(answer).toEqual({ status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' });
-      // Grace 1 s + window 3 s (scaled): cut after about 4 s, well before 8.
-      expect(Date.now() - started).toBeGreaterThanOrEqual(3500);
-      expect(Date.now() - started).toBeLessThan(8000);
-    } finally {
-      clearInterval(trickle);
-      upload.destroy();
+    async function account(credits: number) {
+      const email = `s-${randomBytes(4).toString('hex')}@example.com`;
+      const created = await fast.admin('create-key', '--email', email);
+      expect((await fast.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
+      return { email, key: created.stdout.trim() };
     }
-    await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
-    expect(JSON.parse((await fast.admin('show', '--email', a.email)).stdout).balance).toBe(5);
-  });
 
-  it('half-sent headers are cut after the (scaled) 3 s headers deadline', async () => {
-    const { port } = new URL(fast.url);
-    const socket = net.connect(Number(port), '127.0.0.1');
-    await once(socket, 'connect');
-    socket.on('error', () => {});
-    const closed = new Promise((resolve) => socket.on('close', resolve));
-    const started = Date.now();
-    socket.write('POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ');
-    const trickle = setInterval(() => socket.destroyed || socket.write('a'), 200);
-    await closed;
-    clearInterval(trickle);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(2500);
-    expect(Date.now() - started).toBeLessThan(6000);
-  });
+    it('an upload body that stops is cut with 408, its file deleted, nothing charged; the next upload succeeds', async () => {
+      const a = await account(5);
+      const started = Date.now();
+      const upload = await slowUpload(fast.url, a.key, { first: 64 * 1024, from: '127.0.0.30' });
+      const answer = await upload.answer();
+      const elapsed = Date.now() - started;
+      expect(answer).toEqual({ status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' });
+      expect(elapsed).toBeGreaterThanOrEqual(1900);
+      expect(elapsed).toBeLessThan(6000);
+      await waitFor(() => upload.closed(), 'the connection to be closed');
+      await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
+      const done = await slowUpload(fast.url, a.key, { size: small.length, fill: small, from: '127.0.0.30' });
+      done.finish();
+      expect((await done.answer())?.status).toBe(200);
+      done.destroy();
+      const shown = JSON.parse((await fast.admin('show', '--email', a.email)).stdout);
+      // 5 granted, raised to the allowance floor 7 at the one priced job, minus its 1 credit.
+      expect(shown.balance).toBe(6);
+      expect(shown.usage).toHaveLength(1);
+    });
 
-  it('after an early 401, the rest of the body is drained at most the (scaled) 1 s, then the connection closes', async () => {
-    const upload = await slowUpload(fast.url, 'vs_live_0000', { first: 1024, from: '127.0.0.32' });
-    const answer = await upload.answer();
-    expect(answer?.status).toBe(401);
-    const answered = Date.now();
-    const trickle = setInterval(() => upload.send(Buffer.alloc(1024, 0x2a)), 100);
-    await waitFor(() => upload.closed(), 'the connection to close', 5000);
-    clearInterval(trickle);
-    expect(Date.now() - answered).toBeLessThan(3000);
-  });
-});
+    it('a trickle (a byte every 0.5 s: never idle, too slow) is cut after its grace and one window', async () => {
+      const a = await account(5);
+      const upload = await slowUpload(fast.url, a.key, { first: 1, from: '127.0.0.31' });
+      const started = Date.now();
+      const trickle = setInterval(() => upload.send(Buffer.from('x')), 500);
+      try {
+        const answer = await upload.answer();
+        expect(answer).toEqual({
+          status: 408,
+          body: '{"error":"bad_request","message":"the upload stalled"}',
+        });
+        // Grace 1 s + window 3 s (scaled): cut after about 4 s, well before 8.
+        expect(Date.now() - started).toBeGreaterThanOrEqual(3500);
+        expect(Date.now() - started).toBeLessThan(8000);
+      } finally {
+        clearInterval(trickle);
+        upload.destroy();
+      }
+      await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
+      expect(JSON.parse((await fast.admin('show', '--email', a.email)).stdout).balance).toBe(5);
+    });
+
+    it('half-sent headers are cut after the (scaled) 3 s headers deadline', async () => {
+      const { port } = new URL(fast.url);
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await once(socket, 'connect');
+      socket.on('error', () => {});
+      const closed = new Promise((resolve) => socket.on('close', resolve));
+      const started = Date.now();
+      socket.write('POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ');
+      const trickle = setInterval(() => socket.destroyed || socket.write('a'), 200);
+      await closed;
+      clearInterval(trickle);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2500);
+      expect(Date.now() - started).toBeLessThan(6000);
+    });
+
+    it('after an early 401, the rest of the body is drained at most the (scaled) 1 s, then the connection closes', async () => {
+      const upload = await slowUpload(fast.url, 'vs_live_0000', { first: 1024, from: '127.0.0.32' });
+      const answer = await upload.answer();
+      expect(answer?.status).toBe(401);
+      const answered = Date.now();
+      const trickle = setInterval(() => upload.send(Buffer.alloc(1024, 0x2a)), 100);
+      await waitFor(() => upload.closed(), 'the connection to close', 5000);
+      clearInterval(trickle);
+      expect(Date.now() - answered).toBeLessThan(3000);
+    });
+  },
+);

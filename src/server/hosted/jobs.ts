@@ -72,10 +72,30 @@ export class HostedJobs {
   ) {}
 
   run(request: HostedJobRequest): Promise<HostedJobResult> {
-    return this.gate(() => this.runNow(request));
+    return this.gate(() => this.runWithDeadline(request));
   }
 
-  private async runNow(request: HostedJobRequest): Promise<HostedJobResult> {
+  /**
+   * DESIGN §5a: a job still running after `VIDSHEET_JOB_TIMEOUT_S` (from the moment it leaves the
+   * queue) is killed with its worker and every process the worker started; the worker's death fails
+   * the job like a crash does (refunded once charged, `500` with `refunded`), the next job gets a
+   * new worker.
+   */
+  private async runWithDeadline(request: HostedJobRequest): Promise<HostedJobResult> {
+    const { config, worker } = this.deps;
+    const deadline = setTimeout(() => {
+      request.log.error({ jobTimeoutS: config.jobTimeoutS }, 'job past its deadline: killing its worker');
+      worker.kill('job deadline');
+    }, config.jobTimeoutS * 1000);
+    try {
+      return await this.runNow(request, () => clearTimeout(deadline));
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
+
+  /** `rendered` is called once the worker's part is over (storing the sheets is not the worker's). */
+  private async runNow(request: HostedJobRequest, rendered: () => void): Promise<HostedJobResult> {
     const { config, ledger, storage, worker } = this.deps;
     const { jobId, log } = request;
     const job = await worker
@@ -131,6 +151,7 @@ export class HostedJobs {
 
     try {
       const outcome = await job.render();
+      rendered();
       await storage.put(jobId, outcome.files);
       await ledger.jobs.finishJob(jobId);
       return {

@@ -1,12 +1,15 @@
 /**
- * Answering before the whole request body has arrived (401, 429 and an announced 413 before any
- * byte of it; a 413 or 422 part-way through an upload).
+ * Answering before the whole request body has arrived: `401`, `402`, `429` and an announced `413`
+ * before any byte of it (DESIGN §5's order of checks), and any error answered part-way through an
+ * upload (a `413` or `422` from the error handler).
  *
  * Closing the connection at once makes many clients (fetch among them) report a reset instead of
- * the answer, because they are still sending. So a body announced at most DRAIN_LIMIT_BYTES long
- * is read to its end and dropped (the connection then stays usable); anything larger, or of
- * unknown length, gets `Connection: close`, so a huge or endless body costs the server nothing.
- * Either way the body is never looked at.
+ * the answer, because they are still sending. So the rest of a body announced at most
+ * DRAIN_LIMIT_BYTES long is read and dropped (the connection can then stay usable); anything larger,
+ * or of unknown length, gets `Connection: close`. Either way the body is never looked at, and
+ * DESIGN §5a bounds the drain in time: once the answer is out, a body still unfinished after
+ * `STALL_RULE.earlyAnswerDrainMs` (10 s) has its connection closed, so a client that keeps
+ * trickling after its answer holds nothing.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { VidsheetError } from '#vidsheet/core/errors.js';

@@ -25,7 +25,12 @@ export interface WorkerJob {
   discard(): void;
 }
 
-type Pending = { resolve: (message: FromWorker) => void; reject: (error: Error) => void };
+type Pending = {
+  resolve: (message: FromWorker) => void;
+  reject: (error: Error) => void;
+  /** The process the call went to: only its exit fails the call. */
+  child: ChildProcess;
+};
 
 const CHILD = fileURLToPath(new URL('./child.js', import.meta.url));
 
@@ -63,9 +68,23 @@ export class JobWorker {
         return done.outcome;
       },
       discard: () => {
-        if (!used) this.child?.send({ type: 'discard', id } satisfies ToWorker);
+        // A worker gone meanwhile holds nothing to discard (the callback swallows that error).
+        if (!used) this.child?.send({ type: 'discard', id } satisfies ToWorker, () => {});
       },
     };
+  }
+
+  /**
+   * Kills the worker and every process it started, at once (a job past its deadline, DESIGN §5a):
+   * the job in flight fails as a worker death does (its caller refunds it), and the next call
+   * starts a new worker without waiting for this one's exit to be reported.
+   */
+  kill(why: string): void {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    this.child = undefined;
+    this.log.error({ workerPid: child.pid, why }, 'killing the job worker');
+    killGroup(child);
   }
 
   /** Stops the worker: the job in flight, if any, fails as a worker death does. */
@@ -81,7 +100,7 @@ export class JobWorker {
   private call(message: ToWorker & { id: string }): Promise<FromWorker> {
     const child = this.process();
     return new Promise<FromWorker>((resolve, reject) => {
-      this.pending.set(message.id, { resolve, reject });
+      this.pending.set(message.id, { resolve, reject, child });
       child.send(message, (error) => {
         if (!error) return;
         this.pending.delete(message.id);
@@ -106,6 +125,8 @@ export class JobWorker {
       detached: true,
     });
     this.child = child;
+    // A message that cannot be delivered to a dying worker is reported here, never thrown.
+    child.on('error', (error) => this.log.error({ workerPid: child.pid, err: error }, 'job worker error'));
     child.on('message', (message: FromWorker) => {
       if (message.type === 'ready') {
         this.log.info({ workerPid: child.pid, engine: message.engine }, 'job worker ready');
@@ -120,8 +141,11 @@ export class JobWorker {
       killGroup(child);
       if (!this.closing) this.log.error({ workerPid: child.pid, code, signal }, 'job worker exited');
       const error = runtimeErrors.processingFailed(`the job worker exited (${signal ?? `code ${code}`})`);
-      for (const waiter of this.pending.values()) waiter.reject(error);
-      this.pending.clear();
+      for (const [id, waiter] of this.pending) {
+        if (waiter.child !== child) continue;
+        this.pending.delete(id);
+        waiter.reject(error);
+      }
     });
     this.log.info({ workerPid: child.pid }, 'job worker started');
     return child;

@@ -13,6 +13,9 @@
  * - exact `host:port` pairs of `allow` (VIDSHEET_FETCH_ALLOW) skip the address rule for that hop;
  * - the body goes to disk through a byte counter (never buffered), capped by `content-length` up
  *   front and while streaming; any failure removes the partial file;
+ * - the whole fetch is watched by the stall rule the uploads use (hosted/stall.ts, DESIGN §5a): no
+ *   byte for the idle time, or too few bytes in a window after the grace period, cuts it, and so
+ *   does the total time budget;
  * - error messages say what was wrong, never the address, the server's banner or its body.
  */
 
@@ -22,6 +25,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Agent, buildConnector, request } from 'undici';
+import { watchTransfer } from '../../hosted/stall.js';
 import { refusedAddress } from './address-policy.js';
 
 export type FetchReason =
@@ -34,6 +38,7 @@ export type FetchReason =
   | 'too_large'
   | 'unreachable'
   | 'timeout'
+  | 'stalled'
   | 'empty';
 
 /**
@@ -62,7 +67,10 @@ export interface DownloadOptions {
   signal?: AbortSignal;
   /** Total time budget, connect to last byte (default 120 s). */
   timeoutMs?: number;
-  /** Idle timeout: for the response headers, and between body chunks (default 20 s). */
+  /**
+   * Idle timeout: no byte for this long, waiting for the response headers or between body chunks,
+   * cuts the fetch (default 20 s). The body must also keep up the stall rule's rate (stall.ts).
+   */
   idleTimeoutMs?: number;
 }
 
@@ -82,6 +90,7 @@ const messages = {
   broken: 'the connection to the server broke off before the download finished',
   slow: 'the server took too long to answer',
   budget: 'the download took too long',
+  stalled: 'the server sent the video too slowly',
   empty: 'the server sent an empty response',
 } as const;
 
@@ -229,6 +238,20 @@ export async function downloadVideo(
   let headersSeen = false;
   let created = false;
   let writeError: unknown;
+  // Body bytes received so far (redirect bodies are dropped unread and count for nothing).
+  const counted = { bytes: 0 };
+  // DESIGN §5a: the same stall rule as an upload, from the first request on. An idle cut reads as
+  // the idle timeouts below do (whichever fires first, the caller sees the same).
+  const watch = watchTransfer(
+    idle,
+    () => counted.bytes,
+    (why) =>
+      stop.abort(
+        why === 'idle'
+          ? new FetchError('timeout', messages.slow)
+          : new FetchError('stalled', messages.stalled),
+      ),
+  );
   try {
     let target = checkUrl(url);
     for (let redirects = 0; ; redirects++) {
@@ -273,7 +296,6 @@ export async function downloadVideo(
           throw tooLarge(maxBytes);
         }
         headersSeen = true;
-        const counted = { bytes: 0 };
         const cap = byteCap(maxBytes, counted);
         // 'wx': a file already there (or a link planted there) is never written through or removed.
         const handle = await open(file, 'wx').catch((error: unknown) => {
@@ -307,6 +329,7 @@ export async function downloadVideo(
     if (created) await rm(file, { force: true });
     throw translate(error, { stop, signal: options.signal, writeError, headersSeen });
   } finally {
+    watch.stop();
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
   }
