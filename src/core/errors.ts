@@ -14,6 +14,9 @@ export interface ErrorExtras {
   max_mb?: number;
   max_s?: number;
   refunded?: boolean;
+  max_videos?: number;
+  /** The public message, on the `bad_request` answers that carry one (DESIGN §5a, §9). */
+  message?: string;
 }
 
 export const CATALOG = {
@@ -22,10 +25,11 @@ export const CATALOG = {
   insufficient_credits: { status: 402 },
   not_found: { status: 404 },
   too_large: { status: 413, extras: ['max_mb'] },
-  bad_request: { status: 422 },
+  bad_request: { status: 422, extras: ['message'] },
   unreadable_video: { status: 422 },
   too_long: { status: 422, extras: ['max_s'] },
   busy: { status: 429 },
+  too_many_videos: { status: 409, extras: ['max_videos'] },
   processing_failed: { status: 500, extras: ['refunded'] },
   // Remote tool endpoint, at the HTTP level (spec: "Errors → Remote tool endpoint"; bodies not shown).
   forbidden: { status: 403 },
@@ -142,6 +146,16 @@ export const hostedErrors = {
   tooLarge: (maxMb: number) =>
     new VidsheetError('too_large', `the video is larger than ${maxMb} MB`, { max_mb: maxMb }),
   badRequest: (why: string) => new VidsheetError('bad_request', `bad request: ${why}`),
+  /** A `bad_request` whose body says why: §9's window messages (the local wording), §5a's body faults. */
+  explained: (message: string) => new VidsheetError('bad_request', message, { message }),
+  /**
+   * DESIGN §5a "Malformed requests are 4xx": a multipart body cut before its closing boundary or with
+   * broken framing. Neither the spec nor DESIGN words it; the body follows the stall answer's shape.
+   */
+  malformedBody: () => hostedErrors.explained('the multipart body is truncated or malformed'),
+  /** DESIGN §9: one kept video more than `VIDSHEET_MAX_VIDEOS` allows. */
+  tooManyVideos: (maxVideos: number) =>
+    new VidsheetError('too_many_videos', `at most ${maxVideos} kept videos`, { max_videos: maxVideos }),
   tooLong: (maxS: number) =>
     new VidsheetError('too_long', `the video is longer than ${maxS} s`, { max_s: maxS }),
   busy: () =>

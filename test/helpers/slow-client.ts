@@ -11,6 +11,11 @@ export interface SlowUpload {
   send(bytes: Buffer): void;
   /** Sends the rest of the file part and the closing boundary. */
   finish(): void;
+  /**
+   * Sends the rest of the file part and no closing boundary: with `options.cut`, an HTTP body of exactly
+   * its announced length whose multipart ends mid-file (a client that gave up, a proxy that cut it).
+   */
+  endCut(): void;
   /** The answer (status and body) once it has fully arrived, or undefined if the socket closed first. */
   answer(): Promise<{ status: number; body: string } | undefined>;
   /** What arrived so far (raw). */
@@ -20,13 +25,22 @@ export interface SlowUpload {
 }
 
 /**
- * Opens `POST /v1/vidsheet` with a `video` part announced `size` bytes long, sends the headers and
+ * Opens `POST /v1/vidsheet` (or `options.path`) with a `video` part announced `size` bytes long, sends the headers and
  * the part's head, and `first` bytes of the file. `from` is the local loopback address to connect from.
  */
 export async function slowUpload(
   url: string,
   key: string | undefined,
-  options: { size?: number; first?: number; from?: string; filename?: string; fill?: Buffer } = {},
+  options: {
+    size?: number;
+    first?: number;
+    from?: string;
+    filename?: string;
+    fill?: Buffer;
+    path?: string;
+    /** Announce only the head and `size` bytes, without the closing boundary (see `endCut`). */
+    cut?: boolean;
+  } = {},
 ): Promise<SlowUpload> {
   const size = options.size ?? 8 * 1024 * 1024;
   const fill = options.fill;
@@ -58,9 +72,9 @@ export async function slowUpload(
   };
   const contentFor = (n: number) => (fill ? fill.subarray(sent, sent + n) : Buffer.alloc(n, 0x2a));
   socket.write(
-    `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+    `POST ${options.path ?? '/v1/vidsheet'} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
       (key ? `Authorization: Bearer ${key}\r\n` : '') +
-      `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${head.length + size + tail.length}\r\n\r\n`,
+      `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${head.length + size + (options.cut ? 0 : tail.length)}\r\n\r\n`,
   );
   socket.write(head);
   if (options.first) send(contentFor(options.first));
@@ -79,6 +93,7 @@ export async function slowUpload(
       send(contentFor(size - sent));
       if (!socket.destroyed) socket.write(tail);
     },
+    endCut: () => send(contentFor(size - sent)),
     answer: async () => {
       for (;;) {
         const got = parse();

@@ -93,6 +93,7 @@ export const hostedJobSchema = {
       properties: {
         error: { type: 'string', enum: ['bad_request', 'unreadable_video', 'too_long'] },
         max_s: { type: 'integer' },
+        message: { type: 'string', description: 'Why, on some bad_request answers (a malformed body).' },
       },
       required: ['error'],
     },
@@ -137,5 +138,137 @@ export const healthSchema = {
   response: {
     200: healthResult('Ready.'),
     503: healthResult('The database or the sheet storage does not answer; `database`/`storage` say which.'),
+  },
+} as const;
+
+/** DESIGN §9: a kept video, as `POST /v1/videos` (201) and `GET /v1/videos/{video_id}` answer it. */
+const keptVideoSchema = {
+  description: 'A kept video.',
+  type: 'object',
+  properties: {
+    video_id: { type: 'string', description: '128 random bits, base64url; visible only to its account.' },
+    input: { type: 'string', description: "The uploaded file's original filename." },
+    duration: { type: 'number', description: 'Duration of the clip in seconds.' },
+    expires_at: { type: 'string', format: 'date-time', description: 'When it is deleted (ISO 8601 UTC).' },
+    contract: { type: 'string', enum: [CONTRACTS.http] },
+  },
+  required: ['video_id', 'input', 'duration', 'expires_at', 'contract'],
+} as const;
+
+const videoIdParams = {
+  type: 'object',
+  properties: { videoId: { type: 'string', description: 'The video id from POST /v1/videos.' } },
+} as const;
+
+const NOT_YOURS = 'Unknown, expired or deleted, or another account’s video (never 403).';
+const badRequest422 = hostedJobSchema.response[422];
+
+export const keepVideoSchema = {
+  summary: 'Keep a video for zooming (upload once)',
+  description:
+    'Uploads a video and keeps it for `VIDSHEET_VIDEO_TTL_S` (default 6 hours) for this account only, ' +
+    'so it can be zoomed with POST /v1/videos/{video_id}/sheets without another upload. The one exception ' +
+    'to "nothing is kept": it serves this account’s zooms and nothing else, and is deleted on DELETE or ' +
+    'at expiry. Nothing is charged. At most `VIDSHEET_MAX_VIDEOS` (default 5) unexpired videos per account.',
+  security: [{ bearer: [] }],
+  consumes: ['multipart/form-data'],
+  body: {
+    type: 'object',
+    properties: {
+      video: {
+        type: 'string',
+        format: 'binary',
+        description: 'The video file (at most 300 MB, 30 minutes).',
+      },
+    },
+    required: ['video'],
+  },
+  response: {
+    201: keptVideoSchema,
+    401: hostedJobSchema.response[401],
+    402: error(
+      'insufficient_credits',
+      'The balance could not pay even the cheapest zoom; the body was not read.',
+    ),
+    408: hostedJobSchema.response[408],
+    409: error(
+      'too_many_videos',
+      'The account already keeps the most videos allowed; the body was not read.',
+      {
+        max_videos: { type: 'integer' },
+      },
+    ),
+    413: hostedJobSchema.response[413],
+    422: badRequest422,
+    429: hostedJobSchema.response[429],
+    500: hostedJobSchema.response[500],
+  },
+} as const;
+
+/** The zoom's result: the hosted job result with `video_id` and, for a window, `window` (DESIGN §9). */
+const { job_id, input, duration, ...afterDuration } = hostedResultSchema.properties;
+export const sessionResultSchema = {
+  description: 'The hosted job result of a zoom (response=json).',
+  type: 'object',
+  properties: {
+    job_id,
+    video_id: { type: 'string' },
+    input,
+    duration,
+    window: {
+      type: 'object',
+      description: 'Only when start or end was given: the window in seconds, as on the CLI.',
+      properties: { start: { type: 'number' }, end: { type: 'number' } },
+      required: ['start', 'end'],
+    },
+    ...afterDuration,
+  },
+  required: [...hostedResultSchema.required.slice(0, 1), 'video_id', ...hostedResultSchema.required.slice(1)],
+} as const;
+
+export const videoSheetsSchema = {
+  summary: 'Zoom: contact sheets of a kept video, or of a window of it',
+  description:
+    'Priced and charged per sheet like POST /v1/vidsheet (1, 2, 3 or 5 credits for 3x3, 4x4, 5x5, 6x6). ' +
+    '`start`/`end` follow the local rules: seconds or any label seen on a sheet, absolute on the video ' +
+    'clock; the end is clamped to the clip; at least 2 ms per cell. A bad window is 422 bad_request with ' +
+    'the local message.',
+  security: [{ bearer: [] }],
+  params: videoIdParams,
+  body: {
+    type: 'object',
+    properties: {
+      density: { type: 'string', enum: [...DENSITIES], default: '3x3' },
+      start: { oneOf: [{ type: 'number' }, { type: 'string' }], description: 'Window start (default 0).' },
+      end: { oneOf: [{ type: 'number' }, { type: 'string' }], description: 'Window end (default: the end).' },
+      response: { type: 'string', enum: [...RESPONSE_MODES], default: 'json' },
+    },
+  },
+  response: {
+    200: sessionResultSchema,
+    401: hostedJobSchema.response[401],
+    402: hostedJobSchema.response[402],
+    404: error('not_found', NOT_YOURS),
+    422: badRequest422,
+    429: hostedJobSchema.response[429],
+    500: hostedJobSchema.response[500],
+  },
+} as const;
+
+export const getVideoSchema = {
+  summary: 'A kept video',
+  security: [{ bearer: [] }],
+  params: videoIdParams,
+  response: { 200: keptVideoSchema, 401: hostedJobSchema.response[401], 404: error('not_found', NOT_YOURS) },
+} as const;
+
+export const deleteVideoSchema = {
+  summary: 'Delete a kept video now',
+  security: [{ bearer: [] }],
+  params: videoIdParams,
+  response: {
+    204: { description: 'Deleted, from storage and every cache.', type: 'null' },
+    401: hostedJobSchema.response[401],
+    404: error('not_found', NOT_YOURS),
   },
 } as const;
