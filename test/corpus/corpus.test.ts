@@ -14,7 +14,9 @@
  * - every cell shows the frame displayed at its label time (the last frame whose presentation time
  *   is <= t, from the container's start), compared by what it shows against that frame and its
  *   neighbours; a cell reported `sheet S frame F unreadable` must be black, and on an undamaged file
- *   must not be a frame ffmpeg decodes sequentially.
+ *   must not be a frame ffmpeg decodes sequentially;
+ * - `frame_times` (DESIGN §10) gives, for every cell, that frame's presentation time (3 decimals),
+ *   and null for exactly the cells reported unreadable.
  *
  * The corpus is fetched by `node fixtures/corpus.mjs` (scripts/setup.sh runs it); without it this
  * suite fails, it does not skip.
