@@ -88,8 +88,12 @@ for (const r of rows) {
 console.log(
   '\n| class | density | hunts | ≤4 calls | ≤5 calls | ≤6 calls | median calls | mean sheet bytes |',
 );
-console.log('|---|---|---|---|---|---|---|---|');
-const groups = Map.groupBy(rows, (r) => `${r.recipe.needleClass} | ${r.density}`);
+console.log('|---|---|---|---|---|---|---|---|---|');
+const groups = new Map();
+for (const r of rows) {
+  const key = `${r.recipe.needleClass} | ${r.recipe.fps} | ${r.density}`;
+  groups.set(key, [...(groups.get(key) ?? []), r]);
+}
 for (const [key, group] of groups) {
   const within = (n) => {
     const k = group.filter((r) => r.found && r.calls <= n).length;
