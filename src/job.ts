@@ -21,6 +21,7 @@ import { chooseVideoStream, clipExtent } from './core/probe.js';
 import type { SheetPlan } from './core/render-plan.js';
 import type { JobOutcome } from './core/report.js';
 import { resolveWindow, type Window } from './core/window.js';
+import { reportedFrameTime, zoomHints } from './core/zoom.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
 import { ENGINE_ERROR_CODES, type Engine, type EngineErrorCode, type RenderResult } from './engine/types.js';
@@ -173,6 +174,9 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
       const audio = measuring ? await measuring : null;
       if (result.stats) options.onStats?.(result.stats);
       const requestedWindow = request.startMs !== undefined || request.endMs !== undefined;
+      // Cell k of the run (sheets in order) is frameTimes[k].
+      const cells = plan.sheets.flat().map((c, k) => ({ ...c, frameTime: result.frameTimes[k] ?? null }));
+      const perSheet = plan.sheets[0]?.length ?? 0;
       return {
         input: inputName,
         duration: durationMs / 1000,
@@ -185,6 +189,10 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
           ...result.unreadable.map(({ sheet, cell }) => `sheet ${sheet + 1} frame ${cell + 1} unreadable`),
         ],
         ...(audio ? { audio: audioReport(window, audio) } : {}),
+        frameTimes: plan.sheets.map((_, s) =>
+          cells.slice(s * perSheet, (s + 1) * perSheet).map((c) => reportedFrameTime(c.frameTime)),
+        ),
+        zoomHints: zoomHints({ cells, window, decimals: plan.decimals, packets: result.packets, audio }),
       };
     } finally {
       // The engines settle only once none of their children runs, so nothing writes here any more.

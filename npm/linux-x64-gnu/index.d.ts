@@ -76,6 +76,29 @@ export interface LabelPlan {
   fontSize: number
 }
 
+/**
+ * The video packets a render read on the way to its cells (src/core/zoom.ts `PacketLog`):
+ * headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
+ * container start), the decode timestamp where the packet has one, else its presentation time.
+ */
+export interface PacketLog {
+  times: Float64Array
+  /** Bytes of each packet. */
+  sizes: Float64Array
+  /** 1 for a keyframe. */
+  keys: Uint8Array
+  /**
+   * Pairs [start, end] (seconds; -Infinity: from the stream's start, Infinity: to its end)
+   * within which every packet of the stream is listed.
+   */
+  spans: Float64Array
+  /**
+   * Per cell (sheets in order): the decode time of the shown frame's packet, NaN when unknown:
+   * where the cell stands among the packets, which are in decode order.
+   */
+  cells: Float64Array
+}
+
 /** What the engine learns from opening the file. */
 export interface ProbeInfo {
   /**
@@ -134,6 +157,13 @@ export interface RenderResult {
   /** Cells left black (still labelled) because their frame could not be decoded. */
   unreadable: Array<CellRef>
   stats: RenderStats
+  /**
+   * Per cell, sheets in order: the presentation time of the frame it shows, in seconds on the
+   * labels' clock (pts minus the container start, unrounded); null for an unreadable cell.
+   */
+  frameTimes: Array<number | undefined | null>
+  /** The packets read on the way (the zoom hints' raw material). */
+  packets: PacketLog
 }
 
 /** Work counters (for benchmarks and tests). */

@@ -4,6 +4,7 @@
  */
 import type { AudioReport } from './audio.js';
 import type { Window } from './window.js';
+import type { ZoomHint } from './zoom.js';
 
 export const CONTRACTS = {
   cli: 'vidsheet-cli-v0',
@@ -24,15 +25,22 @@ export interface JobOutcome {
   timecodes: string[][];
   warnings: string[];
   audio?: AudioReport;
+  /** Per sheet, per cell: the shown frame's presentation time, seconds (3 decimals); null: unreadable. */
+  frameTimes: Array<Array<number | null>>;
+  zoomHints: ZoomHint[];
 }
 
 const windowField = (w: Window | undefined) =>
   w ? { window: { start: w.startMs / 1000, end: w.endMs / 1000 } } : {};
 const audioField = (a: AudioReport | undefined) => (a ? { audio: a } : {});
 
+/** DESIGN §10's keys, last on every surface, in this order. */
+const modelAids = (o: JobOutcome) => ({ frame_times: o.frameTimes, zoom_hints: o.zoomHints });
+
 /**
  * The local report: `vidsheet --json` (vidsheet-cli-v0) and the local tool result (vidsheet-mcp-v0,
- * the same fields plus `timecodes`). `audio` follows the v0 keys (an additive change).
+ * the same fields plus `timecodes`). `audio`, then `frame_times` and `zoom_hints` (DESIGN §10)
+ * follow the v0 keys (additive changes).
  */
 function localReport(o: JobOutcome, contract: string, withTimecodes: boolean) {
   return {
@@ -46,6 +54,7 @@ function localReport(o: JobOutcome, contract: string, withTimecodes: boolean) {
     warnings: o.warnings,
     contract,
     ...audioField(o.audio),
+    ...modelAids(o),
   };
 }
 
@@ -75,6 +84,7 @@ export function hostedReport(o: JobOutcome, job: HostedJobFacts) {
     timecodes: o.timecodes,
     warnings: o.warnings,
     contract: CONTRACTS.http,
+    ...modelAids(o),
   };
 }
 
@@ -85,16 +95,23 @@ export type RemoteLane =
 
 /**
  * The remote tool result (contract vidsheet-mcp-http-v0, DESIGN §6 key order): the local tool
- * result's fields without `audio`, then the receipt, the sheets' lifetime and the lane's fields.
+ * result's v0 fields (no `audio`), then the receipt, the sheets' lifetime and the lane's fields,
+ * then DESIGN §10's keys.
  */
 export function remoteReport(o: JobOutcome, job: { jobId: string; sheetTtlHours: number; lane: RemoteLane }) {
+  const {
+    frame_times: _f,
+    zoom_hints: _z,
+    ...v0
+  } = localReport({ ...o, audio: undefined }, CONTRACTS.mcpHttp, true);
   return {
-    ...localReport({ ...o, audio: undefined }, CONTRACTS.mcpHttp, true),
+    ...v0,
     job_id: job.jobId,
     sheet_ttl_hours: job.sheetTtlHours,
     ...(job.lane.kind === 'keyed'
       ? { credits_charged: job.lane.creditsCharged, credits_remaining: job.lane.creditsRemaining }
       : { free_jobs_remaining_today: job.lane.freeJobsRemainingToday }),
+    ...modelAids(o),
   };
 }
 

@@ -25,10 +25,10 @@ import { encodeSheet } from './ffmpeg/encode.js';
 import { extractGroup, readFrame } from './ffmpeg/extract.js';
 import { groupFrames, packetsFor } from './ffmpeg/groups.js';
 import { pictureHints } from './ffmpeg/nal.js';
-import { frameAt, lastAtOrBefore, listAllPackets, type Packets } from './ffmpeg/packets.js';
+import { frameAt, labelSeconds, lastAtOrBefore, listAllPackets, type Packets } from './ffmpeg/packets.js';
 import { probeFile, type VideoDetails, videoDetails } from './ffprobe.js';
 import { limiter, settleAll } from './process.js';
-import type { BandLevels, Engine, RenderPlan, RenderResult } from './types.js';
+import type { BandLevels, Engine, PacketLog, RenderPlan, RenderResult } from './types.js';
 
 export const ffmpegEngine: Engine = {
   name: 'ffmpeg',
@@ -155,6 +155,16 @@ async function renderSheets(
     d.sampleTable && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
   let wholeStream: Promise<Packets> | undefined;
   const whole = () => (wholeStream ??= listAllPackets(plan.input, d, stop.signal));
+  // The zoom hints' packets (core/zoom.ts): what the listings below read. MP4/MOV lists only the
+  // neighbourhood of each target, which leaves most gaps unseen, so its whole list (demux only, a
+  // few % of a render, measured in bench/run.mjs --hints) is read alongside the decoding, as the
+  // native engine reads the sample table.
+  const logs: Array<Omit<PacketLog, 'cells'>> = [];
+  // Per cell: the decode time of its frame's packet (where it stands among the logged packets).
+  const decodeAt = cells.map(() => Number.NaN);
+  const hinting = process.env.VIDSHEET_BENCH_NO_HINTS !== '1';
+  const wholeForHints = hinting && d.sampleTable && d.timestamps ? whole() : undefined;
+  wholeForHints?.catch(() => {});
   const gate = limiter(parallel);
   const seeking = { trusted: true };
   // The keyframes decoding may start at: nal.ts reads which are sync samples in name only.
@@ -164,6 +174,7 @@ async function renderSheets(
   };
   const extractPart = async (partTimes: number[], p: number) => {
     let packets = await packetsFor(plan.input, d, partTimes, whole, stop.signal);
+    if (hinting && !wholeForHints) logs.push(packets.log);
     let keyframes = await usableKeyframes(packets);
     // A target after a sync sample in name only is decoded from an earlier true random-access
     // point; when none is listed before it, the whole stream's keyframes are needed.
@@ -178,6 +189,7 @@ async function renderSheets(
       });
     if (packets !== (await wholeStream) && needsEarlier(packets, keyframes)) {
       packets = await whole();
+      if (hinting && !wholeForHints) logs.push(packets.log);
       keyframes = await usableKeyframes(packets);
     }
     const frameIndex = framesOf(packets);
@@ -190,7 +202,10 @@ async function renderSheets(
         continue;
       }
       const pts = packets.pts[f] as bigint;
-      for (const k of ks) frameOf[k] = pts;
+      for (const k of ks) {
+        frameOf[k] = pts;
+        decodeAt[k] = packets.decodeTime.get(pts) ?? Number.NaN;
+      }
       users.set(pts, (users.get(pts) ?? 0) + ks.length);
       cellsOfFrame.set(f, [...(cellsOfFrame.get(f) ?? []), ...ks]);
     }
@@ -237,5 +252,49 @@ async function renderSheets(
     throw sheetFailure ? sheetFailure.error : error;
   });
   await settleAll(composing, abortAll);
-  return { unreadable: unreadable.flat() };
+  if (wholeForHints) logs.push((await wholeForHints).log);
+  return {
+    unreadable: unreadable.flat(),
+    frameTimes: cells.map((_, k) => {
+      const pts = frameOf[k];
+      const { s, c } = cells[k] as (typeof cells)[number];
+      const lost = unreadable[s]?.some((u) => u.cell === c);
+      return pts === undefined || lost ? null : labelSeconds(pts, d);
+    }),
+    packets: { ...mergeLogs(logs), cells: new Float64Array(decodeAt) },
+  };
+}
+
+/** One log of several (each listing's packets and spans; repeats are the rule's to drop). */
+function mergeLogs(logs: Array<Omit<PacketLog, 'cells'>>): Omit<PacketLog, 'cells'> {
+  const join = <T extends Float64Array | Uint8Array>(
+    make: (n: number) => T,
+    pick: (l: Omit<PacketLog, 'cells'>) => T,
+  ) => {
+    const out = make(logs.reduce((n, l) => n + pick(l).length, 0));
+    let at = 0;
+    for (const l of logs) {
+      out.set(pick(l), at);
+      at += pick(l).length;
+    }
+    return out;
+  };
+  return {
+    times: join(
+      (n) => new Float64Array(n),
+      (l) => l.times,
+    ),
+    sizes: join(
+      (n) => new Float64Array(n),
+      (l) => l.sizes,
+    ),
+    keys: join(
+      (n) => new Uint8Array(n),
+      (l) => l.keys,
+    ),
+    spans: join(
+      (n) => new Float64Array(n),
+      (l) => l.spans,
+    ),
+  };
 }

@@ -14,6 +14,7 @@ import {
   type EngineErrorCode,
   type LabelPlan,
   type MsRange,
+  type PacketLog,
   type ProbeInfo,
   type Rect,
   type RenderPlan,
@@ -55,6 +56,7 @@ type _NativeFieldsMatch = [
   Check<SameFields<VideoStreamFacts, Binding.VideoStreamFacts>>,
   Check<SameFields<RenderResult, Binding.RenderResult>>,
   Check<SameFields<AudioPeaks, Binding.AudioPeaks>>,
+  Check<SameFields<PacketLog, Binding.PacketLog>>,
   // The error codes: the binding's ErrorCode (crates/vidsheet-core/src/error.rs) is the one list.
   Check<SameSet<EngineErrorCode, `${Binding.ErrorCode}`>>,
 ];
@@ -135,7 +137,9 @@ export function nativeEngine(binding: NativeBinding): Engine {
         : undefined;
       try {
         const call = binding.render(plan, progress);
-        return signal ? await abortable(call, signal) : await call;
+        const result = signal ? await abortable(call, signal) : await call;
+        // napi-rs declares an Option as `T | undefined | null`; the binding gives null.
+        return { ...result, frameTimes: result.frameTimes.map((t) => t ?? null) };
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
         throw toEngineError(err, 'render_failed');

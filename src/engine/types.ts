@@ -9,10 +9,10 @@
 import type { AudioPeaks, MsRange } from '../core/audio.js';
 import type { VideoStreamFacts } from '../core/probe.js';
 import type { RenderPlan } from '../core/render-plan.js';
+import type { PacketLog } from '../core/zoom.js';
 
 export type { AudioPeaks, MsRange } from '../core/audio.js';
 export type { VideoStreamFacts } from '../core/probe.js';
-
 export type {
   BandPlan,
   CellPlan,
@@ -24,6 +24,7 @@ export type {
   SheetPlan,
   Theme,
 } from '../core/render-plan.js';
+export type { PacketLog } from '../core/zoom.js';
 
 /** What an engine learns from opening the file. */
 export interface ProbeInfo {
@@ -52,6 +53,14 @@ export interface RenderResult {
   unreadable: Array<{ sheet: number; cell: number }>;
   /** Work counters for benchmarks (engines fill what they can measure). */
   stats?: { decodedFrames?: number };
+  /**
+   * Per cell, sheets in order: the presentation time of the frame the cell shows, seconds on the
+   * labels' clock (pts minus the container start), unrounded; null for an unreadable cell.
+   * core/zoom.ts rounds it for the reports' `frame_times`.
+   */
+  frameTimes: Array<number | null>;
+  /** The video packets read on the way to the cells (headers only): the zoom hints' material. */
+  packets: PacketLog;
 }
 
 /**

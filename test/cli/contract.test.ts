@@ -11,11 +11,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { USAGE } from '../../src/cli/usage.js';
 import type { Density } from '../../src/core/density.js';
 import { computeGrid } from '../../src/core/layout.js';
+import { makePlan } from '../../src/core/plan.js';
 import { BIN, ENGINES, runCli, USAGE_CASES, WINDOW_CASES } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
+import { expectModelAids } from '../helpers/model-aids.js';
 
-const V0_KEYS = ['input', 'duration', 'frames', 'sheets', 'files', 'warnings', 'contract', 'audio'];
+// The v0 keys, then the additive ones in their order: `audio`, then DESIGN §10's.
+const V0_KEYS = [
+  'input',
+  'duration',
+  'frames',
+  'sheets',
+  'files',
+  'warnings',
+  'contract',
+  'audio',
+  'frame_times',
+  'zoom_hints',
+];
 const V0_WINDOW_KEYS = [
   'input',
   'duration',
@@ -26,6 +40,8 @@ const V0_WINDOW_KEYS = [
   'warnings',
   'contract',
   'audio',
+  'frame_times',
+  'zoom_hints',
 ];
 
 let work: string;
@@ -138,6 +154,9 @@ describe.each(ENGINES)('engine %s', (engine) => {
       [1, 2, 3].map((n) => join(out('overview'), `${basename(clip200, '.mp4')}.sheet-${n}.jpg`)),
     );
     for (const file of report.files) expect(readJpeg(file).width).toBeGreaterThan(1500);
+    // frame_times: one array per sheet (the CLI report has no timecodes: the plan's labels).
+    const labels = makePlan({ startMs: 0, endMs: 200_000 }, '3x3').sheets.map((c) => c.map((x) => x.label));
+    await expectModelAids({ ...report, timecodes: labels }, { clip: clip200, audio: true });
     expect(r.leftovers).toEqual([]);
   });
 
@@ -165,6 +184,11 @@ describe.each(ENGINES)('engine %s', (engine) => {
     expect(report.window).toEqual({ start: 5.25, end: 20 });
     expect(report.duration).toBe(20);
     expect(report.audio.window).toEqual({ start: 5.25, end: 20 });
+    const labels = makePlan({ startMs: 5250, endMs: 20_000 }, '3x3').sheets.map((c) => c.map((x) => x.label));
+    await expectModelAids(
+      { ...report, timecodes: labels },
+      { clip: clip20, audio: true, window: report.window },
+    );
   });
 
   it('only --end given still echoes the window; start defaults to 0', async () => {

@@ -34,7 +34,7 @@ interface RunOptions {
 }
 
 /** Runs a command (no shell), rejecting with the tail of its stderr when it fails. */
-async function run(cmd: string, args: string[], opts: RunOptions = {}): Promise<void> {
+export async function run(cmd: string, args: string[], opts: RunOptions = {}): Promise<void> {
   const child = spawn(cmd, args, { stdio: [opts.feed ? 'pipe' : 'ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.setEncoding('utf8');
@@ -67,9 +67,9 @@ async function ffprobeJson(args: string[]): Promise<unknown> {
   return JSON.parse(stdout);
 }
 
-const FFMPEG = ['-hide_banner', '-nostdin', '-loglevel', 'error', '-y'];
+export const FFMPEG = ['-hide_banner', '-nostdin', '-loglevel', 'error', '-y'];
 /** Keeps output bytes independent of the ffmpeg build's version string. */
-const BITEXACT = [
+export const BITEXACT = [
   '-fflags',
   '+bitexact',
   '-flags:v',
@@ -139,7 +139,7 @@ const inFlight = new Map<string, Promise<string>>();
  * Returns `fixtures/.cache/<name>-<hash>.<ext>`, building it with `build(tmpPath)` when absent.
  * `build` writes to the temporary path it is given (same extension), which is then renamed.
  */
-async function cached(
+export async function cached(
   name: string,
   ext: string,
   params: unknown,
@@ -168,7 +168,7 @@ async function cached(
 }
 
 /** A temporary file in the cache dir, removed after `fn`. */
-async function withTemp<T>(ext: string, fn: (path: string) => Promise<T>): Promise<T> {
+export async function withTemp<T>(ext: string, fn: (path: string) => Promise<T>): Promise<T> {
   await mkdir(CACHE_DIR, { recursive: true });
   const tmp = join(CACHE_DIR, `scratch.tmp-${process.pid}-${randomBytes(4).toString('hex')}.${ext}`);
   try {

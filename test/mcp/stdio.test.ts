@@ -17,10 +17,24 @@ import { parseTimeMs } from '../../src/core/time.js';
 import { BIN, runCli } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
+import { expectModelAids } from '../helpers/model-aids.js';
 
 const TOOL = 'vidsheet_video';
 const ENGINE = 'ffmpeg';
-const KEYS = ['input', 'duration', 'frames', 'sheets', 'files', 'timecodes', 'warnings', 'contract', 'audio'];
+// The v0 keys, then the additive ones in their order: `audio`, then DESIGN §10's.
+const KEYS = [
+  'input',
+  'duration',
+  'frames',
+  'sheets',
+  'files',
+  'timecodes',
+  'warnings',
+  'contract',
+  'audio',
+  'frame_times',
+  'zoom_hints',
+];
 const WINDOW_KEYS = ['input', 'duration', 'window', ...KEYS.slice(2)];
 
 interface Report {
@@ -39,6 +53,8 @@ interface Report {
     window: { start: number; end: number };
     samples: unknown[];
   };
+  frame_times: Array<Array<number | null>>;
+  zoom_hints: Array<{ start: string; end: string; score: number; signals: string[] }>;
 }
 
 function serverEnv(extra: Record<string, string> = {}): Record<string, string> {
@@ -205,6 +221,7 @@ describe('vidsheet mcp', () => {
     expect(r.audio.present).toBe(true);
     expect(r.audio.samples.length).toBeGreaterThan(0);
     expectWellFormed(r, { density: '3x3', startMs: 0, endMs: r.duration * 1000, windowed: false });
+    await expectModelAids(r, { clip, audio: true });
   });
 
   it('long clip: several sheets in time order, audio absent', async () => {
@@ -218,6 +235,7 @@ describe('vidsheet mcp', () => {
     const r = await callOk({ video_path: clip, start: '0:05', end: 8.5, density: '4x4' });
     expect(r.window).toEqual({ start: 5, end: 8.5 });
     expectWellFormed(r, { density: '4x4', startMs: 5000, endMs: 8500, windowed: true });
+    await expectModelAids(r, { clip, audio: true, window: { start: 5, end: 8.5 } });
 
     // Any label on a sheet is a valid start/end: zoom again between two of them.
     const labels = r.timecodes[0] as string[];

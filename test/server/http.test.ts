@@ -22,6 +22,7 @@ import { makePlan } from '../../src/core/plan.js';
 import { parseTimeMs } from '../../src/core/time.js';
 import { type DamagedFile, damagedFiles, indexClip, plainClip } from '../helpers/fixtures.js';
 import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
+import { expectModelAids } from '../helpers/model-aids.js';
 import { freePort } from '../helpers/net.js';
 import { expectedIndex, frameTimes } from '../helpers/oracle.js';
 import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
@@ -45,6 +46,9 @@ const RESULT_KEYS = [
   'timecodes',
   'warnings',
   'contract',
+  // DESIGN §10, after the last key of §5.
+  'frame_times',
+  'zoom_hints',
 ];
 const JOB_ID = /^[A-Za-z0-9_-]{22}$/;
 const LABEL = /^\d+:[0-5]\d(\.\d{1,3})?$/;
@@ -53,7 +57,8 @@ const VERSION = (
 ).version;
 
 /** The committed 120 s sample: 480x270, two sheets at every density. */
-const SAMPLE = readFileSync(fileURLToPath(new URL('../../fixtures/sample.mp4', import.meta.url)));
+const SAMPLE_PATH = fileURLToPath(new URL('../../fixtures/sample.mp4', import.meta.url));
+const SAMPLE = readFileSync(SAMPLE_PATH);
 const SAMPLE_SHEETS = 2;
 
 // ---------------------------------------------------------------------------------------------
@@ -270,6 +275,8 @@ interface HostedResult {
   timecodes: string[][];
   warnings: string[];
   contract: string;
+  frame_times: Array<Array<number | null>>;
+  zoom_hints: Array<{ start: string; end: string; score: number; signals: string[] }>;
 }
 
 /** Exact status, exact body (key order included), a JSON content type. */
@@ -741,7 +748,10 @@ describe('the success result (response=json)', () => {
         timecodes: plan.sheets.map((cells) => cells.map((cell) => cell.label)),
         warnings: [],
         contract: CONTRACT,
+        frame_times: result.frame_times,
+        zoom_hints: result.zoom_hints,
       });
+      await expectModelAids(result, { clip: SAMPLE_PATH, audio: false });
       for (const labels of result.timecodes) {
         expect(labels).toHaveLength(CELLS[density]);
         for (const label of labels) expect(label).toMatch(LABEL);

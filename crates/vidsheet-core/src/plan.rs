@@ -304,6 +304,33 @@ pub struct RenderStats {
     pub workers: u64,
 }
 
+/// The video packets a render read on the way to its cells (src/core/zoom.ts `PacketLog`):
+/// headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
+/// container start), the decode timestamp where the packet has one, else its presentation time.
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, object_from_js = false, object_to_js = false)
+)]
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PacketLog {
+    #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
+    pub times: Vec<f64>,
+    /// Bytes of each packet.
+    #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
+    pub sizes: Vec<f64>,
+    /// 1 for a keyframe.
+    #[cfg_attr(feature = "napi", napi(ts_type = "Uint8Array"))]
+    pub keys: Vec<u8>,
+    /// Pairs [start, end] (seconds; -Infinity: from the stream's start, Infinity: to its end)
+    /// within which every packet of the stream is listed.
+    #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
+    pub spans: Vec<f64>,
+    /// Per cell (sheets in order): the decode time of the shown frame's packet, NaN when unknown:
+    /// where the cell stands among the packets, which are in decode order.
+    #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
+    pub cells: Vec<f64>,
+}
+
 /// What a render reports.
 #[cfg_attr(
     feature = "napi",
@@ -314,4 +341,9 @@ pub struct RenderResult {
     /// Cells left black (still labelled) because their frame could not be decoded.
     pub unreadable: Vec<CellRef>,
     pub stats: RenderStats,
+    /// Per cell, sheets in order: the presentation time of the frame it shows, in seconds on the
+    /// labels' clock (pts minus the container start, unrounded); null for an unreadable cell.
+    pub frame_times: Vec<Option<f64>>,
+    /// The packets read on the way (the zoom hints' raw material).
+    pub packets: PacketLog,
 }

@@ -71,6 +71,10 @@ pub fn render_on(
     let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
     let runs = source.decode_runs(&targets);
     let parts = partition(&runs, cores, max_workers(source.picture_bytes));
+    // The zoom hints' packets: the index's, when it lists the whole stream (nothing more to
+    // read); else each decoder records the packets it reads anyway.
+    let indexed = source.index_packets();
+    let record = indexed.is_none();
     // The planning source decodes alone when one worker has every core; partition workers open
     // their own single-purpose decoders.
     let mut first_source = (parts.len() == 1 && parts[0].threads == cores).then_some(source);
@@ -91,6 +95,7 @@ pub fn render_on(
                 source: first_source.take(),
                 tx: tx.clone(),
                 cancel: &cancel,
+                record,
             };
             std::thread::Builder::new()
                 .name(format!("vidsheet-video-{k}"))
@@ -102,6 +107,19 @@ pub fn render_on(
         let mut remaining: Vec<usize> = plan.sheets.iter().map(|s| s.cells.len()).collect();
         let mut canvases: Vec<Option<Canvas>> = plan.sheets.iter().map(|_| None).collect();
         let mut unreadable: Vec<CellRef> = Vec::new();
+        // Cell (sheet, cell) is frame_times[first[sheet] + cell].
+        let first: Vec<usize> = plan
+            .sheets
+            .iter()
+            .scan(0, |n, s| {
+                let at = *n;
+                *n += s.cells.len();
+                Some(at)
+            })
+            .collect();
+        let mut frame_times: Vec<Option<f64>> = vec![None; cells.len()];
+        let mut packets = indexed.unwrap_or_default();
+        let mut packets_cells: Vec<f64> = vec![f64::NAN; cells.len()];
         let mut stats = RenderStats {
             workers: parts.len() as u64,
             ..RenderStats::default()
@@ -118,8 +136,24 @@ pub fn render_on(
         // Ends when every worker has dropped its sender.
         for msg in rx.iter() {
             let (si, ci, out) = match msg {
-                Msg::Cell { sheet, cell, out } => (sheet, cell, out),
-                Msg::Done(s) => {
+                Msg::Cell {
+                    sheet,
+                    cell,
+                    out,
+                    time,
+                } => {
+                    if let Some(k) = first.get(sheet).map(|f| f + cell) {
+                        if let (Some(slot), Some(dts)) =
+                            (frame_times.get_mut(k), packets_cells.get_mut(k))
+                        {
+                            *slot = time.map(|t| t.0);
+                            *dts = time.map_or(f64::NAN, |t| t.1);
+                        }
+                    }
+                    (sheet, cell, out)
+                }
+                Msg::Done(s, recorded) => {
+                    packets.extend(recorded);
                     stats.decoded_frames += s.decoded_frames;
                     stats.seeks += s.seeks;
                     stats.skippable_packets += s.skippable_packets;
@@ -157,7 +191,13 @@ pub fn render_on(
         }
 
         unreadable.sort_by_key(|c| (c.sheet, c.cell));
-        Ok(RenderResult { unreadable, stats })
+        packets.cells = packets_cells;
+        Ok(RenderResult {
+            unreadable,
+            stats,
+            frame_times,
+            packets,
+        })
     })
 }
 

@@ -3,6 +3,7 @@
  * timestamps, keyframes, and where each packet's bytes are (so NAL headers can be read in place).
  * Listing is demux only (ffprobe `-show_entries packet=...`), never a decode.
  */
+import type { PacketLog } from '../../core/zoom.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 
@@ -12,6 +13,10 @@ export interface Packets {
   keyframes: bigint[];
   /** Byte position and size of each packet, by pts (absent where the demuxer does not say). */
   bytes: Map<bigint, { pos: number; size: number }>;
+  /** The same packets for the zoom hints (core/zoom.ts), with the spans they cover without a hole. */
+  log: Omit<PacketLog, 'cells'>;
+  /** By pts: the packet's time in the log (its decode time). */
+  decodeTime: Map<bigint, number>;
 }
 
 interface Row {
@@ -131,21 +136,61 @@ function withPts(rows: Row[]): Array<Row & { pts: bigint }> {
   return fits ? [...known, ...free.map((pts) => ({ pts, key: false }))] : known;
 }
 
-function toPackets(rows: Array<Row & { pts: bigint }>): Packets {
+/**
+ * A timestamp as seconds on the labels' clock (timestamp minus the container start): the native
+ * engine's arithmetic exactly (video/packets.rs `label_seconds`), so both place a packet on the
+ * same side of a frame time.
+ */
+export const labelSeconds = (ts: bigint, d: VideoDetails) =>
+  Number(ts * d.timeBase[0]) / Number(d.timeBase[1]) - Number(d.startUs) / 1e6;
+
+/** The hints' time of a packet: its decode timestamp where it has one (as the native engine's). */
+const logTime = (r: Row & { pts: bigint }, d: VideoDetails) => labelSeconds(r.dts ?? r.pts, d);
+
+/**
+ * `spans`: the runs of rows read without a hole, as [first, last] row indices; a run from the
+ * stream's start or to its end is open on that side.
+ */
+function toPackets(
+  rows: Array<Row & { pts: bigint }>,
+  d: VideoDetails,
+  spans: Array<{ from: number; to: number; fromStart?: boolean; toEnd?: boolean }>,
+): Packets {
   const asc = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
   const bytes = new Map<bigint, { pos: number; size: number }>();
   for (const { pts, pos, size } of rows)
     if (pos !== undefined && size !== undefined) bytes.set(pts, { pos, size });
+  const times = new Float64Array(rows.map((r) => logTime(r, d)));
+  const decodeTime = new Map(rows.map((r, i) => [r.pts, times[i] as number]));
+  const edges: number[] = [];
+  for (const span of spans) {
+    let lo = Number.POSITIVE_INFINITY;
+    let hi = Number.NEGATIVE_INFINITY;
+    for (let i = span.from; i <= span.to; i++) {
+      lo = Math.min(lo, times[i] as number);
+      hi = Math.max(hi, times[i] as number);
+    }
+    if (lo > hi) continue;
+    edges.push(span.fromStart ? Number.NEGATIVE_INFINITY : lo, span.toEnd ? Number.POSITIVE_INFINITY : hi);
+  }
   return {
     pts: [...new Set(rows.map((r) => r.pts))].sort(asc),
     keyframes: [...new Set(rows.filter((r) => r.key).map((r) => r.pts))].sort(asc),
     bytes,
+    decodeTime,
+    log: {
+      times,
+      sizes: new Float64Array(rows.map((r) => r.size ?? 0)),
+      keys: new Uint8Array(rows.map((r) => (r.key ? 1 : 0))),
+      spans: new Float64Array(edges),
+    },
   };
 }
 
 /** Lists every packet of the stream. */
 export async function listAllPackets(path: string, d: VideoDetails, signal?: AbortSignal): Promise<Packets> {
-  return toPackets(await readRows(path, d, undefined, signal));
+  const rows = await readRows(path, d, undefined, signal);
+  return toPackets(rows, d, [{ from: 0, to: rows.length - 1, fromStart: true, toEnd: true }]);
 }
 
 /** The end of the stream's data in whole microseconds on the stream clock (what the probe found). */
@@ -186,6 +231,7 @@ export async function listPacketsNear(
   );
 
   const runs: Array<Array<Row & { pts: bigint }>> = [];
+  const runSpans: Array<{ from: number; to: number }> = [];
   for (const [i, r] of rows.entries()) {
     const prev = rows[i - 1];
     const contiguous =
@@ -193,8 +239,13 @@ export async function listPacketsNear(
       prev.duration !== undefined &&
       r.dts !== undefined &&
       prev.dts + prev.duration === r.dts;
-    if (contiguous) runs[runs.length - 1]?.push(r);
-    else runs.push([r]);
+    if (contiguous) {
+      runs[runs.length - 1]?.push(r);
+      (runSpans[runSpans.length - 1] as { to: number }).to = i;
+    } else {
+      runs.push([r]);
+      runSpans.push({ from: i, to: i });
+    }
   }
   const [tbNum, tbDen] = d.timeBase;
   const us = (p: bigint) => (p * tbNum * 1_000_000n) / tbDen;
@@ -216,7 +267,7 @@ export async function listPacketsNear(
       return opened && reaches;
     });
   };
-  return sorted.every(covered) ? toPackets(rows) : null;
+  return sorted.every(covered) ? toPackets(rows, d, runSpans) : null;
 }
 
 /**
@@ -232,7 +283,8 @@ export async function listPacketsInWindow(
 ): Promise<Packets> {
   const from = range.fromMs > 30_000 ? (range.fromMs / 1000 - 30 + d.startTime).toFixed(6) : '';
   const to = (range.toMs / 1000 + 1 + d.startTime).toFixed(6);
-  return toPackets(await readRows(path, d, [`${from}%${to}`], signal));
+  const rows = await readRows(path, d, [`${from}%${to}`], signal);
+  return toPackets(rows, d, [{ from: 0, to: rows.length - 1, fromStart: from === '' }]);
 }
 
 /** Index of the last element for which `le` holds (the items are sorted), or -1. */

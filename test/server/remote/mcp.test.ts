@@ -13,11 +13,13 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTimeMs } from '../../../src/core/time.js';
 import { decodeJpeg } from '../../helpers/frames.js';
+import { expectModelAids } from '../../helpers/model-aids.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
 
 afterAll(removeServerDirs);
 
-const SAMPLE = readFileSync(join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4'));
+const SAMPLE_PATH = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4');
+const SAMPLE = readFileSync(SAMPLE_PATH);
 const TOOL = 'vidsheet_video';
 const KEYS = [
   'input',
@@ -31,6 +33,8 @@ const KEYS = [
   'job_id',
   'sheet_ttl_hours',
 ];
+/** DESIGN §10's keys, after the lane's (the last key of §6). */
+const AIDS = ['frame_times', 'zoom_hints'];
 
 interface Listening {
   server: Server;
@@ -177,7 +181,7 @@ describe('remote endpoint', () => {
     await client.close();
     expect(result.isError, textOf(result)).toBeFalsy();
     const report = JSON.parse(textOf(result));
-    expect(Object.keys(report)).toEqual([...KEYS, 'free_jobs_remaining_today']);
+    expect(Object.keys(report)).toEqual([...KEYS, 'free_jobs_remaining_today', ...AIDS]);
     expect(report).toMatchObject({
       input: videoUrl(),
       duration: 120,
@@ -187,6 +191,7 @@ describe('remote endpoint', () => {
       sheet_ttl_hours: 24,
       free_jobs_remaining_today: 2,
     });
+    await expectModelAids(report, { clip: SAMPLE_PATH, audio: false });
     expect(report.job_id).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(report.files).toEqual(
       [1, 2].map((n) => `${server.url}/v1/sheets/${report.job_id}/video.sheet-${n}.jpg`),
@@ -216,7 +221,7 @@ describe('remote endpoint', () => {
     await client.close();
     expect(result.isError, textOf(result)).toBeFalsy();
     const report = JSON.parse(textOf(result));
-    expect(Object.keys(report)).toEqual([...KEYS, 'credits_charged', 'credits_remaining']);
+    expect(Object.keys(report)).toEqual([...KEYS, 'credits_charged', 'credits_remaining', ...AIDS]);
     expect(report.credits_charged).toBe(4);
     expect(report.credits_remaining).toBe(96);
     const shown = JSON.parse((await server.admin('show', '--email', 'remote@example.com')).stdout);

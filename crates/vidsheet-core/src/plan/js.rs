@@ -4,10 +4,12 @@
 //! BigInts and a plain array of them). Each impl destructures its struct without `..`, so a field
 //! added in plan.rs does not compile until it is converted here too.
 
-use napi::bindgen_prelude::{Env, Float32Array, Object, ToNapiValue, Unknown, ValueType};
+use napi::bindgen_prelude::{
+    Env, Float32Array, Float64Array, Object, ToNapiValue, Uint8Array, Unknown, ValueType,
+};
 use napi::{sys, De, JsValue};
 
-use super::{AudioPeaks, RenderPlan, RenderStats, VideoStreamFacts};
+use super::{AudioPeaks, PacketLog, RenderPlan, RenderStats, VideoStreamFacts};
 use crate::error::{Error, Result};
 
 impl RenderPlan {
@@ -98,6 +100,25 @@ impl ToNapiValue for RenderStats {
             o.set("seeks", count(seeks))?;
             o.set("skippablePackets", count(skippable_packets))?;
             o.set("workers", count(workers))
+        })
+    }
+}
+
+impl ToNapiValue for PacketLog {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        let PacketLog {
+            times,
+            sizes,
+            keys,
+            spans,
+            cells,
+        } = val;
+        object(env, |o| {
+            o.set("times", Float64Array::new(times))?;
+            o.set("sizes", Float64Array::new(sizes))?;
+            o.set("keys", Uint8Array::new(keys))?;
+            o.set("spans", Float64Array::new(spans))?;
+            o.set("cells", Float64Array::new(cells))
         })
     }
 }

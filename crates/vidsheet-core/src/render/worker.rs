@@ -7,7 +7,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 use crate::convert::{Image, ScaleCache};
-use crate::plan::{RenderPlan, RenderStats};
+use crate::plan::{PacketLog, RenderPlan, RenderStats};
 use crate::video::{Decoded, VideoSource};
 
 /// Results queued per worker before it waits for the main thread.
@@ -19,9 +19,12 @@ pub(super) enum Msg {
         sheet: usize,
         cell: usize,
         out: CellOut,
+        /// The shown frame's presentation and decode times (seconds, labels' clock); None
+        /// without a frame.
+        time: Option<(f64, f64)>,
     },
-    /// The worker finished its cells; its decoder's counters.
-    Done(RenderStats),
+    /// The worker finished its cells; its decoder's counters and the packets it recorded.
+    Done(RenderStats, PacketLog),
     /// The worker panicked.
     Crashed,
 }
@@ -54,19 +57,21 @@ pub(super) struct Worker<'a> {
     pub source: Option<VideoSource>,
     pub tx: SyncSender<Msg>,
     pub cancel: &'a AtomicBool,
+    /// Record the packets read (the zoom hints' material, when the index does not list them).
+    pub record: bool,
 }
 
 impl Worker<'_> {
     pub(super) fn run(mut self) {
         let tx = self.tx.clone();
         let msg = match catch_unwind(AssertUnwindSafe(|| self.decode())) {
-            Ok(stats) => Msg::Done(stats),
+            Ok((stats, packets)) => Msg::Done(stats, packets),
             Err(_) => Msg::Crashed,
         };
         let _ = tx.send(msg);
     }
 
-    fn decode(&mut self) -> RenderStats {
+    fn decode(&mut self) -> (RenderStats, PacketLog) {
         let plan = self.plan;
         let source = match self.source.take() {
             Some(s) => Ok(s),
@@ -88,15 +93,18 @@ impl Worker<'_> {
                     } else {
                         CellOut::Unreadable
                     };
-                    if !self.send(si, ci, out) {
+                    if !self.send(si, ci, out, None) {
                         break;
                     }
                 }
-                return RenderStats::default();
+                return (RenderStats::default(), PacketLog::default());
             }
         };
         let targets: Vec<i64> = self.cells.iter().map(|c| c.0).collect();
         source.set_targets(&targets);
+        if self.record {
+            source.record_packets();
+        }
         let mut scaled = ScaleCache::new(source.orientation);
         // A frame's pixels may go as soon as it is scaled only when no later cell can need it at
         // another size.
@@ -109,34 +117,48 @@ impl Worker<'_> {
         let uniform = sizes.next().is_none_or(|first| sizes.all(|s| s == first));
         for &(target, si, ci) in self.cells {
             let rect = plan.sheets[si].cells[ci].rect;
-            let out = if rect.w == 0 || rect.h == 0 {
-                CellOut::Empty
+            let (out, pts) = if rect.w == 0 || rect.h == 0 {
+                (CellOut::Empty, None)
             } else {
                 let mut scale =
                     |d: &Decoded| scaled.get(d.serial, unsafe { d.frame.as_ptr() }, rect.w, rect.h);
                 let mut early = |d: &Decoded| uniform && scale(d).is_some();
                 match source.frame_at(target, &mut early) {
-                    Some(decoded) => match scale(decoded) {
-                        Some(img) => CellOut::Frame(img),
-                        None => CellOut::Unreadable,
-                    },
-                    None => CellOut::Unreadable,
+                    Some(decoded) => {
+                        let pts = (decoded.pts, decoded.decode_time);
+                        match scale(decoded) {
+                            Some(img) => (CellOut::Frame(img), Some(pts)),
+                            None => (CellOut::Unreadable, None),
+                        }
+                    }
+                    None => (CellOut::Unreadable, None),
                 }
             };
-            if !self.send(si, ci, out) {
+            let time = pts.map(|(p, d)| (source.label_seconds(p), d));
+            if !self.send(si, ci, out, time) {
                 break;
             }
         }
-        RenderStats {
+        let stats = RenderStats {
             decoded_frames: source.decoded_frames(),
             seeks: source.seeks,
             skippable_packets: source.skippable_sent,
             workers: 1,
-        }
+        };
+        (stats, source.take_packets())
     }
 
     /// False when the render is being abandoned.
-    fn send(&self, sheet: usize, cell: usize, out: CellOut) -> bool {
-        !self.cancel.load(Ordering::Relaxed) && self.tx.send(Msg::Cell { sheet, cell, out }).is_ok()
+    fn send(&self, sheet: usize, cell: usize, out: CellOut, time: Option<(f64, f64)>) -> bool {
+        !self.cancel.load(Ordering::Relaxed)
+            && self
+                .tx
+                .send(Msg::Cell {
+                    sheet,
+                    cell,
+                    out,
+                    time,
+                })
+                .is_ok()
     }
 }

@@ -16,10 +16,12 @@
 //! - [`skip`]: pictures no target can show, decoded without output;
 //! - [`pump`]: packets in, pictures out;
 //! - [`recover`]: trouble after a seek, and starting again earlier;
-//! - [`reach`]: how far back a picture may reference (what recovery compares by).
+//! - [`reach`]: how far back a picture may reference (what recovery compares by);
+//! - [`packets`]: the packets read on the way, kept for the zoom hints.
 
 mod cost;
 mod open;
+mod packets;
 mod pump;
 mod reach;
 mod recover;
@@ -50,6 +52,8 @@ pub(crate) struct Decoded {
     pub serial: u64,
     /// Digest of the picture, kept when seek recovery may compare it (see [`recover`]).
     print: Option<u64>,
+    /// Its packet's decode time, seconds on the labels' clock; NaN when unknown ([`packets`]).
+    pub decode_time: f64,
 }
 
 pub(crate) struct VideoSource {
@@ -127,6 +131,10 @@ pub(crate) struct VideoSource {
     /// Seeking in this stream gave decoder trouble that only decoding from the start cured: later
     /// targets are reached by decoding forward.
     forward_only: bool,
+    /// Packets read, recorded for the zoom hints when asked ([`packets`]).
+    packets: Option<packets::PacketRecorder>,
+    /// The latest packets' serials and decode times (a picture's own packet is among them).
+    recent: std::collections::VecDeque<(u64, f64)>,
 }
 
 impl VideoSource {

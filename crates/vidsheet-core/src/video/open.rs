@@ -171,6 +171,8 @@ impl VideoSource {
             watch: recover::Watch::default(),
             recovery: None,
             forward_only: false,
+            packets: None,
+            recent: Default::default(),
         };
         src.discard_other_streams();
         Ok(src)

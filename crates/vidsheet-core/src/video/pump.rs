@@ -95,6 +95,7 @@ impl VideoSource {
                         }
                         self.packet_serial += 1;
                         let serial = self.packet_serial;
+                        self.note_packet(&packet, serial);
                         // The first packet after a seek to an index keyframe is that keyframe,
                         // whatever its flags say.
                         let key = packet.is_key() || std::mem::take(&mut self.landing);
@@ -123,6 +124,7 @@ impl VideoSource {
                         break;
                     }
                     Err(ff::Error::Eof) => {
+                        self.note_end();
                         let _ = self.decoder.send_eof();
                         self.sent_eof = true;
                         break;
@@ -181,7 +183,10 @@ impl VideoSource {
                 }
             }
         }
+        // SAFETY: a frame the decoder just returned; the opaque is the serial of its own packet.
+        let packet = unsafe { (*f.as_ptr()).reordered_opaque };
         Decoded {
+            decode_time: self.decode_time_of(packet),
             frame: f,
             pts,
             serial: self.serial,

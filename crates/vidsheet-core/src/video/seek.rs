@@ -98,6 +98,7 @@ impl VideoSource {
     }
 
     fn reset_decoding(&mut self) {
+        self.note_reposition(self.from_start);
         self.decoder.flush();
         self.cur = None;
         self.next = None;

@@ -1,0 +1,340 @@
+/**
+ * Where to look next (DESIGN §10): `frame_times` and `zoom_hints`, the one place they are decided.
+ *
+ * Sampling shows what is on screen at each label; what happens between two cells is invisible on
+ * the sheet. The engines already read what betrays it, and hand it over raw (`PacketLog`): every
+ * video packet's size and keyframe flag they listed while finding the cells' frames. Locally the
+ * audio peaks are measured anyway. This module turns those into at most MAX_HINTS gaps between
+ * consecutive cells, each with a score and the signals that raised it:
+ *
+ * - `keyframe`: a keyframe the stream's regular keyframe interval does not explain. Encoders put a
+ *   keyframe every N pictures and, with scene-cut detection (x264's default), also at a cut, which
+ *   restarts the count. So the regular interval is the longest that recurs; a keyframe that comes
+ *   sooner than that after the previous one is the encoder saying "the picture changed".
+ * - `bitrate`: packets well above the run's baseline. A cut, a flash or a burst of motion cannot be
+ *   predicted from the previous picture, so it costs an intra-like packet (or many larger ones);
+ *   the baseline is the median gap, so the scene's own level (talking head, noisy camera) is
+ *   discounted.
+ * - `audio` (local surfaces only): the loudest millisecond in the gap well above the run's usual
+ *   loudest millisecond (a click, a bang, speech starting in silence).
+ *
+ * A gap is measured by packets only where the engine listed every packet across it (`spans`), so
+ * a partially read gap never looks quiet or busy by accident.
+ */
+import type { AudioPeaks } from './audio.js';
+import { formatLabel } from './time.js';
+import type { Window } from './window.js';
+
+/** Entries in `zoom_hints` at most (DESIGN §10). */
+export const MAX_HINTS = 5;
+
+/**
+ * A gap's bytes (its largest packet, or its bytes per second) at least this many times the run's
+ * median gap raise `bitrate`. Within one steady scene x264's largest P/B packet per gap varies by
+ * well under 2x (the median of gap maxima is already the scene's ordinary peak); a cut without a
+ * keyframe, a white flash or a motion burst costs 3x to 20x. Measured on the event clips
+ * (test/helpers/events.ts) and the corpus.
+ */
+export const BITRATE_RATIO = 2.5;
+/** The ratio at which the bitrate part of a score reaches 1 (log scale between 1x and this). */
+const BITRATE_FULL = 16;
+/**
+ * An unexplained keyframe's part of a score: the encoder's own scene-cut detector is good evidence
+ * of a change, but says nothing of how large it is (bitrate and audio add to it).
+ */
+const KEYFRAME_WEIGHT = 0.5;
+/**
+ * Audio: the gap's loudest millisecond must exceed the median gap's loudest by this much (in
+ * clip-peak units, 0..1) and be at least twice it. A steady soundtrack varies little from gap to
+ * gap; a click in a quiet scene goes from ~0 to near the clip peak.
+ */
+const AUDIO_JUMP = 0.25;
+/**
+ * Keyframe intervals (in packets, counted in decode order) that differ by at most this much count
+ * as the same interval: B-frame reordering moves a keyframe's decode position against its display
+ * position by up to the B-frame run (x265's regular keyframes measured 246, 250 and 254 packets
+ * apart for keyint 250), and encoders rarely run more than 8 B-frames.
+ */
+const INTERVAL_SLACK = 8;
+
+/**
+ * The video packets an engine listed while finding the cells' frames (headers only: times, sizes,
+ * keyframe flags), in any order, possibly with repeats (a packet read twice after a seek back).
+ * Times are seconds on the labels' clock (timestamp minus the container start): the packet's decode
+ * timestamp where it has one (the order the encoder wrote them in), else its presentation time.
+ */
+export interface PacketLog {
+  times: Float64Array;
+  sizes: Float64Array;
+  /** 1 for a keyframe. */
+  keys: Uint8Array;
+  /**
+   * Pairs [start, end] (seconds, same clock): within each, every packet of the stream is listed.
+   * Gaps outside every span have no packet signals.
+   */
+  spans: Float64Array;
+  /**
+   * Per cell of the run (sheets in order): the time, on this log's clock, of the packet of the
+   * frame the cell shows; NaN when unknown. Packets are in decode order and B-frames reorder (by
+   * seconds in a variable-rate stream), so a gap's packets are those decoded after the first
+   * cell's frame, up to and including the second cell's frame.
+   */
+  cells: Float64Array;
+}
+
+export const emptyPacketLog = (): PacketLog => ({
+  times: new Float64Array(0),
+  sizes: new Float64Array(0),
+  keys: new Uint8Array(0),
+  spans: new Float64Array(0),
+  cells: new Float64Array(0),
+});
+
+export interface ZoomHint {
+  start: string;
+  end: string;
+  score: number;
+  signals: Array<'keyframe' | 'bitrate' | 'audio'>;
+}
+
+/** One cell of the run, in time order (all sheets together). */
+export interface HintCell {
+  label: string;
+  /** The cell's sample time (ms, labels' clock). */
+  timeMs: number;
+  /** Presentation time of the frame the cell shows (seconds, labels' clock), null when unreadable. */
+  frameTime: number | null;
+}
+
+/**
+ * Where each cell stands among the packets: its frame's packet's decode time where the engine
+ * knows it, else its frame's presentation time, else its sample time.
+ */
+function packetPositions(cells: HintCell[], log: PacketLog): number[] {
+  return cells.map((c, k) => {
+    const decoded = log.cells[k];
+    if (decoded !== undefined && Number.isFinite(decoded)) return decoded;
+    return c.frameTime ?? c.timeMs / 1000;
+  });
+}
+
+/** A frame time as the report shows it: seconds, at most 3 decimals. */
+export const reportedFrameTime = (t: number | null): number | null =>
+  t === null || !Number.isFinite(t) ? null : Math.round(t * 1000) / 1000;
+
+/** A window edge as a timecode that is valid window input and means exactly that ms. */
+function edgeLabel(ms: number, decimals: number): string {
+  const step = 10 ** (3 - decimals);
+  return formatLabel(ms, ms % step === 0 ? decimals : 3);
+}
+
+interface Gap {
+  start: string;
+  end: string;
+  /** (from, to] in seconds: packets with a time in it belong to the gap. */
+  from: number;
+  to: number;
+}
+
+/**
+ * The gaps of a run: window start to the first cell, each cell to the next (across sheets), the
+ * last cell to the window end. A gap holds what changes after the frame its first cell shows, up to
+ * and including the frame its second cell shows (an unreadable cell stands at its sample time).
+ */
+function gapsOf(cells: HintCell[], at: number[], window: Window, decimals: number): Gap[] {
+  const first = cells[0];
+  const last = cells[cells.length - 1];
+  if (!first || !last) return [];
+  const gaps: Gap[] = [];
+  // Before the first cell: from the window start itself, which its first frame may show.
+  const startLabel = edgeLabel(window.startMs, decimals);
+  gaps.push({ start: startLabel, end: first.label, from: window.startMs / 1000 - 1e-9, to: at[0] as number });
+  for (let i = 1; i < cells.length; i++) {
+    const [a, b] = [cells[i - 1] as HintCell, cells[i] as HintCell];
+    gaps.push({ start: a.label, end: b.label, from: at[i - 1] as number, to: at[i] as number });
+  }
+  const endLabel = edgeLabel(window.endMs, decimals);
+  gaps.push({
+    start: last.label,
+    end: endLabel,
+    from: at[cells.length - 1] as number,
+    to: window.endMs / 1000,
+  });
+  return gaps.filter((g) => g.to > g.from);
+}
+
+/** Median of a non-empty list (0 for an empty one). */
+function median(values: number[]): number {
+  if (values.length === 0) return 0;
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+interface Packet {
+  time: number;
+  size: number;
+  key: boolean;
+}
+
+/** The log's packets, each once, in time order. */
+function packetsOf(log: PacketLog): Packet[] {
+  const seen = new Map<number, Packet>();
+  for (let i = 0; i < log.times.length; i++) {
+    const time = log.times[i] as number;
+    if (!Number.isFinite(time)) continue;
+    seen.set(time, { time, size: log.sizes[i] ?? 0, key: log.keys[i] === 1 });
+  }
+  return [...seen.values()].sort((a, b) => a.time - b.time);
+}
+
+/** The spans as [start, end] pairs, merged where they overlap. */
+function spansOf(log: PacketLog): Array<[number, number]> {
+  const spans: Array<[number, number]> = [];
+  for (let i = 0; i + 1 < log.spans.length; i += 2)
+    spans.push([log.spans[i] as number, log.spans[i + 1] as number]);
+  spans.sort((a, b) => a[0] - b[0]);
+  const merged: Array<[number, number]> = [];
+  for (const s of spans) {
+    const last = merged[merged.length - 1];
+    if (last && s[0] <= last[1]) last[1] = Math.max(last[1], s[1]);
+    else merged.push([...s]);
+  }
+  return merged;
+}
+
+/**
+ * Keyframes the regular interval does not explain. Intervals are counted in packets (an encoder's
+ * keyframe interval is a picture count, whatever the timestamps of a variable-rate stream say),
+ * only between keyframes listed in the same span. The regular interval is the longest interval
+ * that occurs at least twice; a keyframe that follows its predecessor sooner than that (by more than
+ * the slack) is unexplained. When no interval recurs (a short clip), no regular cadence is known and
+ * every keyframe after a stream's first is unexplained, unless every packet is a keyframe (an
+ * intra-only codec). Returns the unexplained keyframes' times.
+ */
+export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): number[] {
+  const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
+  const intervals: Array<{ time: number; length: number }> = [];
+  let prev: { index: number; span: number } | null = null;
+  for (const [i, p] of packets.entries()) {
+    if (!p.key) continue;
+    const span = inSpan(p.time);
+    if (prev && span >= 0 && prev.span === span) intervals.push({ time: p.time, length: i - prev.index });
+    prev = span >= 0 ? { index: i, span } : null;
+  }
+  if (intervals.length === 0) return [];
+  if (intervals.every((v) => v.length === 1)) return [];
+  const counts = new Map<number, number>();
+  for (const { length } of intervals) {
+    let matches = 0;
+    for (const other of intervals) if (Math.abs(other.length - length) <= INTERVAL_SLACK) matches++;
+    counts.set(length, matches);
+  }
+  const recurring = [...counts].filter(([, n]) => n >= 2).map(([length]) => length);
+  const regular = recurring.length ? Math.max(...recurring) : Number.POSITIVE_INFINITY;
+  return intervals.filter((v) => v.length < regular - INTERVAL_SLACK).map((v) => v.time);
+}
+
+/** What the packets say of one gap: its largest packet and bytes per second, regular keyframes left out. */
+interface GapBytes {
+  peak: number;
+  rate: number;
+  keyframe: boolean;
+}
+
+/**
+ * The hints of a run (DESIGN §10): at most MAX_HINTS gaps with at least one signal, highest score
+ * first (then earliest), `[]` when nothing stands out. `audio` only on local surfaces.
+ */
+export function zoomHints(input: {
+  cells: HintCell[];
+  window: Window;
+  /** The labels' decimals (the plan's), for the window edges. */
+  decimals: number;
+  packets: PacketLog;
+  audio?: AudioPeaks | null;
+}): ZoomHint[] {
+  const gaps = gapsOf(input.cells, packetPositions(input.cells, input.packets), input.window, input.decimals);
+  if (gaps.length === 0) return [];
+  const packets = packetsOf(input.packets);
+  const spans = spansOf(input.packets);
+  const unexplained = new Set(unexplainedKeyframes(packets, spans));
+  // A keyframe the cadence explains is big by design: it says nothing of the picture.
+  const regularKey = (p: Packet) => p.key && !unexplained.has(p.time);
+
+  const covered = (g: Gap) => spans.some(([a, b]) => a <= g.from && b >= g.to);
+  const bytes: Array<GapBytes | null> = gaps.map((g) => {
+    if (!covered(g)) return null;
+    let peak = 0;
+    let total = 0;
+    let keyframe = false;
+    for (const p of packetsBetween(packets, g.from, g.to)) {
+      if (unexplained.has(p.time)) keyframe = true;
+      if (regularKey(p)) continue;
+      peak = Math.max(peak, p.size);
+      total += p.size;
+    }
+    return { peak, rate: total / (g.to - g.from), keyframe };
+  });
+  const measured = bytes.filter((b): b is GapBytes => b !== null);
+  const basePeak = median(measured.map((b) => b.peak));
+  const baseRate = median(measured.map((b) => b.rate));
+
+  const loudest = gaps.map((g) => (input.audio ? loudestIn(input.audio, g.from * 1000, g.to * 1000) : null));
+  const baseLoud = median(loudest.filter((l): l is number => l !== null));
+
+  const hints: Array<ZoomHint & { from: number }> = [];
+  for (const [i, g] of gaps.entries()) {
+    const signals: ZoomHint['signals'] = [];
+    let quiet = 1; // product of (1 - part): the score is 1 - quiet
+    const b = bytes[i];
+    if (b?.keyframe) {
+      signals.push('keyframe');
+      quiet *= 1 - KEYFRAME_WEIGHT;
+    }
+    if (b && basePeak > 0 && baseRate > 0) {
+      const ratio = Math.max(b.peak / basePeak, b.rate / baseRate);
+      if (ratio >= BITRATE_RATIO) {
+        signals.push('bitrate');
+        quiet *= 1 - Math.min(1, Math.log(ratio) / Math.log(BITRATE_FULL));
+      }
+    }
+    const loud = loudest[i];
+    if (loud !== null && loud !== undefined && loud - baseLoud >= AUDIO_JUMP && loud >= 2 * baseLoud) {
+      signals.push('audio');
+      quiet *= 1 - Math.min(1, loud - baseLoud);
+    }
+    if (signals.length === 0) continue;
+    hints.push({
+      start: g.start,
+      end: g.end,
+      score: Math.round((1 - quiet) * 100) / 100,
+      signals,
+      from: g.from,
+    });
+  }
+  hints.sort((a, b) => b.score - a.score || a.from - b.from);
+  return hints.slice(0, MAX_HINTS).map(({ start, end, score, signals }) => ({ start, end, score, signals }));
+}
+
+/** Packets with a time in (from, to], from a time-ordered list. */
+function* packetsBetween(packets: Packet[], from: number, to: number): Generator<Packet> {
+  let lo = 0;
+  let hi = packets.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if ((packets[mid] as Packet).time <= from) lo = mid + 1;
+    else hi = mid;
+  }
+  for (let i = lo; i < packets.length && (packets[i] as Packet).time <= to; i++) yield packets[i] as Packet;
+}
+
+/** Clip-peak level (0..1) of the loudest ms in (from, to] ms; null without audio. */
+function loudestIn(audio: AudioPeaks, fromMs: number, toMs: number): number | null {
+  if (!audio.present || !(audio.clipPeak > 0)) return null;
+  const lo = Math.max(Math.floor(fromMs) + 1, audio.startMs) - audio.startMs;
+  const hi = Math.min(Math.ceil(toMs) + 1, audio.startMs + audio.peaks.length) - audio.startMs;
+  let peak = 0;
+  for (let i = lo; i < hi; i++) peak = Math.max(peak, audio.peaks[i] as number);
+  return Math.min(1, peak / audio.clipPeak);
+}

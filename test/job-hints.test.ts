@@ -1,0 +1,134 @@
+/**
+ * Zoom hints and frame times on clips with known events (test/helpers/events.ts), through the job
+ * runner on both engines. Oracles: where the clip maker put each event (its gap), and ffprobe's
+ * frame list for the frame each cell shows (the frame rule).
+ *
+ * What the signals can see is asserted as it is, per encoding (and printed as a table):
+ * - a hard cut: always (x264 with scene cut: a keyframe and a large packet; a fixed GOP, and x265,
+ *   whose scene-cut I-pictures are not sync samples: a large packet, as a cut cannot be predicted
+ *   from the picture before it);
+ * - a one-frame white flash: always (two pictures that cannot be predicted);
+ * - a half-second burst of motion: always (many larger packets);
+ * - a click: on the local surfaces, from the audio peaks;
+ * - a 6x6 px mark appearing on a 320x180 picture: not seen (a few bytes in one packet, below the
+ *   scene's own variation); the test asserts it is not among the hints, so a change that makes it
+ *   visible is noticed and this note updated.
+ * Still gaps are never hinted.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { JobOutcome } from '../src/core/report.js';
+import { selectEngine } from '../src/engine/index.js';
+import { runJob } from '../src/job.js';
+import { ENGINES } from './helpers/cli.js';
+import { EVENT_ENCODINGS, EVENTS, type EventEncoding, eventClip } from './helpers/events.js';
+import { expectedIndex, frameTimes } from './helpers/oracle.js';
+
+const roots: string[] = [];
+afterAll(() => {
+  for (const dir of roots) rmSync(dir, { recursive: true, force: true });
+});
+
+async function run(clip: string, engine: string, audio: boolean): Promise<JobOutcome> {
+  const outDir = mkdtempSync(join(tmpdir(), 'vidsheet-hints-'));
+  roots.push(outDir);
+  return runJob(
+    { input: clip, density: '3x3', outDir },
+    { engine: selectEngine({ VIDSHEET_ENGINE: engine }), audio },
+  );
+}
+
+const key = (h: { start: string; end: string }) => `${h.start}..${h.end}`;
+const table: string[] = [];
+
+describe.each(EVENT_ENCODINGS)('event clip, %s', (encoding: EventEncoding) => {
+  const outcomes = new Map<string, JobOutcome>();
+  const outcome = async (engine: string, audio: boolean) => {
+    const id = `${engine}/${audio}`;
+    if (!outcomes.has(id)) outcomes.set(id, await run(await eventClip(encoding), engine, audio));
+    return outcomes.get(id) as JobOutcome;
+  };
+
+  it.each(ENGINES)('[%s] frame_times are the frames ffprobe says are shown at the labels', async (engine) => {
+    const clip = await eventClip(encoding);
+    const o = await outcome(engine, true);
+    const ft = await frameTimes(clip);
+    const expected = o.timecodes.map((sheet) =>
+      sheet.map((label) => {
+        const [m, s] = label.split(':').map(Number) as [number, number];
+        return Math.round((ft.times[expectedIndex(ft, m * 60 + s)] as number) * 1000) / 1000;
+      }),
+    );
+    expect(o.frameTimes).toEqual(expected);
+  });
+
+  it.each(ENGINES)(
+    '[%s] every visible event gap is hinted, the tiny mark and still gaps are not',
+    async (engine) => {
+      const local = await outcome(engine, true);
+      const hosted = await outcome(engine, false);
+      const hinted = new Set(local.zoomHints.map(key));
+      const visual = new Set(hosted.zoomHints.map(key));
+      const eventGaps = new Set(EVENTS.map((e) => key(e.gap)));
+      const found = EVENTS.map((e) => ({
+        kind: e.kind,
+        local: hinted.has(key(e.gap)),
+        visual: visual.has(key(e.gap)),
+      }));
+      const falseLocal = local.zoomHints.filter((h) => !eventGaps.has(key(h)));
+      const falseVisual = hosted.zoomHints.filter((h) => !eventGaps.has(key(h)));
+      table.push(
+        `| ${encoding} | ${engine} | ${found.map((f) => `${f.kind}:${f.local ? 'Y' : '-'}${f.visual ? 'Y' : '-'}`).join(' ')} | ` +
+          `${falseLocal.length} | ${falseVisual.length} | ${JSON.stringify(local.zoomHints)} |`,
+      );
+      for (const f of found) {
+        if (f.kind === 'tiny')
+          expect(f, 'the tiny mark is below what the signals see').toMatchObject({ local: false });
+        else if (f.kind === 'click')
+          expect(f, 'the click (audio) on the local surface only').toEqual({
+            kind: 'click',
+            local: true,
+            visual: false,
+          });
+        else expect(f, `${f.kind} must be hinted`).toEqual({ kind: f.kind, local: true, visual: true });
+      }
+      expect(falseLocal).toEqual([]);
+      expect(falseVisual).toEqual([]);
+      // Signals say why: the audio click is "audio", a scene-cut encode's cuts are keyframes.
+      const click = local.zoomHints.find(
+        (h) => key(h) === key(EVENTS[0]?.gap as { start: string; end: string }),
+      );
+      expect(click?.signals).toContain('audio');
+      for (const h of hosted.zoomHints) expect(h.signals).not.toContain('audio');
+      const cut = hosted.zoomHints.find((h) => key(h) === '0:03..0:08');
+      if (encoding === 'h264-scenecut') expect(cut?.signals).toContain('keyframe');
+      // A fixed GOP has no unexplained keyframe; x265 (veryfast) codes its scene cuts as I-pictures
+      // that are not sync samples, so there too a cut shows by its bytes alone.
+      if (encoding === 'h264-fixed-gop' || encoding === 'hevc')
+        for (const h of hosted.zoomHints) expect(h.signals).not.toContain('keyframe');
+    },
+  );
+
+  it.runIf(ENGINES.length > 1)(
+    'both engines give the same hints (same gaps, scores within 0.05)',
+    async () => {
+      for (const audio of [true, false]) {
+        const [a, b] = [await outcome('native', audio), await outcome('ffmpeg', audio)];
+        expect(b.zoomHints.map(key)).toEqual(a.zoomHints.map(key));
+        for (const [i, h] of a.zoomHints.entries()) {
+          expect(Math.abs(h.score - (b.zoomHints[i]?.score ?? -1))).toBeLessThanOrEqual(0.05);
+          expect(b.zoomHints[i]?.signals).toEqual(h.signals);
+        }
+      }
+    },
+  );
+});
+
+afterAll(() => {
+  if (table.length)
+    console.log(
+      `| clip | engine | event: local, visual | false (local) | false (visual) | local hints |\n|---|---|---|---|---|---|\n${table.join('\n')}`,
+    );
+});
