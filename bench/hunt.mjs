@@ -86,7 +86,7 @@ for (const r of rows) {
   );
 }
 console.log(
-  '\n| class | density | hunts | ≤4 calls | ≤5 calls | ≤6 calls | median calls | mean sheet bytes |',
+  '\n| class | fps | density | hunts | ≤4 calls | ≤5 calls | ≤6 calls | median calls | mean sheet bytes |',
 );
 console.log('|---|---|---|---|---|---|---|---|---|');
 const groups = new Map();
