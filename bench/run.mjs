@@ -3,7 +3,9 @@
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
  * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip, and
- * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs), and
+ * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs),
+ * `npm run bench -- --hunt [--only A,B,C] [--densities 4x4,6x6]` for how many calls a scripted model
+ * needs to find a needle's exact frame in a 30-minute haystack (bench/hunt.mjs), and
  * `npm run bench -- --bindings static=a.node,system=b.node` for two builds of the native binding
  * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline).
  *
@@ -25,6 +27,11 @@ if (argv.includes('--hosted')) {
   const r = spawnSync(process.execPath, [hosted, ...argv.filter((a) => a !== '--hosted')], {
     stdio: 'inherit',
   });
+  process.exit(r.status ?? 1);
+}
+// `--hunt`: calls until a scripted agent names a needle's exact frame (bench/hunt.mjs).
+if (argv.includes('--hunt')) {
+  const r = spawnSync(process.execPath, [join(ROOT, 'bench', 'hunt.mjs'), ...argv], { stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }
 const flag = (name, fallback) => {

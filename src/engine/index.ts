@@ -8,11 +8,10 @@ import { ffmpegEngine } from './ffmpeg.js';
 import { loadNative } from './native-loader.js';
 import type { Engine } from './types.js';
 
-/**
- * For the server: `run` spawns a tool with a timeout (the remote tool re-encodes its inline image
- * with ffmpeg), `limiter` queues tasks (hosted jobs run one at a time, in arrival order).
- */
-export { limiter, run } from './process.js';
+/** For every surface with an inline image: the quality/size ladder (remote thumbnail, `inline_sheets`). */
+export { type FittedJpeg, fitJpeg } from './jpeg-ladder.js';
+/** For the server: `limiter` queues tasks (hosted jobs run one at a time, in arrival order). */
+export { limiter } from './process.js';
 
 const debug = debuglog('vidsheet');
 let chosen: Engine | undefined;

@@ -15,6 +15,7 @@ import { asVidsheetError, runtimeErrors, VidsheetError } from '../core/errors.js
 import { mcpReport } from '../core/report.js';
 import { densitySchema, parseWindowArgs, timeValueSchema } from '../core/request.js';
 import { runJob } from '../job.js';
+import { inlineSheets, MAX_INLINE_SHEETS } from './inline.js';
 
 const debug = debuglog('vidsheet');
 
@@ -58,6 +59,16 @@ export const localInputShape = {
     .describe(
       'Absolute path of the directory to write the sheets into; created if missing. Default: beside the video.',
     ),
+  inline_sheets: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_INLINE_SHEETS)
+    .optional()
+    .describe(
+      'How many sheets (0 to 20, default 0) to also attach as images after the JSON, first sheets first. ' +
+        'Ask for them (e.g. 1 to 4) whenever you cannot open the files in `files` yourself.',
+    ),
 };
 
 /** Remote input (spec: "Remote tool endpoint" parameter table): no `out_dir`, the server places output. */
@@ -86,7 +97,9 @@ const LOCAL_INTRO = `Turns a local video file into JPEG contact sheets: grids of
 
 const LOCAL_OUTPUT = `There is no speech, transcript or sound recognition. The thin band above each grid only shows when sound energy changed (peaks marked, a flat band marked "no audio" when there is none), on the same timeline; \`audio.samples\` gives the same levels as numbers (relative to the loudest moment of the whole video).
 
-Sheets are written as <video name>.sheet-N.jpg beside the video (or into out_dir), so the next call on the same video replaces them (a zoom's sheet 1 overwrites the overview's sheet 1); give each level its own out_dir to keep earlier sheets viewable.`;
+Sheets are written as <video name>.sheet-N.jpg beside the video (or into out_dir), so the next call on the same video replaces them (a zoom's sheet 1 overwrites the overview's sheet 1); give each level its own out_dir to keep earlier sheets viewable.
+
+If you cannot open local files (no file tool), set inline_sheets to N: the first N sheets then arrive as images right after the JSON (at most 20 sheets and 900 KB in all; \`warnings\` says when one was reduced or left out, and labels are always exact in \`timecodes\`). Ask for a few at a time and zoom with start/end rather than asking for all sheets of a long video.`;
 
 const REMOTE_INTRO = `Turns a video at a public URL into JPEG contact sheets: grids of frames sampled evenly across the video, or across a start/end window, each frame stamped with its absolute timecode. Returns JSON with sheet image URLs in \`files\` (valid about 24 hours) and every frame's label in \`timecodes\`; the first sheet is also attached as an image, possibly reduced, so read exact labels from \`timecodes\`.`;
 
@@ -157,7 +170,11 @@ export interface LocalCallOptions {
   signal?: AbortSignal;
 }
 
-/** Handles one local `vidsheet_video` call: one text block holding the vidsheet-mcp-v0 result. */
+/**
+ * Handles one local `vidsheet_video` call: one text block holding the vidsheet-mcp-v0 result, then
+ * with `inline_sheets` the first sheets as image blocks (the text block is the same JSON, its
+ * `warnings` saying when an image was reduced or left out).
+ */
 export async function callLocalTool(
   args: LocalInput,
   options: LocalCallOptions = {},
@@ -173,7 +190,20 @@ export async function callLocalTool(
       { input: args.video_path, density, startMs, endMs, outDir: args.out_dir },
       { audio: true, onProgress: options.onProgress, signal: options.signal },
     );
-    return { content: [{ type: 'text', text: JSON.stringify(mcpReport(outcome)) }] };
+    const inline = args.inline_sheets
+      ? await inlineSheets(outcome.files, args.inline_sheets, options.signal)
+      : { images: [], warnings: [] };
+    const report = mcpReport({ ...outcome, warnings: [...outcome.warnings, ...inline.warnings] });
+    return {
+      content: [
+        { type: 'text', text: JSON.stringify(report) },
+        ...inline.images.map((jpeg) => ({
+          type: 'image' as const,
+          data: jpeg.toString('base64'),
+          mimeType: 'image/jpeg',
+        })),
+      ],
+    };
   } catch (error) {
     return toolError(error);
   }

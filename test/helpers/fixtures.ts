@@ -547,6 +547,37 @@ export function plainClip(seconds: number, opts: PlainClipOptions = {}): Promise
 }
 
 /**
+ * Colour noise, every pixel black or a full primary, new every frame (320x180, 5 fps, no audio):
+ * sheets of it compress as badly as a JPEG can, so a 6x6 sheet is about 750 KB (the inline
+ * images' shrink path). About 16 MB per 100 s.
+ */
+export function noiseClip(seconds: number): Promise<string> {
+  const o = { seconds, width: 320, height: 180, fps: 5 };
+  const bit = "'255*gt(random(1),0.5)'";
+  return cached(`noise-${seconds}s`, 'mp4', o, (out) =>
+    run('ffmpeg', [
+      ...FFMPEG,
+      '-f',
+      'lavfi',
+      '-i',
+      `nullsrc=s=${o.width}x${o.height}:r=${o.fps}:d=${seconds},format=gbrp,geq=r=${bit}:g=${bit}:b=${bit}`,
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-crf',
+      '30',
+      '-g',
+      String(o.fps * 10),
+      '-pix_fmt',
+      'yuv420p',
+      ...BITEXACT,
+      out,
+    ]),
+  );
+}
+
+/**
  * A 30-minute clip that is slow to sheet on purpose (about 9 s with the native engine, far longer with
  * the fallback, on a 2-core machine) yet small (about 14 MB): 160x90 at 25 fps with a keyframe every
  * 60 s, so every seek decodes hundreds of frames. For jobs that must outlive a short deadline.

@@ -196,7 +196,14 @@ describe('vidsheet mcp', () => {
       required?: string[];
     };
     expect(schema.type).toBe('object');
-    expect(Object.keys(schema.properties)).toEqual(['video_path', 'density', 'start', 'end', 'out_dir']);
+    expect(Object.keys(schema.properties)).toEqual([
+      'video_path',
+      'density',
+      'start',
+      'end',
+      'out_dir',
+      'inline_sheets',
+    ]);
     for (const [name, prop] of Object.entries(schema.properties)) {
       expect(prop.description?.length, name).toBeGreaterThan(20);
     }

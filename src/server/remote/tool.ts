@@ -14,6 +14,7 @@ import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '#vid
 import { shortJobId } from '#vidsheet/core/redact.js';
 import { remoteReport } from '#vidsheet/core/report.js';
 import { parseWindowArgs } from '#vidsheet/core/request.js';
+import { fitJpeg } from '#vidsheet/engine/index.js';
 import { type RemoteInput, toolError } from '#vidsheet/mcp/tool.js';
 import type { AnonymousCounter, AnonymousLane, TakenJob } from '../billing/anonymous-lane.js';
 import type { Account } from '../billing/ledger.js';
@@ -23,7 +24,6 @@ import { type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
 import type { Transfers } from '../hosted/transfers.js';
 import type { SheetStorage } from '../storage/storage.js';
 import { downloadVideo, FetchError } from './fetch/download.js';
-import { inlineImage } from './thumbnail.js';
 
 /** What a remote call uses: the shared job queue and hosted job, the anonymous quota, the sheets. */
 export interface RemoteParts {
@@ -47,6 +47,9 @@ export interface RemoteCaller {
     error(o: object, m: string): void;
   };
 }
+
+/** The inline first sheet's budget (spec: "about 90 KB"; DESIGN §6: at most 90 KB). */
+export const INLINE_BUDGET_BYTES = 90 * 1024;
 
 export const INLINE_REDUCED_WARNING =
   'the attached image of sheet 1 was reduced to fit about 90 KB; read exact labels from timecodes, and open files[] for full-size sheets where you can';
@@ -162,7 +165,7 @@ export async function callRemoteTool(
     });
     const first = await deps.storage.get(jobId, sheetName(1));
     if (!first) throw new Error('the first sheet is missing from storage');
-    const inline = await inlineImage(await readAll(first));
+    const inline = await fitJpeg(await readAll(first), { budgetBytes: INLINE_BUDGET_BYTES });
     const outcome = inline.reduced
       ? { ...result.outcome, warnings: [...result.outcome.warnings, INLINE_REDUCED_WARNING] }
       : result.outcome;

@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+/**
+ * The hunt benchmark (`npm run bench -- --hunt [--only A|B|C] [--densities 4x4,6x6]`): how many
+ * tool calls a model needs to name the exact frame of a needle in a 30-minute haystack, using
+ * `frame_times` and `zoom_hints` (DESIGN §10).
+ *
+ * The model is the scripted agent of bench/hunt/agent.mjs; it calls the local tool exactly as the
+ * stdio server does (`callLocalTool`, the vidsheet-mcp-v0 JSON), looks at the sheets' pixels
+ * (bench/hunt/cells.mjs) and is told only what the needle looks like. A hunt succeeds when the
+ * `frame_times` value it names is the needle's first frame. Haystacks: bench/hunt/haystack.mjs.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cellsPerSheet } from '../dist/core/density.js';
+import { callLocalTool } from '../dist/mcp/tool.js';
+import { hunt } from './hunt/agent.mjs';
+import { DENSITIES, haystackRecipes } from './hunt/cases.mjs';
+import { classifyCell, readCells } from './hunt/cells.mjs';
+import { haystack } from './hunt/haystack.mjs';
+
+const argv = process.argv.slice(2).filter((a) => a !== '--hunt');
+const flag = (name, fallback) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : fallback;
+};
+const ONLY = flag('only', '');
+const densities = flag('densities', DENSITIES.join(',')).split(',');
+
+async function runHunt(recipe, file, density) {
+  const classify = (cell) => classifyCell(recipe.needleClass, cell);
+  let bytes = 0;
+  const call = async (args) => {
+    const out = mkdtempSync(join(tmpdir(), 'vidsheet-hunt-'));
+    try {
+      const result = await callLocalTool({ video_path: file, density, out_dir: out, ...args });
+      const text = result.content[0]?.text ?? '';
+      if (result.isError) throw new Error(`tool error for ${JSON.stringify(args)}: ${text}`);
+      const report = JSON.parse(text);
+      if (!report.frame_times || !report.zoom_hints)
+        throw new Error('the tool returns no frame_times/zoom_hints');
+      const kinds = [];
+      for (const sheet of report.files) {
+        bytes += statSync(sheet).size;
+        for (const cell of readCells(sheet, density)) kinds.push(classify(cell));
+      }
+      return { report, kinds };
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  };
+  const started = performance.now();
+  const minWindowS = (2 * cellsPerSheet(density)) / 1000 + 0.002;
+  const { answer, calls, trail } = await hunt({ call, instant: recipe.needleClass === 'B', minWindowS });
+  const truth = recipe.frame / recipe.fps;
+  const found = answer !== null && Math.abs(answer - truth) < 0.5 / recipe.fps;
+  return { calls, found, answer, truth, bytes, ms: performance.now() - started, trail };
+}
+
+const recipes = haystackRecipes().filter((r) => !ONLY || ONLY.split(',').includes(r.needleClass));
+const rows = [];
+for (const recipe of recipes) {
+  const file = haystack(recipe);
+  for (const density of densities) {
+    const r = await runHunt(recipe, file, density);
+    rows.push({ recipe, density, ...r });
+    console.error(
+      `hunt: ${recipe.needleClass} ${recipe.fps} fps depth ${recipe.depth} ${density}: ` +
+        `${r.found ? 'found' : r.answer === null ? 'gave up' : `wrong (${r.answer} s, truth ${r.truth.toFixed(3)} s)`} ` +
+        `in ${r.calls} calls, ${(r.bytes / 1e6).toFixed(1)} MB, ${(r.ms / 1000).toFixed(1)} s` +
+        ` [${r.trail.map((t) => `${t.args.start ?? 'all'}${t.seen ? '*' : ''}`).join(' > ')}]`,
+    );
+  }
+}
+
+const mb = (b) => `${(b / 1e6).toFixed(2)} MB`;
+console.log(
+  '\nHunt benchmark: calls until the exact frame is named (scripted agent, local tool, native engine)\n',
+);
+console.log('| class | fps | depth | density | result | calls | sheet bytes |');
+console.log('|---|---|---|---|---|---|---|');
+for (const r of rows) {
+  const result = r.found ? 'found' : r.answer === null ? 'gave up' : 'wrong frame';
+  console.log(
+    `| ${r.recipe.needleClass} | ${r.recipe.fps} | ${r.recipe.depth} | ${r.density} | ${result} | ${r.calls} | ${mb(r.bytes)} |`,
+  );
+}
+console.log(
+  '\n| class | fps | density | hunts | ≤4 calls | ≤5 calls | ≤6 calls | median calls | mean sheet bytes |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|');
+const groups = new Map();
+for (const r of rows) {
+  const key = `${r.recipe.needleClass} | ${r.recipe.fps} | ${r.density}`;
+  groups.set(key, [...(groups.get(key) ?? []), r]);
+}
+for (const [key, group] of groups) {
+  const within = (n) => {
+    const k = group.filter((r) => r.found && r.calls <= n).length;
+    return `${k}/${group.length} (${Math.round((100 * k) / group.length)} %)`;
+  };
+  const calls = group.map((r) => r.calls).sort((a, b) => a - b);
+  const median = calls[Math.floor((calls.length - 1) / 2)];
+  const bytes = group.reduce((s, r) => s + r.bytes, 0) / group.length;
+  console.log(
+    `| ${key} | ${group.length} | ${within(4)} | ${within(5)} | ${within(6)} | ${median} | ${mb(bytes)} |`,
+  );
+}
