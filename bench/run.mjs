@@ -2,7 +2,9 @@
 /**
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
- * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip, and
+ * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip,
+ * `npm run bench -- --hints [--only 60]` for the cost of the zoom hints' packet collection (each engine with and
+ * without it, through the bench-only VIDSHEET_BENCH_NO_HINTS=1),
  * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs),
  * `npm run bench -- --hunt [--only A,B,C] [--densities 4x4,6x6]` for how many calls a scripted model
  * needs to find a needle's exact frame in a 30-minute haystack (bench/hunt.mjs), and
@@ -51,8 +53,14 @@ const METHODS = Object.keys(BINDINGS).length
   ? Object.keys(BINDINGS)
   : flag(
       'methods',
-      argv.includes('--audio') ? 'native,native+audio,ffmpeg,ffmpeg+audio' : 'native,ffmpeg,peer',
+      argv.includes('--audio')
+        ? 'native,native+audio,ffmpeg,ffmpeg+audio'
+        : argv.includes('--hints')
+          ? 'native,native-nohints,ffmpeg,ffmpeg-nohints'
+          : 'native,ffmpeg,peer',
     ).split(',');
+// `--hints`: the zoom hints' cost, each engine with and without collecting their packets.
+const HINTS = argv.includes('--hints');
 
 const clips = {
   '1080p': () => clip('1080p-10min', { seconds: 600, size: '1920x1080' }),
@@ -64,24 +72,34 @@ const clips = {
 const AUDIO = argv.includes('--audio');
 const CASES = AUDIO
   ? [{ name: '60 min 3x3 overview', clip: '60min', density: '3x3' }]
-  : [
-      { name: '1080p 3x3 overview', clip: '1080p', density: '3x3' },
-      { name: '4K 3x3 overview', clip: '4k', density: '3x3' },
-      { name: '1080p 6x6 overview', clip: '1080p', density: '6x6' },
-      { name: '1080p 6x6 10 s window', clip: '1080p', density: '6x6', start: 200.5, end: 210.5 },
-    ].filter((c) => !ONLY || c.name.includes(ONLY));
+  : HINTS
+    ? [
+        { name: '1080p 10 min 3x3 overview', clip: '1080p', density: '3x3' },
+        { name: '360p 60 min 3x3 overview', clip: '60min', density: '3x3' },
+      ].filter((c) => !ONLY || c.name.includes(ONLY))
+    : [
+        { name: '1080p 3x3 overview', clip: '1080p', density: '3x3' },
+        { name: '4K 3x3 overview', clip: '4k', density: '3x3' },
+        { name: '1080p 6x6 overview', clip: '1080p', density: '6x6' },
+        { name: '1080p 6x6 10 s window', clip: '1080p', density: '6x6', start: 200.5, end: 210.5 },
+      ].filter((c) => !ONLY || c.name.includes(ONLY));
 
 function measure(method, c, path) {
   const binding = BINDINGS[method];
+  const noHints = method.endsWith('-nohints');
   const args = [
     join(ROOT, 'bench', 'measure.mjs'),
-    binding ? 'native' : method,
+    binding ? 'native' : method.replace(/-nohints$/, ''),
     path,
     c.density,
     String(c.start ?? ''),
     String(c.end ?? ''),
   ];
-  const env = binding ? { ...process.env, VIDSHEET_NATIVE_BINDING: binding } : process.env;
+  const env = binding
+    ? { ...process.env, VIDSHEET_NATIVE_BINDING: binding }
+    : noHints
+      ? { ...process.env, VIDSHEET_BENCH_NO_HINTS: '1' }
+      : process.env;
   const r = spawnSync(process.execPath, args, { encoding: 'utf8', env, maxBuffer: 64 * 1024 * 1024 });
   if (r.status !== 0) throw new Error(`${method} ${c.name} failed:\n${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop());
@@ -122,6 +140,19 @@ if (Object.keys(BINDINGS).length) {
     const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
     console.log(
       `| ${c.name} | ${METHODS.map((m) => s(med[m])).join(' | ')} | ${(med[a] / med[b]).toFixed(3)} |`,
+    );
+  }
+  process.exit(0);
+}
+
+if (HINTS) {
+  console.log(`\nvidsheet zoom hints' cost: median of ${RUNS} runs each, alternated (2 cores)\n`);
+  console.log('| case | native | native, no hints | ratio | ffmpeg | ffmpeg, no hints | ratio |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const { c, med } of rows) {
+    const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
+    console.log(
+      `| ${c.name} | ${s(med.native)} | ${s(med['native-nohints'])} | ${(med.native / med['native-nohints']).toFixed(3)}x | ${s(med.ffmpeg)} | ${s(med['ffmpeg-nohints'])} | ${(med.ffmpeg / med['ffmpeg-nohints']).toFixed(3)}x |`,
     );
   }
   process.exit(0);

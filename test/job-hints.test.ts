@@ -20,7 +20,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { JobOutcome } from '../src/core/report.js';
-import { selectEngine } from '../src/engine/index.js';
+import { ffmpegEngine } from '../src/engine/ffmpeg.js';
+import { loadNative } from '../src/engine/native-loader.js';
+import type { Engine } from '../src/engine/types.js';
 import { runJob } from '../src/job.js';
 import { ENGINES } from './helpers/cli.js';
 import { EVENT_ENCODINGS, EVENTS, type EventEncoding, eventClip } from './helpers/events.js';
@@ -31,13 +33,25 @@ afterAll(() => {
   for (const dir of roots) rmSync(dir, { recursive: true, force: true });
 });
 
+/** Each engine by name (selectEngine would pick one for the whole process). */
+function engineNamed(name: string): Engine {
+  if (name === 'ffmpeg') return ffmpegEngine;
+  const native = loadNative();
+  if (!('engine' in native)) throw new Error(`the native binding did not load: ${native.error}`);
+  return native.engine;
+}
+
+/** The engine asked for, checked to be that one. */
+function named(name: string): Engine {
+  const engine = engineNamed(name);
+  expect(engine.name).toBe(name);
+  return engine;
+}
+
 async function run(clip: string, engine: string, audio: boolean): Promise<JobOutcome> {
   const outDir = mkdtempSync(join(tmpdir(), 'vidsheet-hints-'));
   roots.push(outDir);
-  return runJob(
-    { input: clip, density: '3x3', outDir },
-    { engine: selectEngine({ VIDSHEET_ENGINE: engine }), audio },
-  );
+  return runJob({ input: clip, density: '3x3', outDir }, { engine: named(engine), audio });
 }
 
 const key = (h: { start: string; end: string }) => `${h.start}..${h.end}`;

@@ -177,13 +177,19 @@ interface Packet {
   key: boolean;
 }
 
-/** The log's packets, each once, in time order. */
+/**
+ * The log's packets, each once, in time order. A packet read twice has the same time, size and
+ * flag; two packets may share a time (a first packet timed by its pts among packets timed by
+ * their dts), so the time alone does not identify one.
+ */
 function packetsOf(log: PacketLog): Packet[] {
-  const seen = new Map<number, Packet>();
+  const seen = new Map<string, Packet>();
   for (let i = 0; i < log.times.length; i++) {
     const time = log.times[i] as number;
     if (!Number.isFinite(time)) continue;
-    seen.set(time, { time, size: log.sizes[i] ?? 0, key: log.keys[i] === 1 });
+    const size = log.sizes[i] ?? 0;
+    const key = log.keys[i] === 1;
+    seen.set(`${time}/${size}/${key}`, { time, size, key });
   }
   return [...seen.values()].sort((a, b) => a.time - b.time);
 }

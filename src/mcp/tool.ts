@@ -91,7 +91,9 @@ const LOOP = `How to use it (overview → range → moment):
 3. Call again with start and end set to labels you saw (e.g. start "1:30", end "2:15") to spread the same grid over just that range. Repeat to narrow down to a moment.
 Timecodes are absolute to the source video at every depth, so any label from any sheet, overview or zoom, is a valid start or end. On short windows labels gain decimals (m:ss.d to m:ss.ddd); pass them back as they are.
 
-What a sheet can and cannot tell you: frames are samples, so anything that happens between two frames is unseen. Denser grids shrink those gaps but never remove them; zoom in rather than guess. Use 3x3 for what happened, denser grids (4x4 to 6x6) for how it was done (steps, gestures, on-screen text).`;
+What a sheet can and cannot tell you: frames are samples, so anything that happens between two frames is unseen. Denser grids shrink those gaps but never remove them; zoom in rather than guess. Use 3x3 for what happened, denser grids (4x4 to 6x6) for how it was done (steps, gestures, on-screen text).
+
+Where to look between frames: \`zoom_hints\` lists up to 5 gaps between two consecutive frames (or a window edge) where the video's data says something changed that the frames may not show (a cut, a flash, a burst of motion, a sound), highest \`score\` first, with its \`signals\` ("keyframe", "bitrate", "audio"). Its \`start\` and \`end\` are labels: pass them as start and end to open that gap. An empty list means nothing stood out, not that nothing happened; small changes (a few pixels) do not show. \`frame_times\` (parallel to \`timecodes\`) gives the exact time of the frame each cell shows, null where none could be read: use it to name the moment of an event you see.`;
 
 const LOCAL_INTRO = `Turns a local video file into JPEG contact sheets: grids of frames sampled evenly across the video, or across a start/end window, each frame stamped with its absolute timecode. Returns JSON with the absolute paths of the sheet images in \`files\` (open them to see the frames) and every frame's label in \`timecodes\`. Runs on this machine; nothing is uploaded.`;
 

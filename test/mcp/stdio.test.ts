@@ -180,7 +180,18 @@ describe('vidsheet mcp', () => {
     expect(tool?.title).toMatch(/video/i);
     expect(tool?.title).toMatch(/timestamped contact sheet/i);
     // The description teaches the loop and the limits.
-    for (const needle of ['overview', 'start', 'end', 'timecodes', 'absolute', '3x3', '90 s', 'transcript']) {
+    for (const needle of [
+      'overview',
+      'start',
+      'end',
+      'timecodes',
+      'absolute',
+      '3x3',
+      '90 s',
+      'transcript',
+      'zoom_hints',
+      'frame_times',
+    ]) {
       expect(tool?.description).toContain(needle);
     }
     expect(tool?.annotations).toEqual({

@@ -73,8 +73,10 @@ pub fn render_on(
     let parts = partition(&runs, cores, max_workers(source.picture_bytes));
     // The zoom hints' packets: the index's, when it lists the whole stream (nothing more to
     // read); else each decoder records the packets it reads anyway.
-    let indexed = source.index_packets();
-    let record = indexed.is_none();
+    // VIDSHEET_BENCH_NO_HINTS=1 turns the collection off, for bench/run.mjs --hints alone.
+    let hinting = std::env::var_os("VIDSHEET_BENCH_NO_HINTS").is_none_or(|v| v != "1");
+    let indexed = source.index_packets().filter(|_| hinting);
+    let record = hinting && indexed.is_none();
     // The planning source decodes alone when one worker has every core; partition workers open
     // their own single-purpose decoders.
     let mut first_source = (parts.len() == 1 && parts[0].threads == cores).then_some(source);

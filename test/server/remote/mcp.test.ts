@@ -173,6 +173,8 @@ describe('remote endpoint', () => {
     expect(Object.keys(schema.properties).sort()).toEqual(['density', 'end', 'start', 'video_url']);
     expect(schema.required).toEqual(['video_url']);
     expect(tools[0]?.description).toMatch(/timecodes/);
+    expect(tools[0]?.description).toMatch(/`zoom_hints`.*pass them as start and end/s);
+    expect(tools[0]?.description).toMatch(/`frame_times`/);
   });
 
   it('anonymous lane: the result in DESIGN §6 key order, capability URLs, and sheet 1 inline within 90 KB', async () => {
