@@ -3,7 +3,8 @@
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
  * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip, and
- * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs), and
+ * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs),
+ * `npm run bench -- --soak [minutes]` for the hosted server under stalled and honest clients (bench/soak.mjs), and
  * `npm run bench -- --bindings static=a.node,system=b.node` for two builds of the native binding
  * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline).
  *
@@ -25,6 +26,12 @@ if (argv.includes('--hosted')) {
   const r = spawnSync(process.execPath, [hosted, ...argv.filter((a) => a !== '--hosted')], {
     stdio: 'inherit',
   });
+  process.exit(r.status ?? 1);
+}
+// `--soak [minutes]`: the hosted server under slow, stalled and honest clients (bench/soak.mjs).
+if (argv.includes('--soak')) {
+  const soak = join(ROOT, 'bench', 'soak.mjs');
+  const r = spawnSync(process.execPath, [soak, ...argv.filter((a) => a !== '--soak')], { stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }
 const flag = (name, fallback) => {
