@@ -231,7 +231,14 @@ async function honestUploader(i, account) {
 const agents = [];
 /** An MCP client whose every request leaves from `localAddress`. */
 async function mcpClient(localAddress, headers = {}) {
-  const dispatcher = new Agent({ connect: { localAddress } });
+  // undici ignores a `localAddress` connect option: the socket is made here, bound to it.
+  const dispatcher = new Agent({
+    connect: (options, callback) => {
+      const socket = connect({ host: options.hostname, port: Number(options.port), localAddress });
+      socket.once('connect', () => callback(null, socket));
+      socket.once('error', (error) => callback(error, null));
+    },
+  });
   agents.push(dispatcher);
   const client = new Client({ name: 'vidsheet-soak', version: '1.0.0' });
   await client.connect(
@@ -264,7 +271,6 @@ async function honestFetcher(account) {
       if (result.isError && text.includes('retry')) {
         stats.honestBusy++;
         stats.honestMcpBusy++;
-        if (process.env.SOAK_DEBUG) console.log('honest /mcp refused:', text);
         await sleep(500);
         continue;
       }
