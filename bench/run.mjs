@@ -5,11 +5,14 @@
  * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip,
  * `npm run bench -- --hints [--only 60]` for the cost of the zoom hints' packet collection (each engine with and
  * without it, through the bench-only VIDSHEET_BENCH_NO_HINTS=1),
- * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs),
- * `npm run bench -- --hunt [--only A,B,C] [--densities 4x4,6x6]` for how many calls a scripted model
- * needs to find a needle's exact frame in a 30-minute haystack (bench/hunt.mjs), and
  * `npm run bench -- --bindings static=a.node,system=b.node` for two builds of the native binding
- * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline).
+ * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline), and
+ * one of the separate benchmarks below (each its own script in bench/, given the other arguments):
+ *   --hosted [--runs 3]                the hosted server's added latency and upload memory (hosted.mjs)
+ *   --soak [minutes]                   the hosted server under stalled and honest clients (soak.mjs)
+ *   --session [--size WxH --minutes N --no-s3]  kept videos: upload once and zoom (session.mjs)
+ *   --hunt [--only A,B,C] [--densities 4x4,6x6]  calls a scripted model needs to name a needle's
+ *                                      exact frame in a 30-minute haystack (hunt.mjs)
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -23,17 +26,17 @@ import { join } from 'node:path';
 import { clip, ROOT } from './clip.mjs';
 
 const argv = process.argv.slice(2);
-// `--hosted`: the hosted server's added latency and upload memory, in its own script.
-if (argv.includes('--hosted')) {
-  const hosted = join(ROOT, 'bench', 'hosted.mjs');
-  const r = spawnSync(process.execPath, [hosted, ...argv.filter((a) => a !== '--hosted')], {
-    stdio: 'inherit',
-  });
-  process.exit(r.status ?? 1);
-}
-// `--hunt`: calls until a scripted agent names a needle's exact frame (bench/hunt.mjs).
-if (argv.includes('--hunt')) {
-  const r = spawnSync(process.execPath, [join(ROOT, 'bench', 'hunt.mjs'), ...argv], { stdio: 'inherit' });
+// The separate benchmarks: each runs in its own script with the remaining arguments.
+const SEPARATE = {
+  '--hosted': 'hosted.mjs',
+  '--soak': 'soak.mjs',
+  '--session': 'session.mjs',
+  '--hunt': 'hunt.mjs',
+};
+for (const [name, script] of Object.entries(SEPARATE)) {
+  if (!argv.includes(name)) continue;
+  const args = argv.filter((a) => a !== name);
+  const r = spawnSync(process.execPath, [join(ROOT, 'bench', script), ...args], { stdio: 'inherit' });
   process.exit(r.status ?? 1);
 }
 const flag = (name, fallback) => {

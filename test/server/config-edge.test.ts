@@ -1,6 +1,6 @@
 /**
  * The configuration's edge rules (DESIGN §5a, §7): `VIDSHEET_TRUST_PROXY` as `false`, a hop count or
- * proxy CIDRs, `VIDSHEET_ANON_PER_ADDRESS`, and configuration errors that name the variable and the
+ * proxy CIDRs, `VIDSHEET_ANON_PER_ADDRESS`, the transfer, stall and job deadline variables, and configuration errors that name the variable and the
  * problem but never a password — in `loadConfig` (fake inputs, any ranges) and on the real bin's stderr.
  */
 import { describe, expect, it } from 'vitest';
@@ -66,6 +66,23 @@ describe('VIDSHEET_ANON_PER_ADDRESS', () => {
     expect(problemsOf({ VIDSHEET_ANON_PER_ADDRESS: 'many' })).toEqual([
       `VIDSHEET_ANON_PER_ADDRESS must be an integer from 0 to ${Number.MAX_SAFE_INTEGER} — got "many"`,
     ]);
+  });
+});
+
+describe('transfer, stall and deadline variables (DESIGN §7)', () => {
+  it.each([
+    ['VIDSHEET_MAX_TRANSFERS', 'maxTransfers', 8],
+    ['VIDSHEET_TRANSFERS_PER_CLIENT', 'transfersPerClient', 2],
+    ['VIDSHEET_STALL_S', 'stallS', 20],
+    ['VIDSHEET_FETCH_TIMEOUT_S', 'fetchTimeoutS', 300],
+    ['VIDSHEET_JOB_TIMEOUT_S', 'jobTimeoutS', 600],
+  ] as const)('%s defaults to its §7 value, takes 1 and up, and names a bad value', (name, key, fallback) => {
+    expect(loadConfig({})[key]).toBe(fallback);
+    expect(loadConfig({ [name]: '7' })[key]).toBe(7);
+    const most = `${name} must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}`;
+    expect(problemsOf({ [name]: '0' })).toEqual([`${most} — got "0"`]);
+    expect(problemsOf({ [name]: '2.5' })).toEqual([`${most} — got "2.5"`]);
+    expect(problemsOf({ [name]: 'ten' })).toEqual([`${most} — got "ten"`]);
   });
 });
 
