@@ -23,7 +23,13 @@ import type { JobOutcome } from './core/report.js';
 import { resolveWindow, type Window } from './core/window.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
-import { ENGINE_ERROR_CODES, type Engine, type EngineErrorCode, type RenderResult } from './engine/types.js';
+import {
+  ENGINE_ERROR_CODES,
+  type Engine,
+  type EngineErrorCode,
+  type ProbeInfo,
+  type RenderResult,
+} from './engine/types.js';
 
 export interface JobRequest {
   /** Path to the video; resolved against the working directory. */
@@ -36,6 +42,11 @@ export interface JobRequest {
   outDir?: string;
   /** How reports and messages name the input; defaults to its absolute path (local surfaces). */
   inputName?: string;
+  /**
+   * What an earlier probe of this same file found, with the same `containers` option (a kept video,
+   * DESIGN §9): used instead of probing again.
+   */
+  probe?: ProbeInfo;
 }
 
 export interface JobOptions {
@@ -69,6 +80,8 @@ export interface JobOptions {
 export interface PreparedJob {
   /** Full clip duration in ms. */
   durationMs: number;
+  /** What the probe found (to be handed back as `JobRequest.probe` for the same file). */
+  probe: ProbeInfo;
   plan: SamplingPlan;
   /** Sheet paths the render will write, in order. */
   files: string[];
@@ -89,9 +102,11 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
 
   const engine = options.engine ?? selectEngine();
   const allowed = allowedContainers(options.containers);
-  const probe = await engine.probe(input, allowed).catch((error) => {
-    throw engineFailure(error, inputName);
-  });
+  const probe =
+    request.probe ??
+    (await engine.probe(input, allowed).catch((error) => {
+      throw engineFailure(error, inputName);
+    }));
   // Restricted: every later open fixes the demuxer the probe detected and allowed.
   const inputFormat = allowed ? probe.format : undefined;
   options.signal?.throwIfAborted();
@@ -194,7 +209,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
       await rm(tempDir, { recursive: true, force: true });
     }
   };
-  return { durationMs, plan, files, render };
+  return { durationMs, probe, plan, files, render };
 }
 
 /**

@@ -25,6 +25,8 @@ import { Transfers } from '../../src/server/hosted/transfers.js';
 import { createMailer } from '../../src/server/keys/mail.js';
 import { Sessions } from '../../src/server/keys/sessions.js';
 import { SignIn } from '../../src/server/keys/sign-in.js';
+import { VideoCache } from '../../src/server/sessions/cache.js';
+import { VideoRegistry } from '../../src/server/sessions/registry.js';
 import { LocalSheetStorage } from '../../src/server/storage/local.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
 
@@ -96,8 +98,20 @@ async function app(
           runs.push(request);
           return runJob(request);
         },
+        probe: () => {
+          throw new Error('no probe expected');
+        },
       },
     },
+    sessions: (() => {
+      const sheets = options.storage ?? new LocalSheetStorage(join(dir, 'sheets'));
+      const store = sheets.under?.('videos') ?? new LocalSheetStorage(join(dir, 'sheets', 'videos'));
+      return {
+        registry: new VideoRegistry(db, clock),
+        store,
+        cache: new VideoCache(join(dir, 'video-cache'), 1024 * 1024, store),
+      };
+    })(),
     anonymous: new AnonymousLane(db, { daily: 3, perAddress: 30, ceiling: 100, clock }),
     keysPage: {
       sessions: new Sessions(db, { clock }),

@@ -17,7 +17,7 @@ import { slowUpload } from '../helpers/slow-client.js';
 const MALFORMED = '{"error":"bad_request","message":"the multipart body is truncated or malformed"}';
 const STALLED = '{"error":"bad_request","message":"the upload stalled"}';
 /** Every route that receives an upload. */
-const UPLOAD_ROUTES = ['/v1/vidsheet'];
+const UPLOAD_ROUTES = ['/v1/vidsheet', '/v1/videos'];
 
 let server: TestServer;
 let small: Buffer;
