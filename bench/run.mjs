@@ -3,7 +3,8 @@
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
  * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip, and
- * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs), and
+ * `npm run bench -- --hosted [--runs 3]` for the hosted server (bench/hosted.mjs),
+ * `npm run bench -- --session [--size 1920x1080 --minutes 30 --no-s3]` for kept videos (bench/session.mjs), and
  * `npm run bench -- --bindings static=a.node,system=b.node` for two builds of the native binding
  * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline).
  *
@@ -23,6 +24,14 @@ const argv = process.argv.slice(2);
 if (argv.includes('--hosted')) {
   const hosted = join(ROOT, 'bench', 'hosted.mjs');
   const r = spawnSync(process.execPath, [hosted, ...argv.filter((a) => a !== '--hosted')], {
+    stdio: 'inherit',
+  });
+  process.exit(r.status ?? 1);
+}
+// `--session`: kept videos, upload once and zoom (bench/session.mjs).
+if (argv.includes('--session')) {
+  const session = join(ROOT, 'bench', 'session.mjs');
+  const r = spawnSync(process.execPath, [session, ...argv.filter((a) => a !== '--session')], {
     stdio: 'inherit',
   });
   process.exit(r.status ?? 1);
