@@ -91,10 +91,11 @@ describe('kept videos with a controlled clock', () => {
     expect((await registry.find(expiring.videoId, accountId))?.videoId).toBe(expiring.videoId);
     clock.now = new Date(start.getTime() + 100_000);
     expect(await registry.find(expiring.videoId, accountId)).toBeUndefined();
+    // Another account never sees (or deletes) it.
+    expect(await registry.find(deleted.videoId, accountId + 1)).toBeUndefined();
+    expect(await registry.delete(deleted.videoId, accountId + 1)).toBe(false);
     expect(await registry.delete(deleted.videoId, accountId)).toBe(true);
     expect(await registry.find(deleted.videoId, accountId)).toBeUndefined();
-    // Another account never sees (or deletes) it.
-    expect(await registry.delete(deleted.videoId, accountId + 1)).toBe(false);
 
     expect(await sweeper.sweep()).toBe(2);
     expect(inStore()).toEqual([]);
