@@ -24,7 +24,13 @@ import { resolveWindow, type Window } from './core/window.js';
 import { reportedFrameTime, zoomHints } from './core/zoom.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
-import { ENGINE_ERROR_CODES, type Engine, type EngineErrorCode, type RenderResult } from './engine/types.js';
+import {
+  ENGINE_ERROR_CODES,
+  type Engine,
+  type EngineErrorCode,
+  type ProbeInfo,
+  type RenderResult,
+} from './engine/types.js';
 
 export interface JobRequest {
   /** Path to the video; resolved against the working directory. */
@@ -37,6 +43,11 @@ export interface JobRequest {
   outDir?: string;
   /** How reports and messages name the input; defaults to its absolute path (local surfaces). */
   inputName?: string;
+  /**
+   * What an earlier probe of this same file found, with the same `containers` option (a kept video,
+   * DESIGN §9): used instead of probing again.
+   */
+  probe?: ProbeInfo;
 }
 
 export interface JobOptions {
@@ -70,6 +81,8 @@ export interface JobOptions {
 export interface PreparedJob {
   /** Full clip duration in ms. */
   durationMs: number;
+  /** What the probe found (to be handed back as `JobRequest.probe` for the same file). */
+  probe: ProbeInfo;
   plan: SamplingPlan;
   /** Sheet paths the render will write, in order. */
   files: string[];
@@ -90,9 +103,11 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
 
   const engine = options.engine ?? selectEngine();
   const allowed = allowedContainers(options.containers);
-  const probe = await engine.probe(input, allowed).catch((error) => {
-    throw engineFailure(error, inputName);
-  });
+  const probe =
+    request.probe ??
+    (await engine.probe(input, allowed).catch((error) => {
+      throw engineFailure(error, inputName);
+    }));
   // Restricted: every later open fixes the demuxer the probe detected and allowed.
   const inputFormat = allowed ? probe.format : undefined;
   options.signal?.throwIfAborted();
@@ -202,7 +217,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
       await rm(tempDir, { recursive: true, force: true });
     }
   };
-  return { durationMs, plan, files, render };
+  return { durationMs, probe, plan, files, render };
 }
 
 /**

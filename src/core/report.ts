@@ -64,17 +64,25 @@ export const mcpReport = (o: JobOutcome) => localReport(o, CONTRACTS.mcp, true);
 /** What the hosted surfaces add to a job's outcome (the receipt and the money). */
 export interface HostedJobFacts {
   jobId: string;
+  /** The kept video a zoom ran on (DESIGN §9 `POST /v1/videos/{video_id}/sheets`). */
+  videoId?: string;
   density: string;
   creditsCharged: number;
   creditsRemaining: number;
 }
 
-/** The hosted job result (contract vidsheet-http-v0), keys in the spec's table order. */
+/**
+ * The hosted job result (contract vidsheet-http-v0), keys in the spec's table order; a zoom on a kept
+ * video (DESIGN §9) adds `video_id` after `job_id` and, when a window was asked for, `window` after
+ * `duration` (`/v1/vidsheet` never has a window: it covers the whole clip).
+ */
 export function hostedReport(o: JobOutcome, job: HostedJobFacts) {
   return {
     job_id: job.jobId,
+    ...(job.videoId === undefined ? {} : { video_id: job.videoId }),
     input: o.input,
     duration: o.duration,
+    ...windowField(o.window),
     frames: o.frames,
     sheets: o.files.length,
     density: job.density,

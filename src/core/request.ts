@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { DEFAULT_DENSITY, DENSITIES, type Density } from './density.js';
-import { hostedErrors, runtimeErrors } from './errors.js';
+import { hostedErrors, runtimeErrors, VidsheetError } from './errors.js';
 import { parseTimeMs } from './time.js';
 
 /** `density`: one of the four grids, `3x3` when omitted. */
@@ -61,4 +61,51 @@ export function parseHostedFields(fields: ReadonlyMap<string, string[]>): Hosted
   const response = RESPONSE_MODES.find((mode) => mode === responseText);
   if (!response) throw hostedErrors.badRequest('response must be json or image');
   return { density, response };
+}
+
+/** A zoom on a kept video (DESIGN §9): its JSON body, every key optional. */
+export interface SessionFields extends HostedFields {
+  startMs?: number;
+  endMs?: number;
+}
+
+/**
+ * `POST /v1/videos/{video_id}/sheets`'s JSON body `{ density, start, end, response }`. A bad `density`
+ * or `response` is `422 bad_request` as on the form; `start`/`end` follow the local tool server's
+ * parsing and wording exactly (the message is the body's `message`), the window rules coming after.
+ */
+export function parseSessionFields(body: unknown): SessionFields {
+  if (body === undefined || body === null) body = {};
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw hostedErrors.badRequest('the body must be a JSON object');
+  const fields = body as Record<string, unknown>;
+  const density = fields.density === undefined ? DEFAULT_DENSITY : parseDensity(fields.density);
+  if (density === null) throw hostedErrors.badRequest('density must be one of 3x3|4x4|5x5|6x6');
+  const response = fields.response === undefined ? 'json' : RESPONSE_MODES.find((m) => m === fields.response);
+  if (!response) throw hostedErrors.badRequest('response must be json or image');
+  const time = (name: 'start' | 'end') => {
+    const parsed = timeValueSchema.optional().safeParse(fields[name]);
+    if (!parsed.success) throw hostedErrors.badRequest(`${name} must be a number or a string`);
+    return parsed.data;
+  };
+  const window = asExplained(() => parseWindowArgs({ start: time('start'), end: time('end') }));
+  return { density, response, ...window };
+}
+
+/**
+ * The local surfaces' window and time errors (`bad_time`, `bad_window`) as the hosted API words them
+ * (DESIGN §9): `422 bad_request` carrying the local message verbatim. Anything else passes unchanged.
+ */
+export function asExplained<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    throw explainedWindowError(error);
+  }
+}
+
+export function explainedWindowError(error: unknown): unknown {
+  if (error instanceof VidsheetError && (error.code === 'bad_time' || error.code === 'bad_window'))
+    return hostedErrors.explained(error.message);
+  return error;
 }

@@ -27,6 +27,7 @@ import { keysRoutes } from './routes/keys.js';
 import { mcpRoutes } from './routes/mcp.js';
 import { sheetRoutes } from './routes/sheets.js';
 import { stripeWebhookRoutes } from './routes/stripe-webhook.js';
+import { type SessionParts, videoRoutes } from './routes/videos.js';
 import { vidsheetRoutes } from './routes/vidsheet.js';
 import type { SheetStorage } from './storage/storage.js';
 
@@ -44,7 +45,9 @@ export interface AppParts {
   ledger: Ledger;
   storage: SheetStorage;
   /** The job queue and the hosted job, shared by uploads and the remote tool. */
-  hosted: { admission: Admission; transfers: Transfers; jobs: Pick<HostedJobs, 'run'> };
+  hosted: { admission: Admission; transfers: Transfers; jobs: Pick<HostedJobs, 'run' | 'probe'> };
+  /** Kept videos (DESIGN §9): their database rows, their store, this instance's local copies. */
+  sessions: SessionParts;
   /** The remote endpoint's anonymous daily quota. */
   anonymous: Pick<AnonymousLane, 'take' | 'giveBack'>;
   /** The keys page: browser sessions, e-mail sign-in, Stripe payments. */
@@ -119,6 +122,7 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
   await app.register(healthRoutes, { version, storage, checkDatabase: parts.checkDatabase });
   await app.register(sheetRoutes, { registry: ledger.jobs, storage, clock: parts.clock });
   await app.register(vidsheetRoutes, { config, storage, credits: ledger.credits, ...hosted });
+  await app.register(videoRoutes, { config, storage, credits: ledger.credits, ...hosted, ...parts.sessions });
   await app.register(mcpRoutes, { config, version, storage, anonymous: parts.anonymous, ...hosted });
   await app.register(keysRoutes, { config, ledger, ...keysPage });
   await app.register(stripeWebhookRoutes, { payments: keysPage.payments });

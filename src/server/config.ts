@@ -67,6 +67,10 @@ export interface ServerConfig {
   fetchTimeoutS: number;
   /** A job running longer is killed with its worker and refunded. */
   jobTimeoutS: number;
+  /** Kept videos (DESIGN §9): lifetime, unexpired ones per account, this instance's local copy cache. */
+  videoTtlS: number;
+  maxVideos: number;
+  videoCacheMb: number;
 }
 
 export class ConfigError extends Error {
@@ -172,6 +176,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     stallS: integer('VIDSHEET_STALL_S', 20, 1),
     fetchTimeoutS: integer('VIDSHEET_FETCH_TIMEOUT_S', 300, 1),
     jobTimeoutS: integer('VIDSHEET_JOB_TIMEOUT_S', 600, 1),
+    videoTtlS: integer('VIDSHEET_VIDEO_TTL_S', 21600, 1),
+    maxVideos: integer('VIDSHEET_MAX_VIDEOS', 5, 1),
+    videoCacheMb: integer('VIDSHEET_VIDEO_CACHE_MB', 2048, 0),
   };
   // Whether it was set, valid or not: a bad URL is its own problem, not also a missing pair.
   const smtpOnly = Boolean(text('VIDSHEET_SMTP_URL')) !== Boolean(config.mailFrom);

@@ -26,6 +26,8 @@ import { JobWorker } from './hosted/worker/worker.js';
 import { createMailer } from './keys/mail.js';
 import { Sessions } from './keys/sessions.js';
 import { SignIn } from './keys/sign-in.js';
+import { VideoCache } from './sessions/cache.js';
+import { VideoRegistry } from './sessions/registry.js';
 import { LocalSheetStorage } from './storage/local.js';
 import { S3SheetStorage } from './storage/s3.js';
 import type { SheetStorage } from './storage/storage.js';
@@ -97,6 +99,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const storage: SheetStorage = config.storageUrl
     ? await S3SheetStorage.open(config.storageUrl)
     : new LocalSheetStorage(sheetsDir);
+  // Kept videos (DESIGN §9): in the sheet store's `videos` area; this instance's copies in the data dir.
+  const videoStore = storage.under?.('videos');
+  if (!videoStore) throw new Error('the sheet storage cannot keep videos');
+  const sessions = {
+    registry: new VideoRegistry(db, clock),
+    store: videoStore,
+    cache: new VideoCache(join(config.dataDir, 'video-cache'), config.videoCacheMb * 1024 * 1024, videoStore),
+  };
+  await sessions.cache.clear();
   const worker = new JobWorker(log);
   worker.start();
   const jobs = new HostedJobs({ config, ledger, storage, worker });
@@ -108,7 +119,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     ceiling: config.anonCeiling,
     clock,
   });
-  const sweeper = startSweeper({ registry: ledger.jobs, storage, intervalS: config.sweepS, log });
+  const sweeper = startSweeper({
+    registry: ledger.jobs,
+    storage,
+    videos: sessions,
+    intervalS: config.sweepS,
+    log,
+  });
   await sweeper.sweep();
 
   const mailer = createMailer(config, log);
@@ -123,6 +140,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       ledger,
       storage,
       hosted: { admission, transfers, jobs },
+      sessions,
       anonymous,
       keysPage,
       checkDatabase: async () => {

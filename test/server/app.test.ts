@@ -25,6 +25,8 @@ import { Transfers } from '../../src/server/hosted/transfers.js';
 import { createMailer } from '../../src/server/keys/mail.js';
 import { Sessions } from '../../src/server/keys/sessions.js';
 import { SignIn } from '../../src/server/keys/sign-in.js';
+import { VideoCache } from '../../src/server/sessions/cache.js';
+import { VideoRegistry } from '../../src/server/sessions/registry.js';
 import { LocalSheetStorage } from '../../src/server/storage/local.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
 
@@ -96,8 +98,20 @@ async function app(
           runs.push(request);
           return runJob(request);
         },
+        probe: () => {
+          throw new Error('no probe expected');
+        },
       },
     },
+    sessions: (() => {
+      const sheets = options.storage ?? new LocalSheetStorage(join(dir, 'sheets'));
+      const store = sheets.under?.('videos') ?? new LocalSheetStorage(join(dir, 'sheets', 'videos'));
+      return {
+        registry: new VideoRegistry(db, clock),
+        store,
+        cache: new VideoCache(join(dir, 'video-cache'), 1024 * 1024, store),
+      };
+    })(),
     anonymous: new AnonymousLane(db, { daily: 3, perAddress: 30, ceiling: 100, clock }),
     keysPage: {
       sessions: new Sessions(db, { clock }),
@@ -347,8 +361,28 @@ describe('the answers every route shares', () => {
     expect(doc.info.title).toBe('vidsheet hosted API');
     expect(doc.info.version).toBe(VERSION);
     expect(doc.servers).toEqual([{ url: BASE }]);
-    expect(Object.keys(doc.paths).sort()).toEqual(['/healthz', '/v1/sheets/{jobId}/{name}', '/v1/vidsheet']);
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      '/healthz',
+      '/v1/sheets/{jobId}/{name}',
+      '/v1/videos',
+      '/v1/videos/{videoId}',
+      '/v1/videos/{videoId}/sheets',
+      '/v1/vidsheet',
+    ]);
     expect(doc.paths['/v1/vidsheet']?.post?.security).toEqual([{ bearer: [] }]);
+    // DESIGN §9's routes, each behind the key, with their codes.
+    const videos = doc.paths as Record<string, Record<string, { security?: unknown; responses?: object }>>;
+    for (const [path, method, codes] of [
+      ['/v1/videos', 'post', ['201', '401', '402', '408', '409', '413', '422', '429', '500']],
+      ['/v1/videos/{videoId}/sheets', 'post', ['200', '401', '402', '404', '422', '429', '500']],
+      ['/v1/videos/{videoId}', 'get', ['200', '401', '404']],
+      ['/v1/videos/{videoId}', 'delete', ['204', '401', '404']],
+    ] as const) {
+      expect(videos[path]?.[method]?.security, `${method} ${path}`).toEqual([{ bearer: [] }]);
+      expect(Object.keys(videos[path]?.[method]?.responses ?? {}).sort(), `${method} ${path}`).toEqual([
+        ...codes,
+      ]);
+    }
     expect(doc.components.securitySchemes).toEqual({ bearer: { type: 'http', scheme: 'bearer' } });
   });
 });

@@ -17,7 +17,7 @@ import { slowUpload } from '../helpers/slow-client.js';
 const MALFORMED = '{"error":"bad_request","message":"the multipart body is truncated or malformed"}';
 const STALLED = '{"error":"bad_request","message":"the upload stalled"}';
 /** Every route that receives an upload. */
-const UPLOAD_ROUTES = ['/v1/vidsheet'];
+const UPLOAD_ROUTES = ['/v1/vidsheet', '/v1/videos'];
 
 let server: TestServer;
 let small: Buffer;
@@ -102,6 +102,24 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
     await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory');
     await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`);
     await waitFor(() => work().length === 0, 'the partial file to be deleted');
+    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+  });
+
+  it('transfer slots: a third upload of one account while two arrive is 429 busy before its body', async () => {
+    const a = await account(5);
+    const held = [
+      await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.43' }),
+      await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.44' }),
+    ];
+    try {
+      await waitFor(() => work().length >= 2, 'both uploads to be received');
+      const third = await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.45' });
+      held.push(third);
+      expect(await third.answer()).toEqual({ status: 429, body: '{"error":"busy"}' });
+    } finally {
+      for (const upload of held) upload.destroy();
+    }
+    await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
     expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 

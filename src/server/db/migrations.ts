@@ -229,6 +229,43 @@ const signInWrongCodes: Migration = {
   },
 };
 
+/**
+ * Kept videos (DESIGN §9): one row per video, its owner, lifetime and probe facts. The account's live
+ * videos are counted for the cap; the sweeper reads unswept ones by expiry or deletion.
+ */
+const videos: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema
+      .createTable('videos')
+      .addColumn('video_id', 'text', (col) => col.primaryKey())
+      .addColumn('account_id', 'integer', (col) => col.notNull().references('accounts.id'))
+      .addColumn('input', 'text', (col) => col.notNull())
+      .addColumn('file_name', 'text', (col) => col.notNull())
+      .addColumn('bytes', 'integer', (col) => col.notNull())
+      .addColumn('duration_ms', 'integer', (col) => col.notNull())
+      .addColumn('probe', 'text', (col) => col.notNull())
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .addColumn('expires_at', 'text', (col) => col.notNull())
+      .addColumn('deleted_at', 'text')
+      .addColumn('swept_at', 'text')
+      .execute();
+    await db.schema
+      .createIndex('videos_account')
+      .on('videos')
+      .columns(['account_id', 'expires_at'])
+      .execute();
+    await db.schema
+      .createIndex('videos_unswept')
+      .on('videos')
+      .column('expires_at')
+      .where(sql.ref('swept_at'), 'is', null)
+      .execute();
+  },
+  async down(db: Kysely<unknown>) {
+    await db.schema.dropTable('videos').execute();
+  },
+};
+
 /** Every migration by name; kysely's Migrator runs the missing ones in name order. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {
@@ -238,6 +275,7 @@ export const migrationProvider: MigrationProvider = {
       '0003_keys_page': keysPage,
       '0004_job_owner': jobOwner,
       '0005_sign_in_wrong_codes': signInWrongCodes,
+      '0006_videos': videos,
     };
   },
 };

@@ -140,6 +140,31 @@ export interface StripeEventsTable {
   received_at: string;
 }
 
+/**
+ * A kept video (DESIGN §9): the upload's file in the sheet storage under `videos/<video_id>/`, and the
+ * probe's facts, so a zoom neither downloads (the instance's cache) nor probes it again.
+ */
+export interface VideosTable {
+  /** 128 random bits, base64url. */
+  video_id: string;
+  account_id: number;
+  /** The upload's own file name (results name the input by it). */
+  input: string;
+  /** The stored file's name under `videos/<video_id>/` (the server's own, e.g. `upload.mp4`). */
+  file_name: string;
+  bytes: number;
+  /** Clip duration in whole ms, as the probe established it. */
+  duration_ms: number;
+  /** The probe's facts as JSON (engine ProbeInfo), handed to every zoom instead of a new probe. */
+  probe: string;
+  created_at: string;
+  expires_at: string;
+  /** Set by `DELETE`: from then on the video is gone for every instance, whatever the sweeper did. */
+  deleted_at: string | null;
+  /** Set by the one sweeper that deleted its file (after expiry or `DELETE`). */
+  swept_at: string | null;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
@@ -153,4 +178,5 @@ export interface Database {
   sessions: SessionsTable;
   checkout_sessions: CheckoutSessionsTable;
   stripe_events: StripeEventsTable;
+  videos: VideosTable;
 }

@@ -8,10 +8,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { creditsPerSheet, type Density } from '#vidsheet/core/density.js';
+import { creditsPerSheet, DEFAULT_DENSITY, type Density } from '#vidsheet/core/density.js';
 import { asVidsheetError, hostedErrors, VidsheetError } from '#vidsheet/core/errors.js';
 import type { JobOutcome } from '#vidsheet/core/report.js';
 import { limiter } from '#vidsheet/engine/index.js';
+import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { Ledger, Surface } from '../billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from '../config.js';
 import type { SheetStorage } from '../storage/storage.js';
@@ -34,6 +35,8 @@ export interface HostedJobRequest {
   density: Density;
   startMs?: number;
   endMs?: number;
+  /** A kept video's stored probe facts (DESIGN §9): the file is not probed again. */
+  probe?: ProbeInfo;
   surface: Surface;
   /** Who pays: an account's credits, or nobody (the remote endpoint's anonymous lane). */
   payer: { accountId: number } | 'anonymous';
@@ -72,58 +75,89 @@ export class HostedJobs {
   ) {}
 
   run(request: HostedJobRequest): Promise<HostedJobResult> {
-    return this.gate(() => this.runWithDeadline(request));
+    return this.gate(() => this.withDeadline(request.log, (rendered) => this.runNow(request, rendered)));
   }
 
   /**
    * DESIGN §5a: a job still running after `VIDSHEET_JOB_TIMEOUT_S` (from the moment it leaves the
    * queue) is killed with its worker and every process the worker started; the worker's death fails
    * the job like a crash does (refunded once charged, `500` with `refunded`), the next job gets a
-   * new worker.
+   * new worker. `work` calls `done` once the worker's part is over (storing sheets is not the worker's).
    */
-  private async runWithDeadline(request: HostedJobRequest): Promise<HostedJobResult> {
+  private async withDeadline<T>(log: JobLog | undefined, work: (done: () => void) => Promise<T>): Promise<T> {
     const { config, worker } = this.deps;
     const deadline = setTimeout(() => {
-      request.log.error({ jobTimeoutS: config.jobTimeoutS }, 'job past its deadline: killing its worker');
+      log?.error({ jobTimeoutS: config.jobTimeoutS }, 'job past its deadline: killing its worker');
       worker.kill('job deadline');
     }, config.jobTimeoutS * 1000);
     try {
-      return await this.runNow(request, () => clearTimeout(deadline));
+      return await work(() => clearTimeout(deadline));
     } finally {
       clearTimeout(deadline);
     }
   }
 
-  /** `rendered` is called once the worker's part is over (storing the sheets is not the worker's). */
+  /**
+   * A video to keep (DESIGN §9 `POST /v1/videos`): the hosted job's checks up to the probe (the
+   * container allow-list, `unreadable_video`, `too_long`), in the worker and in turn with the jobs,
+   * nothing planned for pay and nothing charged. Resolves with what the probe found.
+   */
+  probe(request: Pick<HostedJobRequest, 'file' | 'workDir' | 'inputName'> & { log?: JobLog }): Promise<{
+    durationMs: number;
+    probe: ProbeInfo;
+  }> {
+    return this.gate(() =>
+      this.withDeadline(request.log, async () => {
+        const job = await this.prepare({ ...request, density: DEFAULT_DENSITY }).catch((error: unknown) => {
+          // Nothing is charged for keeping a video: the balance is whole whatever failed.
+          const e = asVidsheetError(error);
+          throw e.code === 'processing_failed' ? e.withExtras({ refunded: true }) : e;
+        });
+        job.discard();
+        return { durationMs: job.durationMs, probe: job.probe };
+      }),
+    );
+  }
+
+  /** The worker's probe and plan, with the hosted caps and the allow-list. */
+  private prepare(
+    request: Pick<
+      HostedJobRequest,
+      'file' | 'workDir' | 'inputName' | 'density' | 'startMs' | 'endMs' | 'probe'
+    >,
+  ) {
+    const { config, worker } = this.deps;
+    return worker.prepare(
+      {
+        input: request.file,
+        inputName: request.inputName,
+        density: request.density,
+        startMs: request.startMs,
+        endMs: request.endMs,
+        probe: request.probe,
+        outDir: join(request.workDir, 'sheets'),
+      },
+      {
+        audio: false,
+        baseName: 'video',
+        maxSheets: config.maxSheets,
+        maxDurationS: effectiveMaxDurationS(config),
+        workDir: request.workDir,
+        // Uploads and fetched videos open only as an allowed container (DESIGN §5a): a playlist
+        // or list, whatever its bytes, would make FFmpeg open other files on the server's disk.
+        containers: 'restricted',
+      },
+    );
+  }
+
   private async runNow(request: HostedJobRequest, rendered: () => void): Promise<HostedJobResult> {
-    const { config, ledger, storage, worker } = this.deps;
+    const { config, ledger, storage } = this.deps;
     const { jobId, log } = request;
-    const job = await worker
-      .prepare(
-        {
-          input: request.file,
-          inputName: request.inputName,
-          density: request.density,
-          startMs: request.startMs,
-          endMs: request.endMs,
-          outDir: join(request.workDir, 'sheets'),
-        },
-        {
-          audio: false,
-          baseName: 'video',
-          maxSheets: config.maxSheets,
-          maxDurationS: effectiveMaxDurationS(config),
-          workDir: request.workDir,
-          // Uploads and fetched videos open only as an allowed container (DESIGN §5a): a playlist
-          // or list, whatever its bytes, would make FFmpeg open other files on the server's disk.
-          containers: 'restricted',
-        },
-      )
-      .catch((error: unknown) => {
-        // Nothing is charged before the debit: a failure here leaves the balance whole.
-        const e = asVidsheetError(error);
-        throw e.code === 'processing_failed' ? e.withExtras({ refunded: true }) : e;
-      });
+    const job = await this.prepare(request).catch((error: unknown) => {
+      // Nothing is charged before the debit: a failure here leaves the balance whole.
+      const e = asVidsheetError(error);
+      throw e.code === 'processing_failed' ? e.withExtras({ refunded: true }) : e;
+    });
     const record = {
       jobId,
       surface: request.surface,

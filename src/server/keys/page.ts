@@ -211,6 +211,10 @@ ${rows}
     : '<p class="muted">No jobs yet.</p>'
 }
 ${pager ? `<p>${pager}</p>` : ''}
+</section>
+<section aria-labelledby="data">
+<h2 id="data">Your videos</h2>
+<p class="muted">A video sent to <code>POST /v1/vidsheet</code> or fetched by the remote endpoint is used only for its own job and deleted the moment the job ends. The one exception is a video you keep with <code>POST /v1/videos</code> to zoom into it: it serves your zooms and nothing else, and is deleted when you <code>DELETE</code> it or when it expires (its <code>expires_at</code>), from storage and every copy.</p>
 </section>`,
   );
 }

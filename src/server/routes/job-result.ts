@@ -26,5 +26,7 @@ export async function sendJobResult(
       .type('image/jpeg')
       .send(first);
   }
-  return reply.send(report(result.outcome));
+  // Serialised here, in core/report.ts's key order: the response schema's serialiser would move an
+  // optional key (a zoom's `window`) after the required ones.
+  return reply.type('application/json; charset=utf-8').send(JSON.stringify(report(result.outcome)));
 }

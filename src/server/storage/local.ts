@@ -9,6 +9,7 @@ export class LocalSheetStorage implements SheetStorage {
   constructor(private readonly dir: string) {}
 
   async put(jobId: string, files: string[]): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
     const target = join(this.dir, jobId);
     await mkdir(target, { recursive: true });
     for (const file of files) {
@@ -26,6 +27,16 @@ export class LocalSheetStorage implements SheetStorage {
     const path = join(this.dir, jobId, name);
     const info = await stat(path).catch(() => null);
     return info?.isFile() ? createReadStream(path) : undefined;
+  }
+
+  under(area: string): LocalSheetStorage {
+    return new LocalSheetStorage(join(this.dir, area));
+  }
+
+  async localPath(jobId: string, name: string): Promise<string | undefined> {
+    const path = join(this.dir, jobId, name);
+    const info = await stat(path).catch(() => null);
+    return info?.isFile() ? path : undefined;
   }
 
   async remove(jobId: string): Promise<void> {

@@ -114,6 +114,8 @@ export interface S3OpenOptions {
   env?: NodeJS.ProcessEnv;
   /** HeadBucket deadline for open() and check(); 5 s by default, short enough for a load balancer probe. */
   checkTimeoutMs?: number;
+  /** Another store's client, shared (a sub-area of the same bucket, see `under`). */
+  client?: S3Client;
 }
 
 interface ErrorShape {
@@ -241,9 +243,19 @@ export class S3SheetStorage implements SheetStorage {
         return { accessKeyId, secretAccessKey, sessionToken };
       };
     }
-    this.client = new S3Client(config);
+    this.client = options.client ?? new S3Client(config);
     this.checkTimeoutMs = options.checkTimeoutMs ?? 5_000;
     this.where = `S3 bucket "${location.bucket}"${location.endpoint ? ` at ${location.endpoint}` : ''}`;
+  }
+
+  /** The same bucket under `<prefix>/<area>/`, sharing this client. */
+  under(area: string): S3SheetStorage {
+    if (!isSegment(area)) throw new Error(`invalid storage area: "${area}"`);
+    const prefix = this.location.prefix ? `${this.location.prefix}/${area}` : area;
+    return new S3SheetStorage(
+      { ...this.location, prefix },
+      { client: this.client, checkTimeoutMs: this.checkTimeoutMs },
+    );
   }
 
   /**

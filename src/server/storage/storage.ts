@@ -20,6 +20,13 @@ export interface SheetStorage {
   /** Deletes every sheet of a job; deleting what is already gone is not an error. */
   remove(jobId: string): Promise<void>;
   /**
+   * The same store under a sub-area (`videos`: kept videos, DESIGN §9), which sheet job ids (22
+   * base64url characters) can never name. Optional: a store without it keeps no videos.
+   */
+  under?(area: string): SheetStorage;
+  /** The path of a stored file on this machine's disk, when the store is a directory (no copy needed). */
+  localPath?(jobId: string, name: string): Promise<string | undefined>;
+  /**
    * Throws when sheets could not be stored or served now (`/healthz` "storage", and at start), so a
    * load balancer can take the instance out; the error's `health` is the word `/healthz` shows
    * (`unreachable` when it has none). Optional: a store without it is assumed fine.

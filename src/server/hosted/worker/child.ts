@@ -31,7 +31,14 @@ async function handle(message: ToWorker): Promise<void> {
         prepared.set(message.id, job);
         const sheets = job.plan.sheets.length;
         const frames = sheets * (job.plan.sheets[0]?.length ?? 0);
-        send({ type: 'prepared', id: message.id, durationMs: job.durationMs, sheets, frames });
+        send({
+          type: 'prepared',
+          id: message.id,
+          durationMs: job.durationMs,
+          sheets,
+          frames,
+          probe: job.probe,
+        });
       } catch (error) {
         fail(message.id, error);
       }

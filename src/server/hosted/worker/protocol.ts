@@ -5,6 +5,7 @@
  */
 import type { ErrorCode, ErrorExtras } from '#vidsheet/core/errors.js';
 import type { JobOutcome } from '#vidsheet/core/report.js';
+import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { JobOptions, JobRequest } from '#vidsheet/job.js';
 
 /** The JobOptions that cross the process boundary (no engine, callbacks or signal). */
@@ -27,6 +28,6 @@ export interface SerializedError {
 
 export type FromWorker =
   | { type: 'ready'; engine: string }
-  | { type: 'prepared'; id: string; durationMs: number; sheets: number; frames: number }
+  | { type: 'prepared'; id: string; durationMs: number; sheets: number; frames: number; probe: ProbeInfo }
   | { type: 'done'; id: string; outcome: JobOutcome }
   | { type: 'failed'; id: string; error: SerializedError };

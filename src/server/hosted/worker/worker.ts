@@ -8,6 +8,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runtimeErrors, VidsheetError } from '#vidsheet/core/errors.js';
 import type { JobOutcome } from '#vidsheet/core/report.js';
+import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { JobRequest } from '#vidsheet/job.js';
 import type { FromWorker, ToWorker, WorkerJobOptions } from './protocol.js';
 
@@ -19,6 +20,8 @@ export interface WorkerLog {
 /** A probed and planned job inside the worker: render it, or discard it. */
 export interface WorkerJob {
   durationMs: number;
+  /** What the probe found (a kept video stores it, so its zooms do not probe again). */
+  probe: ProbeInfo;
   sheets: number;
   frames: number;
   render(): Promise<JobOutcome>;
@@ -59,6 +62,7 @@ export class JobWorker {
     let used = false;
     return {
       durationMs: reply.durationMs,
+      probe: reply.probe,
       sheets: reply.sheets,
       frames: reply.frames,
       render: async () => {

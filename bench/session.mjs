@@ -1,0 +1,211 @@
+#!/usr/bin/env node
+/**
+ * Video sessions benchmark (`npm run bench -- --session [--size 1920x1080] [--minutes 30] [--no-s3]`),
+ * DESIGN §9: a long clip uploaded once, then a 3-step zoom (overview 3x3, a 60 s range at 4x4, a 2 s
+ * moment at 6x6), each step timed three ways on the same machine:
+ *   session   POST /v1/videos/{id}/sheets on the instance that kept the video (sheets in the data dir:
+ *             the video is read in place, no copy, no probe)
+ *   vidsheet  POST /v1/vidsheet with the whole upload each time (windows are ignored there: the
+ *             whole clip at that density, which is all it can do)
+ *   cli       `node bin/vidsheet.js clip --start --end --density --json`, spawn to exit
+ * With S3 (moto on loopback, `python3 -m moto.server`): the video kept in the bucket, the range zoomed
+ * cold (one download into the instance's cache, what another instance's first zoom pays) and then warm
+ * (from the copy). Everything goes to 127.0.0.1 only.
+ */
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openAsBlob, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { clip, ROOT } from './clip.mjs';
+
+const argv = process.argv.slice(2);
+const flag = (name, fallback) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : fallback;
+};
+const SIZE = flag('size', '1920x1080');
+const MINUTES = Number(flag('minutes', '30'));
+const SERVER_BIN = join(ROOT, 'bin', 'vidsheet-server.js');
+const CLI_BIN = join(ROOT, 'bin', 'vidsheet.js');
+const EMAIL = 'bench@example.com';
+const STEPS = [
+  { name: 'overview 3x3', density: '3x3' },
+  { name: '60 s range 4x4', density: '4x4', start: 600, end: 660 },
+  { name: '2 s moment 6x6', density: '6x6', start: 630, end: 632 },
+];
+
+const temps = [];
+const children = [];
+const tempDir = (prefix) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+};
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const ms = (t0) => Math.round(performance.now() - t0);
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function startServer(extraEnv = {}) {
+  const root = tempDir('vidsheet-bench-session-');
+  const port = await freePort();
+  const env = Object.fromEntries(Object.entries(process.env).filter(([n]) => !n.startsWith('VIDSHEET_')));
+  Object.assign(env, {
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    VIDSHEET_BASE_URL: `http://127.0.0.1:${port}`,
+    VIDSHEET_DATA_DIR: join(root, 'data'),
+    TMPDIR: join(root, 'tmp'),
+    // A long synthetic clip may pass the default 300 MB upload cap; the cap is not what is measured.
+    VIDSHEET_MAX_UPLOAD_MB: '4000',
+    ...extraEnv,
+  });
+  mkdirSync(env.TMPDIR, { recursive: true });
+  const child = spawn(process.execPath, [SERVER_BIN], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  const logs = [];
+  let pending = '';
+  child.stdout.on('data', (chunk) => {
+    pending += chunk;
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const text of lines) {
+      try {
+        logs.push(JSON.parse(text));
+      } catch {}
+    }
+  });
+  for (;;) {
+    if (child.exitCode !== null) throw new Error('the server exited at start');
+    if (logs.some((l) => l.msg === 'job worker ready')) break;
+    await sleep(50);
+  }
+  const admin = (...args) => {
+    const r = spawnSync(process.execPath, [SERVER_BIN, 'admin', ...args], { env, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`admin ${args[0]} failed:\n${r.stderr}`);
+    return r.stdout.trim();
+  };
+  const key = admin('create-key', '--email', EMAIL);
+  admin('add-credits', '--email', EMAIL, '--credits', '100000');
+  return { url: `http://127.0.0.1:${port}`, key, logs, admin };
+}
+
+async function post(server, path, body, headers = {}) {
+  const t0 = performance.now();
+  const res = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${server.key}`, ...headers },
+    body,
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${path}: ${res.status} ${text}`);
+  return { ms: ms(t0), body: JSON.parse(text) };
+}
+const form = async (file, fields = {}) => {
+  const f = new FormData();
+  for (const [k, v] of Object.entries(fields)) f.append(k, v);
+  f.append('video', await openAsBlob(file), basename(file));
+  return f;
+};
+const keep = async (server, file) => post(server, '/v1/videos', await form(file));
+const zoom = (server, id, step) =>
+  post(
+    server,
+    `/v1/videos/${id}/sheets`,
+    JSON.stringify({ density: step.density, start: step.start, end: step.end }),
+    { 'content-type': 'application/json' },
+  );
+
+function cli(file, step) {
+  const out = tempDir('vidsheet-bench-cli-');
+  const args = [CLI_BIN, file, '--density', step.density, '--json', '--out', out];
+  if (step.start !== undefined) args.push('--start', String(step.start), '--end', String(step.end));
+  const t0 = performance.now();
+  execFileSync(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  return ms(t0);
+}
+
+async function startMoto() {
+  const port = await freePort();
+  const child = spawn('python3', ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], {
+    stdio: 'ignore',
+  });
+  children.push(child);
+  const endpoint = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 300; i++) {
+    if (
+      await fetch(`${endpoint}/moto-api/`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
+    await sleep(100);
+  }
+  // Create the bucket with the SDK the server itself uses.
+  const { S3Client, CreateBucketCommand } = await import('@aws-sdk/client-s3');
+  const s3 = new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+  await s3.send(new CreateBucketCommand({ Bucket: 'bench' }));
+  s3.destroy();
+  return `s3://bench/sheets?endpoint=${endpoint}&region=us-east-1`;
+}
+
+const file = clip(`${SIZE.split('x')[1]}p-${MINUTES}min`, { seconds: MINUTES * 60, size: SIZE });
+const mb = (statSync(file).size / 1024 / 1024).toFixed(0);
+try {
+  const server = await startServer();
+  const rows = [];
+  const up = await keep(server, file);
+  const videoId = up.body.video_id;
+  rows.push(['upload once (POST /v1/videos)', up.ms, '', '', '']);
+  for (const step of STEPS) {
+    const session = await zoom(server, videoId, step);
+    const whole = await post(server, '/v1/vidsheet', await form(file, { density: step.density }));
+    const local = cli(file, step);
+    rows.push([step.name, session.ms, whole.ms, local, session.ms - local]);
+  }
+  console.log(`\nclip: ${basename(file)} (${SIZE}, ${MINUTES} min, ${mb} MB); sheets in the data dir\n`);
+  console.log('| step | session (ms) | /v1/vidsheet upload (ms) | CLI (ms) | session − CLI (ms) |');
+  console.log('|---|---:|---:|---:|---:|');
+  for (const r of rows) console.log(`| ${r.join(' | ')} |`);
+
+  if (!argv.includes('--no-s3')) {
+    const storage = await startMoto();
+    const env = { VIDSHEET_STORAGE_URL: storage, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' };
+    // One instance over the bucket: its first zoom is what any other instance's cold zoom pays (one
+    // download into its cache), its second a warm one. The sharing itself is tested with PostgreSQL
+    // and two instances (test/server/sessions-scale-out.test.ts).
+    const a = await startServer(env);
+    const shared = await keep(a, file);
+    console.log(`\nS3 (moto on loopback), kept through A in ${shared.ms} ms:`);
+    console.log('| zoom on the kept video | ms | copy |');
+    console.log('|---|---:|---|');
+    for (const [server, label] of [
+      [a, 'A cold (download)'],
+      [a, 'A warm (cache hit)'],
+    ]) {
+      const r = await zoom(server, shared.body.video_id, STEPS[1]);
+      const how = server.logs.findLast((l) => l.msg === 'zoom on a kept video')?.copy;
+      console.log(`| ${label}: ${STEPS[1].name} | ${r.ms} | ${how} |`);
+    }
+  }
+} finally {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  await sleep(500);
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,214 @@
+/**
+ * Video sessions (DESIGN §9): upload once, zoom many times.
+ * - `POST /v1/videos`: credential (401), the cap (409, body unread), then the upload rules every
+ *   upload shares (hosted/upload.ts) and the probe (422); the file goes to the sheet store under
+ *   `videos/`, its probe facts to the database. Nothing is charged.
+ * - `POST /v1/videos/{video_id}/sheets`: a hosted job on the kept video with the local window rules,
+ *   priced, charged and refunded like `/v1/vidsheet` (jobs.ts), its result built by the same code.
+ * - `GET` / `DELETE /v1/videos/{video_id}`.
+ * Another account's video, an expired, deleted or unknown one: `404 not_found`, never `403`.
+ */
+import { rm } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hostedErrors } from '#vidsheet/core/errors.js';
+import { shortJobId } from '#vidsheet/core/redact.js';
+import { CONTRACTS, hostedReport } from '#vidsheet/core/report.js';
+import { explainedWindowError, parseSessionFields } from '#vidsheet/core/request.js';
+import type { ProbeInfo } from '#vidsheet/engine/types.js';
+import type { Account } from '../billing/ledger.js';
+import { type HostedJobs, newJobId } from '../hosted/jobs.js';
+import { type UploadParts, uploads } from '../hosted/upload.js';
+import { refuseBeforeBody } from '../plugins/early-answer.js';
+import type { VideoCache } from '../sessions/cache.js';
+import type { KeptVideo, VideoRegistry } from '../sessions/registry.js';
+import type { SheetStorage } from '../storage/storage.js';
+import { sendJobResult } from './job-result.js';
+import { deleteVideoSchema, getVideoSchema, keepVideoSchema, videoSheetsSchema } from './schemas.js';
+
+/** What the session routes are built from (server.ts makes them; `AppParts.sessions`). */
+export interface SessionParts {
+  registry: VideoRegistry;
+  cache: VideoCache;
+  /** The sheet store's `videos` area. */
+  store: SheetStorage;
+}
+
+export interface VideoRouteParts extends UploadParts, SessionParts {
+  /** The sheet store (a zoom's sheets, as any job's). */
+  storage: SheetStorage;
+  jobs: Pick<HostedJobs, 'run' | 'probe'>;
+}
+
+const VIDEO_ID = /^[A-Za-z0-9_-]{22}$/;
+
+/** The `201` body, and `GET`'s: keys in DESIGN §9's order. */
+const videoBody = (video: { videoId: string; input: string; durationMs: number; expiresAt: string }) => ({
+  video_id: video.videoId,
+  input: video.input,
+  duration: video.durationMs / 1000,
+  expires_at: video.expiresAt,
+  contract: CONTRACTS.http,
+});
+
+export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): Promise<void> {
+  const { config, registry, cache, store, jobs } = deps;
+  const upload = uploads(app, deps);
+  const notFound = (reply: FastifyReply) => {
+    const error = hostedErrors.notFound();
+    return reply.code(error.status).send(error.body());
+  };
+  /** This account's live video, asked of the database on every use (so a dead one is 404 everywhere). */
+  const owned = (request: FastifyRequest<{ Params: { videoId: string } }>) => {
+    const { videoId } = request.params;
+    return VIDEO_ID.test(videoId) ? registry.find(videoId, (request.account as Account).id) : undefined;
+  };
+
+  /** DESIGN §9: one more than `VIDSHEET_MAX_VIDEOS` live videos is refused right after the credential. */
+  async function underCap(request: FastifyRequest, reply: FastifyReply) {
+    if ((await registry.liveCount((request.account as Account).id)) >= config.maxVideos)
+      return refuseBeforeBody(request, reply, hostedErrors.tooManyVideos(config.maxVideos));
+  }
+
+  app.post('/v1/videos', {
+    schema: keepVideoSchema,
+    // Multipart, read by the handler as a stream (see /v1/vidsheet).
+    validatorCompiler: () => () => true,
+    onRequest: [app.requireKey, underCap, ...upload.hooks],
+    handler: async (request, reply) => {
+      const account = request.account as Account;
+      const videoId = newJobId();
+      const workDir = join(config.dataDir, 'work', videoId);
+      const log = request.log.child({ videoId: shortJobId(videoId) });
+      try {
+        const received = await upload.receive(request, reply, workDir, log);
+        if (!received) return reply;
+        const probed = await jobs.probe({ file: received.path, workDir, inputName: received.filename, log });
+        request.releaseAdmission?.();
+        const fileName = basename(received.path);
+        await store.put(videoId, [received.path]);
+        const added = await registry
+          .add(
+            {
+              videoId,
+              accountId: account.id,
+              input: received.filename,
+              fileName,
+              bytes: received.bytes,
+              durationMs: probed.durationMs,
+              probe: probed.probe,
+            },
+            config.videoTtlS,
+            config.maxVideos,
+          )
+          .catch(async (error: unknown) => {
+            await store.remove(videoId).catch(() => {});
+            throw error;
+          });
+        if (!added) {
+          // Another upload of this account took the last place while this one arrived.
+          await store.remove(videoId);
+          throw hostedErrors.tooManyVideos(config.maxVideos);
+        }
+        log.info({ bytes: received.bytes, durationMs: probed.durationMs }, 'video kept');
+        return reply.code(201).send(
+          videoBody({
+            videoId,
+            input: received.filename,
+            durationMs: probed.durationMs,
+            expiresAt: added.expiresAt,
+          }),
+        );
+      } finally {
+        await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
+          log.error({ err }, 'could not remove the upload directory'),
+        );
+        request.releaseTransfer?.();
+        request.releaseAdmission?.();
+      }
+    },
+  });
+
+  app.post<{ Params: { videoId: string } }>('/v1/videos/:videoId/sheets', {
+    schema: videoSheetsSchema,
+    // The body is validated by core/request.ts (the local window rules and wording), not by Fastify.
+    validatorCompiler: () => () => true,
+    onRequest: [app.requireKey],
+    handler: async (request, reply) => {
+      const video = await owned(request);
+      if (!video) return notFound(reply);
+      const fields = parseSessionFields(request.body);
+      const release = deps.admission.tryEnter();
+      if (!release) throw hostedErrors.busy();
+      request.releaseAdmission = release;
+      const jobId = newJobId();
+      const workDir = join(config.dataDir, 'work', jobId);
+      const log = request.log.child({ jobId: shortJobId(jobId), videoId: shortJobId(video.videoId) });
+      try {
+        const result = await cache
+          .use(video, (file, how) => {
+            log.info({ copy: how }, 'zoom on a kept video');
+            return jobs.run({
+              jobId,
+              file,
+              workDir,
+              inputName: video.input,
+              density: fields.density,
+              startMs: fields.startMs,
+              endMs: fields.endMs,
+              probe: video.probe as ProbeInfo,
+              surface: 'http',
+              payer: { accountId: video.accountId },
+              log,
+            });
+          })
+          .catch((error: unknown) => {
+            throw explainedWindowError(error);
+          });
+        log.info({ sheets: result.outcome.files.length, credits: result.creditsCharged }, 'job done');
+        return sendJobResult(reply, deps.storage, fields.response, result, (outcome) =>
+          hostedReport(outcome, {
+            jobId,
+            videoId: video.videoId,
+            density: fields.density,
+            creditsCharged: result.creditsCharged,
+            creditsRemaining: result.creditsRemaining ?? 0,
+          }),
+        );
+      } finally {
+        await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
+          log.error({ err }, 'could not remove the job directory'),
+        );
+        release();
+      }
+    },
+  });
+
+  app.get<{ Params: { videoId: string } }>('/v1/videos/:videoId', {
+    schema: getVideoSchema,
+    onRequest: [app.requireKey],
+    handler: async (request, reply) => {
+      const video: KeptVideo | undefined = await owned(request);
+      return video ? reply.send(videoBody(video)) : notFound(reply);
+    },
+  });
+
+  app.delete<{ Params: { videoId: string } }>('/v1/videos/:videoId', {
+    schema: deleteVideoSchema,
+    onRequest: [app.requireKey],
+    handler: async (request, reply) => {
+      const { videoId } = request.params;
+      if (!VIDEO_ID.test(videoId) || !(await registry.delete(videoId, (request.account as Account).id)))
+        return notFound(reply);
+      // Gone for every instance from the row's update on; the file and this instance's copy now (the
+      // sweeper retries a removal that fails; other instances drop their copies at their next sweep).
+      await store
+        .remove(videoId)
+        .catch((err: unknown) =>
+          request.log.error({ err }, 'could not remove a deleted video (the sweeper will)'),
+        );
+      await cache.drop(videoId);
+      return reply.code(204).send();
+    },
+  });
+}
