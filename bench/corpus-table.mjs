@@ -51,8 +51,7 @@ let next = 0;
 async function worker() {
   while (next < tasks.length) {
     const { entry, engine } = tasks[next++];
-    const damaged = entry.classes.includes('damaged');
-    const r = await judgeRun({ file: join(dir, entry.name), engine, damaged, cache, root });
+    const r = await judgeRun({ file: join(dir, entry.name), engine, cache, root });
     results.set(`${entry.name}|${engine}`, r);
     process.stderr.write(
       `corpus-table: ${entry.name} [${engine}] ${r.problems.length ? `${r.problems.length} problems` : 'ok'}\n`,

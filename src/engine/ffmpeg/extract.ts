@@ -24,7 +24,7 @@
  *   the native engine shows), told from the order the decoder logs all frames in (-debug_ts).
  */
 import { createHash } from 'node:crypto';
-import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
 import { input, type VideoDetails } from '../ffprobe.js';
@@ -70,6 +70,8 @@ export interface GroupRequest {
  */
 interface Run {
   frames: Map<bigint, string>;
+  /** Every frame the decoder gave, by timestamp (stream time base; empty when it logs another). */
+  decoded: bigint[];
   /** A decoder error (or a failed decode call) after the start point. */
   trouble: boolean;
   /** H.264 invented reference pictures. */
@@ -105,7 +107,7 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
     // A decode from the start of the stream is what a sequential decode shows: final.
     if (start === 'stream') {
       if (attempt > 0) req.seeking.trusted = false;
-      return r.frames;
+      return complete(r) ? r.frames : await withStandIns(req, r, 2 * attempt + 2);
     }
     const whole = complete(r);
     const verdict = ladder.next({
@@ -126,6 +128,43 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
     const back = verdict === 'rewind' ? -1 : key - verdict.back;
     start = back >= 0 ? back : 'stream';
   }
+}
+
+/**
+ * A decode from the start of the stream that missed targets: a packet that gives no picture at all
+ * (cut short at the end of a truncated file, or its bytes zeroed) leaves the frame before it on
+ * screen in a sequential decode, as a player shows it. So each missing target takes the latest
+ * frame the decoder gave before it (one more run from the start extracts those not already out);
+ * a target is left missing (unreadable) only when no frame before it decoded.
+ */
+async function withStandIns(req: GroupRequest, r: Run, n: number): Promise<Map<bigint, string>> {
+  const { packets } = req;
+  const decoded = [...new Set(r.decoded)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const standIn = new Map<bigint, bigint>();
+  for (const f of req.group) {
+    const pts = packets.pts[f] as bigint;
+    if (r.frames.has(pts)) continue;
+    const shown = decoded[lastAtOrBefore(decoded, (p) => p < pts)];
+    if (shown !== undefined) standIn.set(pts, shown);
+  }
+  const needed = [...new Set(standIn.values())].filter((p) => !r.frames.has(p));
+  const group = needed.flatMap((p) => {
+    const i = lastAtOrBefore(packets.pts, (q) => q <= p);
+    return packets.pts[i] === p ? [i] : [];
+  });
+  const more = group.length ? (await extractOnce({ ...req, group }, 'stream', false, n)).frames : new Map();
+  const frames = new Map(r.frames);
+  const used = new Set<string>();
+  for (const [pts, shown] of standIn) {
+    const file = r.frames.get(shown) ?? more.get(shown);
+    if (!file) continue;
+    // Each target owns its file (the render removes a file once its target's cells are drawn).
+    const own = used.has(file) || r.frames.has(shown) ? `${file}.${pts}` : file;
+    if (own !== file) await copyFile(file, own);
+    used.add(file);
+    frames.set(pts, own);
+  }
+  return frames;
 }
 
 /** A digest of a run's pictures, by target: the same only for the very same frames. */
@@ -251,7 +290,7 @@ async function extractOnce(
     else
       debug('frame at %ss not extracted (%s)', times[k], bytes === undefined ? 'no file' : `${bytes} bytes`);
   }
-  return { frames, ...watch.found() };
+  return { frames, decoded: stamps.decoded.filter((p): p is bigint => p !== null), ...watch.found() };
 }
 
 /**

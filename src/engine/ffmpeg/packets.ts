@@ -102,6 +102,14 @@ async function readRows(
       });
     }
   }
+  // Pts below dts (broken composition offsets): the decoder calls the pts faulty and its
+  // best-effort timestamps, what ffplay and the ffmpeg CLI show frames at, become the decode
+  // times, shifted as without pts (the rule: crates/vidsheet-core/src/video/pump.rs `stamp`).
+  if (!d.ptsFromDts && rows.some((r) => r.pts !== undefined && r.dts !== undefined && r.pts < r.dts)) {
+    for (const r of rows)
+      if (r.dts !== undefined)
+        r.pts = r.dts + BigInt(d.reorderDelay) * (r.duration && r.duration > 0n ? r.duration : 1n);
+  }
   // Read from the stream's start, packets before its first keyframe (a capture that opens mid-GOP)
   // never decode, not even in a sequential decode: the stream's first frame is the keyframe's.
   const firstKey = rows.findIndex((r) => r.key);

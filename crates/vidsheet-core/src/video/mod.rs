@@ -98,6 +98,9 @@ pub(crate) struct VideoSource {
     /// Packets sent to the decoder (the serial of the latest).
     packet_serial: u64,
     last_pts: Option<i64>,
+    /// The decoder judged this stream's pts faulty (see [`VideoSource::stamp`]): frames are timed
+    /// by their decode timestamps from then on.
+    pts_faulty: bool,
     /// Pts of the very first frame of the file, once seen.
     first_pts: Option<i64>,
     /// Longest keyframe distance seen while decoding forward (stream units).

@@ -156,6 +156,7 @@ impl VideoSource {
             serial: 0,
             packet_serial: 0,
             last_pts: None,
+            pts_faulty: false,
             first_pts: None,
             gop: 0,
             last_key_pts: None,

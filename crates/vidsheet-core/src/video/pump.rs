@@ -87,6 +87,11 @@ impl VideoSource {
                             self.drained = true;
                             return None;
                         }
+                        // Pts below dts: the decoder will call the pts faulty (see `stamp`);
+                        // known before the first frame after a seek is stamped.
+                        if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
+                            self.pts_faulty |= p < d;
+                        }
                         let skip = self.may_skip(&packet);
                         self.witness(packet.pts());
                         self.skippable_sent += skip as u64;
@@ -142,9 +147,28 @@ impl VideoSource {
         }
     }
 
+    /// A frame's presentation time: the decoder's best-effort timestamp, what ffplay and the
+    /// ffmpeg CLI show a frame at (its pts while the decoded pts ascend, else its decode time; a
+    /// stream whose pts sit below its dts, broken composition offsets, is so shown in decode
+    /// order). The decoder's judgement starts afresh at every seek (a flush), where a sequential
+    /// decode keeps it: once it has called the pts faulty, or a packet's pts sits below its dts
+    /// (which it will call faulty), this source times frames by their decode timestamps for
+    /// good, as a sequential decode goes on doing.
     fn stamp(&mut self, f: frame::Video) -> Decoded {
-        let pts = f
-            .timestamp()
+        let best = f.timestamp();
+        // SAFETY: a frame the decoder just returned.
+        let (raw_pts, raw_dts) = unsafe { ((*f.as_ptr()).pts, (*f.as_ptr()).pkt_dts) };
+        let known = |ts: i64| (ts != ffi::AV_NOPTS_VALUE).then_some(ts);
+        if best.is_some() && known(raw_pts).is_some() && best != known(raw_pts) {
+            self.pts_faulty = true;
+        }
+        let by_dts = if self.pts_faulty {
+            known(raw_dts)
+        } else {
+            None
+        };
+        let pts = by_dts
+            .or(best)
             .or_else(|| f.pts())
             .or_else(|| self.last_pts.map(|p| p.saturating_add(self.frame_step)))
             .unwrap_or(0);

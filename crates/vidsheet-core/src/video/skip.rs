@@ -22,7 +22,9 @@ impl VideoSource {
     /// and a frame already known to come later (a packet read with a larger pts) is still at or
     /// before the first pending target at or after it, so no target can pick this one.
     pub(super) fn may_skip(&self, packet: &Packet) -> bool {
-        if !self.skip_nonref || self.targets.is_empty() || packet.is_key() {
+        // With faulty pts a frame is timed by the dts the decoder pairs it with, which depends on
+        // every packet going through it (and the witnesses' pts say nothing).
+        if !self.skip_nonref || self.pts_faulty || self.targets.is_empty() || packet.is_key() {
             return false;
         }
         if self.cur.is_none() && self.next.is_none() {
