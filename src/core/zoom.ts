@@ -214,9 +214,9 @@ function spansOf(log: PacketLog): Array<[number, number]> {
  * keyframe interval is a picture count, whatever the timestamps of a variable-rate stream say),
  * only between keyframes listed in the same span. The regular interval is the longest interval
  * that occurs at least twice; a keyframe that follows its predecessor sooner than that (by more than
- * the slack) is unexplained. When no interval recurs (a short clip) and the whole stream was listed,
- * every keyframe after the stream's first is unexplained; after a partial read, none. An intra-only
- * codec (every packet a keyframe) has none. Returns the unexplained keyframes' times.
+ * the slack) is unexplained. When no interval recurs (a short clip, an irregular encoder), none is:
+ * a short clip's cut then shows by its bytes alone. An intra-only codec (every packet a keyframe)
+ * has none. Returns the unexplained keyframes' times.
  */
 export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): number[] {
   const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
@@ -237,15 +237,11 @@ export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, nu
     counts.set(length, matches);
   }
   const recurring = [...counts].filter(([, n]) => n >= 2).map(([length]) => length);
-  // Without a recurring interval the cadence is unknown. Only a list of the whole stream then
-  // says that a keyframe came unasked (a short clip holds one GOP or two); a partial read says
-  // nothing of the keyframes it did not see.
-  const whole =
-    spans.length === 1 &&
-    spans[0]?.[0] === Number.NEGATIVE_INFINITY &&
-    spans[0]?.[1] === Number.POSITIVE_INFINITY;
-  if (!recurring.length && !whole) return [];
-  const regular = recurring.length ? Math.max(...recurring) : Number.POSITIVE_INFINITY;
+  // Without a recurring interval the cadence is unknown, and nothing is unexplained: on the corpus,
+  // AVI and Ogg files whose keyframe intervals never repeat exactly gave a hint at every keyframe
+  // when these counted as cuts (and only the engine that had read the whole stream gave them).
+  if (!recurring.length) return [];
+  const regular = Math.max(...recurring);
   return intervals.filter((v) => v.length < regular - INTERVAL_SLACK).map((v) => v.time);
 }
 
