@@ -216,9 +216,9 @@ function spansOf(log: PacketLog): Array<[number, number]> {
  * that occurs at least twice; a keyframe that follows its predecessor sooner than that (by more than
  * the slack) is unexplained. When no interval recurs (a short clip, an irregular encoder), none is:
  * a short clip's cut then shows by its bytes alone. An intra-only codec (every packet a keyframe)
- * has none. Returns the unexplained keyframes' times.
+ * has none. Returns the unexplained keyframes' times, or null when the cadence is unknown.
  */
-export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): number[] {
+export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): number[] | null {
   const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
   const intervals: Array<{ time: number; length: number }> = [];
   let prev: { index: number; span: number } | null = null;
@@ -228,7 +228,7 @@ export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, nu
     if (prev && span >= 0 && prev.span === span) intervals.push({ time: p.time, length: i - prev.index });
     prev = span >= 0 ? { index: i, span } : null;
   }
-  if (intervals.length === 0) return [];
+  if (intervals.length === 0) return null;
   if (intervals.every((v) => v.length === 1)) return [];
   const counts = new Map<number, number>();
   for (const { length } of intervals) {
@@ -240,7 +240,7 @@ export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, nu
   // Without a recurring interval the cadence is unknown, and nothing is unexplained: on the corpus,
   // AVI and Ogg files whose keyframe intervals never repeat exactly gave a hint at every keyframe
   // when these counted as cuts (and only the engine that had read the whole stream gave them).
-  if (!recurring.length) return [];
+  if (!recurring.length) return null;
   const regular = Math.max(...recurring);
   return intervals.filter((v) => v.length < regular - INTERVAL_SLACK).map((v) => v.time);
 }
@@ -268,9 +268,12 @@ export function zoomHints(input: {
   if (gaps.length === 0) return [];
   const packets = packetsOf(input.packets);
   const spans = spansOf(input.packets);
-  const unexplained = new Set(unexplainedKeyframes(packets, spans));
-  // A keyframe the cadence explains is big by design: it says nothing of the picture.
-  const regularKey = (p: Packet) => p.key && !unexplained.has(p.time);
+  const found = unexplainedKeyframes(packets, spans);
+  const unexplained = new Set(found ?? []);
+  // A keyframe the cadence explains is big by design: it says nothing of the picture. Where the
+  // cadence is unknown, a keyframe's bytes count like any packet's (a VFR screen recording's few
+  // keyframes are its changes).
+  const regularKey = (p: Packet) => found !== null && p.key && !unexplained.has(p.time);
 
   const covered = (g: Gap) => spans.some(([a, b]) => a <= g.from && b >= g.to);
   const bytes: Array<GapBytes | null> = gaps.map((g) => {
