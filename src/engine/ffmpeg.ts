@@ -93,6 +93,8 @@ async function renderSheets(
   // stay in their files until then; a file is removed once every cell showing it is on a canvas.
   const frameOf: Array<bigint | undefined> = cells.map(() => undefined);
   const files = new Map<bigint, string>();
+  // Targets shown by the frame before them (their own picture never decoded): for frame_times.
+  const shownInstead = new Map<bigint, bigint>();
   const users = new Map<bigint, number>();
   const release = async (pts: bigint) => {
     const left = (users.get(pts) ?? 1) - 1;
@@ -240,6 +242,7 @@ async function renderSheets(
             keyframes,
             seeking,
             signal: stop.signal,
+            shownInstead,
           });
           for (const [pts, file] of got) files.set(pts, file);
           settle(group.flatMap((f) => cellsOfFrame.get(f) ?? []));
@@ -259,7 +262,7 @@ async function renderSheets(
       const pts = frameOf[k];
       const { s, c } = cells[k] as (typeof cells)[number];
       const lost = unreadable[s]?.some((u) => u.cell === c);
-      return pts === undefined || lost ? null : labelSeconds(pts, d);
+      return pts === undefined || lost ? null : labelSeconds(shownInstead.get(pts) ?? pts, d);
     }),
     packets: { ...mergeLogs(logs), cells: new Float64Array(decodeAt) },
   };

@@ -14,6 +14,7 @@ import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { parseTimeMs } from '../../src/core/time.js';
 import { indexClip, plainClip } from '../helpers/fixtures.js';
 import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
+import { expectModelAids } from '../helpers/model-aids.js';
 import { expectedIndex, frameTimes } from '../helpers/oracle.js';
 import { removeServerDirs, startServer, type TestServer, videoForm } from '../helpers/server.js';
 
@@ -33,6 +34,8 @@ const ZOOM_KEYS = [
   'timecodes',
   'warnings',
   'contract',
+  'frame_times',
+  'zoom_hints',
 ];
 const NOT_FOUND = '{"error":"not_found"}';
 const ID = /^[A-Za-z0-9_-]{22}$/;
@@ -199,6 +202,8 @@ describe('POST /v1/videos/{video_id}/sheets: zooms', () => {
     const range = JSON.parse((await zoom(a.key, videoId, { density: '4x4', start: '0:30', end: 90 })).text);
     expect(Object.keys(range)).toEqual(ZOOM_KEYS);
     expect(range.window).toEqual({ start: 30, end: 90 });
+    // DESIGN §10 on a zoom too: the shown frames' times (the frame oracle), hints inside the window.
+    await expectModelAids(range, { clip: indexPath, audio: false, window: range.window });
     expect(range.credits_charged).toBe(range.sheets * PRICE['4x4']);
 
     // An end past the clip is clamped to it, as on the CLI.

@@ -59,6 +59,11 @@ export interface GroupRequest {
    */
   seeking: { trusted: boolean };
   signal: AbortSignal;
+  /**
+   * Filled in by the extraction: a target whose own picture never decoded and that shows the frame
+   * before it (a stand-in, see withStandIns) -> that frame's pts, so the report names the frame shown.
+   */
+  shownInstead?: Map<bigint, bigint>;
 }
 
 /**
@@ -163,6 +168,7 @@ async function withStandIns(req: GroupRequest, r: Run, n: number): Promise<Map<b
     if (own !== file) await copyFile(file, own);
     used.add(file);
     frames.set(pts, own);
+    req.shownInstead?.set(pts, shown);
   }
   return frames;
 }

@@ -9,8 +9,8 @@ export class LocalSheetStorage implements SheetStorage {
   constructor(private readonly dir: string) {}
 
   async put(jobId: string, files: string[]): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
     const target = join(this.dir, jobId);
+    // Makes the store's own directory too (a kept video's area, `videos/`, on first use).
     await mkdir(target, { recursive: true });
     for (const file of files) {
       const to = join(target, basename(file));

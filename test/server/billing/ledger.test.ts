@@ -28,6 +28,7 @@ const MIGRATIONS = [
   '0003_keys_page',
   '0004_job_owner',
   '0005_sign_in_wrong_codes',
+  '0006_videos',
 ];
 const TABLES = [
   'accounts',
@@ -42,6 +43,7 @@ const TABLES = [
   'sign_in_tries',
   'sign_in_wrong_codes',
   'stripe_events',
+  'videos',
 ];
 const tmp = mkdtempSync(join(tmpdir(), 'vidsheet-ledger-'));
 
