@@ -195,8 +195,8 @@ describe('Transfers (unit)', () => {
     expect(transfers.tryEnter({ address: '198.51.100.7' })).toBeDefined();
     expect(transfers.tryEnter({ address: '198.51.100.7' })).toBeDefined();
     expect(transfers.tryEnter({ address: '::ffff:198.51.100.7' })).toBeUndefined();
-    one?.();
-    one?.(); // idempotent
+    one?.release();
+    one?.release(); // idempotent
     expect(transfers.tryEnter({ address: '2001:db8:1:2::77' })).toBeDefined();
     expect(transfers.tryEnter({ address: '2001:db8:1:2::78' })).toBeUndefined();
   });
