@@ -30,9 +30,10 @@ export const STALL_RULE = {
  * - never in a transfer's first `graceMs` (2 s): its headers and first bytes are still on the way;
  * - no byte for `idleMs` (5 s): a quarter of the default stall cut, far longer than any pause of a
  *   working connection, so an honest transfer that is merely bursty is not mistaken for a stalled one;
- * - or fewer bytes since its start than the stall rule's own pace (64 KiB per 30 s, ~2.2 KB/s) would
- *   have delivered: any honest sender, even a 100 kbit/s link, is minutes ahead of that pace within
- *   its first second, so it is never evicted; a sender at that pace would be cut by the rule anyway.
+ * - or fewer bytes since its start than the stall rule's own pace (64 KiB per 30 s, ~2.2 KB/s, i.e.
+ *   18 kbit/s) would have delivered: an honest sender is ahead of that pace from its first second
+ *   (a 1 Mbit/s link banks 57 s of it per second sent) and stays ahead, so it is never taken over;
+ *   only a transfer the rule would soon cut anyway is behind it.
  * The figures are scaled by the test clock like the rule's.
  */
 export const BEHIND_RULE = {
@@ -54,7 +55,7 @@ export function behindBy(
   if (elapsed < BEHIND_RULE.graceMs) return 0;
   const idle = now - progress.lastByteAt;
   const short = elapsed - progress.bytes / BEHIND_RULE.pace;
-  return Math.max(idle >= BEHIND_RULE.idleMs ? idle : 0, short > 0 ? short : 0);
+  return Math.max(idle >= BEHIND_RULE.idleMs ? idle : 0, short, 0);
 }
 
 /** `overtaken`: cut because a newcomer needed the slot of a transfer that was behind (transfers.ts). */
