@@ -55,12 +55,23 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_00
   }
 }
 
-/** A slow upload that the server is receiving (its work directory exists). */
+/**
+ * A slow upload that the server is receiving (its work directory exists). It keeps sending 4 KiB a
+ * second, within the stall rule and ahead of its pace, so no newcomer may take its slot (transfers.ts):
+ * the caps below are about transfers that are progressing.
+ */
 async function held(key: string, from: string): Promise<SlowUpload> {
   const before = work().length;
   const upload = await slowUpload(server.url, key, { from, first: 64 * 1024 });
+  const trickle = setInterval(() => upload.send(Buffer.alloc(4096, 0x2a)), 1000);
   await waitFor(() => work().length > before, `the slow upload from ${from} to be received`);
-  return upload;
+  return {
+    ...upload,
+    destroy: () => {
+      clearInterval(trickle);
+      upload.destroy();
+    },
+  };
 }
 
 /** A refusal that arrives while the body is still unsent: nothing of it was needed. */
