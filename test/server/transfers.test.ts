@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BEHIND_RULE, behindBy } from '../../src/server/hosted/stall.js';
 import { Transfers } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
@@ -220,6 +221,52 @@ describe('Transfers (unit)', () => {
     expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.3' })).toBeDefined();
     expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.4' })).toBeUndefined();
     expect(transfers.size).toBe(3);
+  });
+});
+
+describe('taking over the slot of the transfer furthest behind (unit, fake watches)', () => {
+  it('with every slot taken, the newcomer overtakes the furthest behind; none behind: refused', () => {
+    const transfers = new Transfers(2, 5);
+    const lag = [0, 0];
+    const overtaken: number[] = [];
+    for (const i of [0, 1]) {
+      transfers.tryEnter({ address: `127.0.0.${i + 1}` })?.watch({
+        stop() {},
+        behind: () => lag[i] ?? 0,
+        overtake: () => overtaken.push(i),
+      });
+    }
+    expect(transfers.tryEnter({ address: '127.0.0.9' })).toBeUndefined();
+    lag[0] = 100;
+    lag[1] = 300;
+    expect(transfers.tryEnter({ address: '127.0.0.9' })).toBeDefined();
+    expect(overtaken).toEqual([1]);
+    expect(transfers.size).toBe(2);
+    // Over its own per-client limit, a newcomer overtakes nobody.
+    const tight = new Transfers(1, 1);
+    tight
+      .tryEnter({ address: '127.0.0.1' })
+      ?.watch({ stop() {}, behind: () => 1e9, overtake: () => overtaken.push(9) });
+    expect(tight.tryEnter({ address: '127.0.0.1' })).toBeUndefined();
+    expect(overtaken).toEqual([1]);
+  });
+
+  it('behind: never in the grace; idle past idleMs; short of the stall pace since the start', () => {
+    const { graceMs, idleMs, pace } = BEHIND_RULE;
+    const t0 = 1_000_000;
+    // No byte at all, but within the grace: not behind.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0, bytes: 0 }, t0 + graceMs - 1)).toBe(0);
+    // No byte at all after the grace: behind by all its time.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0, bytes: 0 }, t0 + graceMs)).toBe(graceMs);
+    // Far ahead of the pace and a byte just now: not behind.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0 + 10 * idleMs, bytes: 1e9 }, t0 + 10 * idleMs)).toBe(0);
+    // Far ahead of the pace but idle for idleMs: behind by the idle time.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0, bytes: 1e9 }, t0 + idleMs)).toBe(idleMs);
+    // Just short of the pace: behind by the time it is short.
+    const at = t0 + 4 * graceMs;
+    expect(behindBy({ startedAt: t0, lastByteAt: at, bytes: pace * (4 * graceMs - 500) }, at)).toBeCloseTo(
+      500,
+    );
   });
 });
 
