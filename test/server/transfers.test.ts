@@ -14,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BEHIND_RULE, behindBy } from '../../src/server/hosted/stall.js';
 import { Transfers } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
@@ -55,12 +56,23 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_00
   }
 }
 
-/** A slow upload that the server is receiving (its work directory exists). */
+/**
+ * A slow upload that the server is receiving (its work directory exists). It keeps sending 4 KiB a
+ * second, within the stall rule and ahead of its pace, so no newcomer may take its slot (transfers.ts):
+ * the caps below are about transfers that are progressing.
+ */
 async function held(key: string, from: string): Promise<SlowUpload> {
   const before = work().length;
   const upload = await slowUpload(server.url, key, { from, first: 64 * 1024 });
+  const trickle = setInterval(() => upload.send(Buffer.alloc(4096, 0x2a)), 1000);
   await waitFor(() => work().length > before, `the slow upload from ${from} to be received`);
-  return upload;
+  return {
+    ...upload,
+    destroy: () => {
+      clearInterval(trickle);
+      upload.destroy();
+    },
+  };
 }
 
 /** A refusal that arrives while the body is still unsent: nothing of it was needed. */
@@ -195,8 +207,8 @@ describe('Transfers (unit)', () => {
     expect(transfers.tryEnter({ address: '198.51.100.7' })).toBeDefined();
     expect(transfers.tryEnter({ address: '198.51.100.7' })).toBeDefined();
     expect(transfers.tryEnter({ address: '::ffff:198.51.100.7' })).toBeUndefined();
-    one?.();
-    one?.(); // idempotent
+    one?.release();
+    one?.release(); // idempotent
     expect(transfers.tryEnter({ address: '2001:db8:1:2::77' })).toBeDefined();
     expect(transfers.tryEnter({ address: '2001:db8:1:2::78' })).toBeUndefined();
   });
@@ -209,6 +221,52 @@ describe('Transfers (unit)', () => {
     expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.3' })).toBeDefined();
     expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.4' })).toBeUndefined();
     expect(transfers.size).toBe(3);
+  });
+});
+
+describe('taking over the slot of the transfer furthest behind (unit, fake watches)', () => {
+  it('with every slot taken, the newcomer overtakes the furthest behind; none behind: refused', () => {
+    const transfers = new Transfers(2, 5);
+    const lag = [0, 0];
+    const overtaken: number[] = [];
+    for (const i of [0, 1]) {
+      transfers.tryEnter({ address: `127.0.0.${i + 1}` })?.watch({
+        stop() {},
+        behind: () => lag[i] ?? 0,
+        overtake: () => overtaken.push(i),
+      });
+    }
+    expect(transfers.tryEnter({ address: '127.0.0.9' })).toBeUndefined();
+    lag[0] = 100;
+    lag[1] = 300;
+    expect(transfers.tryEnter({ address: '127.0.0.9' })).toBeDefined();
+    expect(overtaken).toEqual([1]);
+    expect(transfers.size).toBe(2);
+    // Over its own per-client limit, a newcomer overtakes nobody.
+    const tight = new Transfers(1, 1);
+    tight
+      .tryEnter({ address: '127.0.0.1' })
+      ?.watch({ stop() {}, behind: () => 1e9, overtake: () => overtaken.push(9) });
+    expect(tight.tryEnter({ address: '127.0.0.1' })).toBeUndefined();
+    expect(overtaken).toEqual([1]);
+  });
+
+  it('behind: never in the grace; idle past idleMs; short of the stall pace since the start', () => {
+    const { graceMs, idleMs, pace } = BEHIND_RULE;
+    const t0 = 1_000_000;
+    // No byte at all, but within the grace: not behind.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0, bytes: 0 }, t0 + graceMs - 1)).toBe(0);
+    // No byte at all after the grace: behind by all its time.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0, bytes: 0 }, t0 + graceMs)).toBe(graceMs);
+    // Far ahead of the pace and a byte just now: not behind.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0 + 10 * idleMs, bytes: 1e9 }, t0 + 10 * idleMs)).toBe(0);
+    // Far ahead of the pace but idle for idleMs: behind by the idle time.
+    expect(behindBy({ startedAt: t0, lastByteAt: t0, bytes: 1e9 }, t0 + idleMs)).toBe(idleMs);
+    // Just short of the pace: behind by the time it is short.
+    const at = t0 + 4 * graceMs;
+    expect(behindBy({ startedAt: t0, lastByteAt: at, bytes: pace * (4 * graceMs - 500) }, at)).toBeCloseTo(
+      500,
+    );
   });
 });
 

@@ -23,10 +23,50 @@ export const STALL_RULE = {
   earlyAnswerDrainMs: 10_000 * scale,
 };
 
-export type StallWhy = 'idle' | 'slow';
+/**
+ * DESIGN §5 / issue 21: when every transfer slot is taken, a newcomer takes the slot of the transfer
+ * furthest behind (transfers.ts), so stalled senders cannot keep a paying user out by retaking each
+ * slot the stall rule frees. "Behind" is judged here, next to the rule it anticipates:
+ * - never in a transfer's first `graceMs` (2 s): its headers and first bytes are still on the way;
+ * - no byte for `idleMs` (5 s): a quarter of the default stall cut, far longer than any pause of a
+ *   working connection, so an honest transfer that is merely bursty is not mistaken for a stalled one;
+ * - or fewer bytes since its start than the stall rule's own pace (64 KiB per 30 s, ~2.2 KB/s, i.e.
+ *   18 kbit/s) would have delivered: an honest sender is ahead of that pace from its first second
+ *   (a 1 Mbit/s link banks 57 s of it per second sent) and stays ahead, so it is never taken over;
+ *   only a transfer the rule would soon cut anyway is behind it.
+ * The figures are scaled by the test clock like the rule's.
+ */
+export const BEHIND_RULE = {
+  graceMs: 2_000 * scale,
+  idleMs: 5_000 * scale,
+  /** Bytes per millisecond: the stall rule's pace. */
+  pace: STALL_RULE.minBytesPerWindow / STALL_RULE.windowMs,
+};
+
+/**
+ * How far behind a transfer is, in milliseconds (0: not behind): the longer of its idle time (once
+ * past `idleMs`) and the time its bytes are short of the pace, so the furthest behind is the largest.
+ */
+export function behindBy(
+  progress: { startedAt: number; lastByteAt: number; bytes: number },
+  now: number,
+): number {
+  const elapsed = now - progress.startedAt;
+  if (elapsed < BEHIND_RULE.graceMs) return 0;
+  const idle = now - progress.lastByteAt;
+  const short = elapsed - progress.bytes / BEHIND_RULE.pace;
+  return Math.max(idle >= BEHIND_RULE.idleMs ? idle : 0, short, 0);
+}
+
+/** `overtaken`: cut because a newcomer needed the slot of a transfer that was behind (transfers.ts). */
+export type StallWhy = 'idle' | 'slow' | 'overtaken';
 
 export interface StallWatch {
   stop(): void;
+  /** How far behind the transfer is now (`behindBy`); 0 once the watch is stopped. */
+  behind(): number;
+  /** Cuts the transfer as a stall cut does, with the reason `overtaken` (once; no-op when stopped). */
+  overtake(): void;
 }
 
 /**
@@ -42,16 +82,21 @@ export function watchTransfer(
   const start = Date.now();
   let last = start;
   let seen = delivered();
+  const initial = seen;
   // (time, bytes so far) samples, for the bytes delivered over the last window.
   const samples: Array<[number, number]> = [[start, seen]];
   const tick = Math.max(20, Math.min(1000, stallMs / 4, STALL_RULE.windowMs / 10));
-  const timer = setInterval(() => {
-    const now = Date.now();
+  const observe = (now: number) => {
     const total = delivered();
     if (total > seen) {
       seen = total;
       last = now;
     }
+    return total;
+  };
+  const timer = setInterval(() => {
+    const now = Date.now();
+    const total = observe(now);
     if (now - last >= stallMs) return finish('idle');
     samples.push([now, total]);
     // A window counts only when it starts after the grace period.
@@ -74,5 +119,12 @@ export function watchTransfer(
       done = true;
       clearInterval(timer);
     },
+    behind() {
+      if (done) return 0;
+      const now = Date.now();
+      // Bytes counted from the watch's start (a reused socket's earlier bytes are not this transfer's).
+      return behindBy({ startedAt: start, lastByteAt: last, bytes: observe(now) - initial }, now);
+    },
+    overtake: () => finish('overtaken'),
   };
 }

@@ -20,7 +20,7 @@ import { refuseBeforeBody } from '../plugins/early-answer.js';
 import type { Admission } from './admission.js';
 import type { JobLog } from './jobs.js';
 import { watchTransfer } from './stall.js';
-import type { Transfers } from './transfers.js';
+import type { TransferSlot, Transfers } from './transfers.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -28,6 +28,8 @@ declare module 'fastify' {
     releaseAdmission?: () => void;
     /** Gives back this request's transfer slot (idempotent). */
     releaseTransfer?: () => void;
+    /** This request's transfer slot, while its body is received. */
+    transferSlot?: TransferSlot;
   }
 }
 
@@ -74,9 +76,10 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
    */
   const capacity: onRequestHookHandler = async (request, reply) => {
     if (admission.isFull) return refuseBeforeBody(request, reply, hostedErrors.busy());
-    const release = transfers.tryEnter({ accountId: (request.account as Account).id, address: request.ip });
-    if (!release) return refuseBeforeBody(request, reply, hostedErrors.busy());
-    request.releaseTransfer = release;
+    const slot = transfers.tryEnter({ accountId: (request.account as Account).id, address: request.ip });
+    if (!slot) return refuseBeforeBody(request, reply, hostedErrors.busy());
+    request.transferSlot = slot;
+    request.releaseTransfer = slot.release;
   };
 
   /** A body announced larger than the cap allows is refused before it is read. */
@@ -127,6 +130,8 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
         cut.abort();
       },
     );
+    // A newcomer may take this slot while this upload is behind (transfers.ts): cut as above.
+    request.transferSlot?.watch(watch);
     // The cut answers at once, whatever the parser is waiting for; the abort ends the file stream.
     const receiving = receiveParts(request, workDir, config.maxUploadMb, cut.signal);
     receiving.catch(() => {});

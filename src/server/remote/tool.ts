@@ -104,8 +104,8 @@ export async function callRemoteTool(
   // A full queue refuses before anything is fetched; the fetch itself holds a transfer slot (DESIGN
   // §5), and the queue place is taken only when the video is complete on disk.
   if (deps.admission.isFull) return toolError(hostedErrors.busy(), 'remote');
-  const releaseTransfer = deps.transfers.tryEnter({ accountId: caller.account?.id, address: caller.ip });
-  if (!releaseTransfer) return toolError(hostedErrors.busy(), 'remote');
+  const slot = deps.transfers.tryEnter({ accountId: caller.account?.id, address: caller.ip });
+  if (!slot) return toolError(hostedErrors.busy(), 'remote');
   let release: (() => void) | undefined;
 
   const jobId = newJobId();
@@ -131,6 +131,8 @@ export async function callRemoteTool(
         // DESIGN §5a: no byte for VIDSHEET_STALL_S cuts the fetch; the whole fetch has its deadline.
         idleTimeoutMs: deps.config.stallS * 1000,
         timeoutMs: deps.config.fetchTimeoutS * 1000,
+        // A newcomer may take this slot while the fetch is behind: it then fails as a stalled fetch.
+        onWatch: slot.watch,
       });
       log.info({ jobId: shortJobId(jobId), bytes: got.bytes }, 'video fetched');
     } catch (error) {
@@ -142,7 +144,7 @@ export async function callRemoteTool(
       }
       throw error;
     } finally {
-      releaseTransfer();
+      slot.release();
     }
     release = deps.admission.tryEnter();
     if (!release) {
@@ -199,7 +201,7 @@ export async function callRemoteTool(
     await rm(workDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }).catch((err) =>
       log.error({ err, jobId: shortJobId(jobId) }, 'could not remove the job directory'),
     );
-    releaseTransfer();
+    slot.release();
     release?.();
   }
 }

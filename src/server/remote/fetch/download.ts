@@ -25,7 +25,7 @@ import { isIP, type LookupFunction } from 'node:net';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Agent, buildConnector, request } from 'undici';
-import { watchTransfer } from '../../hosted/stall.js';
+import { type StallWatch, watchTransfer } from '../../hosted/stall.js';
 import { refusedAddress } from './address-policy.js';
 
 export type FetchReason =
@@ -72,6 +72,8 @@ export interface DownloadOptions {
    * cuts the fetch (default 20 s). The body must also keep up the stall rule's rate (stall.ts).
    */
   idleTimeoutMs?: number;
+  /** Handed the fetch's stall watch (a transfer slot uses it to judge and overtake it, transfers.ts). */
+  onWatch?: (watch: StallWatch) => void;
 }
 
 /** Redirects followed at most (DESIGN §6). */
@@ -252,6 +254,7 @@ export async function downloadVideo(
           : new FetchError('stalled', messages.stalled),
       ),
   );
+  options.onWatch?.(watch);
   try {
     let target = checkUrl(url);
     for (let redirects = 0; ; redirects++) {

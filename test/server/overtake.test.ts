@@ -1,0 +1,215 @@
+/**
+ * Issue 21, DESIGN §5/§5a: when every transfer slot is taken, a newcomer takes the slot of the
+ * transfer furthest behind (stall.ts `behindBy`, transfers.ts), which is cut as a stall is; only when
+ * none is behind is the newcomer `429 busy`. A real server on loopback, real slow sockets, real
+ * clocks (stall rule unscaled: a 20 s idle cut, so anything answered within a few seconds was the
+ * takeover, not the stall rule), two slots in all and room enough per client.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { plainClip } from '../helpers/fixtures.js';
+import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
+
+const STALLED = { status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' };
+const BUSY = { status: 429, body: '{"error":"busy"}' };
+
+let server: TestServer;
+let small: Buffer;
+let origin: Server;
+let originPort: number;
+/** Responses the stalling origin holds open (headers and 1 KiB sent, then nothing). */
+const stalledResponses: ServerResponse[] = [];
+
+beforeAll(async () => {
+  small = readFileSync(await plainClip(5));
+  origin = createServer((req, res) => {
+    if (req.url === '/good.mp4') {
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': small.length });
+      res.end(small);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': 8 * 1024 * 1024 });
+    res.write(Buffer.alloc(1024, 0x2a));
+    stalledResponses.push(res);
+  });
+  await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+  originPort = (origin.address() as AddressInfo).port;
+  server = await startServer({
+    VIDSHEET_MAX_TRANSFERS: '2',
+    VIDSHEET_TRANSFERS_PER_CLIENT: '4',
+    // No free allowance: balances show exactly what was charged.
+    VIDSHEET_ALLOWANCE_FLOOR: '0',
+    VIDSHEET_FETCH_ALLOW: `127.0.0.1:${originPort}`,
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await server?.stop();
+  origin?.closeAllConnections();
+  await new Promise((resolve) => origin?.close(resolve));
+  await removeServerDirs();
+});
+
+async function newAccount(credits: number) {
+  const email = `o-${randomBytes(4).toString('hex')}@example.com`;
+  const created = await server.admin('create-key', '--email', email);
+  expect(created.code, created.stderr).toBe(0);
+  expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
+  return { email, key: created.stdout.trim() };
+}
+
+async function show(email: string) {
+  const shown = await server.admin('show', '--email', email);
+  expect(shown.code, shown.stderr).toBe(0);
+  return JSON.parse(shown.stdout) as { balance: number; usage: unknown[] };
+}
+
+const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
+
+async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+/** An upload the server is receiving (its work directory exists) after `first` bytes of its file. */
+async function receiving(key: string, from: string, first: number): Promise<SlowUpload> {
+  const before = work().length;
+  const upload = await slowUpload(server.url, key, { from, first });
+  await waitFor(() => work().length > before, `the upload from ${from} to be received`);
+  return upload;
+}
+
+/** A whole upload of the 5 s clip through the slow client; its answer and how long it took. */
+async function whole(key: string, from: string) {
+  const started = Date.now();
+  const upload = await slowUpload(server.url, key, {
+    from,
+    size: small.length,
+    fill: small,
+    filename: 'small.mp4',
+  });
+  upload.finish();
+  const answer = await upload.answer();
+  upload.destroy();
+  return { answer, ms: Date.now() - started };
+}
+
+describe('a newcomer takes the slot of the transfer furthest behind (issue 21)', () => {
+  it('two stalled uploads hold both slots: a paying upload succeeds at once, the older stalled one gets 408, its file deleted, nobody else charged', async () => {
+    const a = await newAccount(5);
+    const b = await newAccount(5);
+    const payer = await newAccount(5);
+    const older = await receiving(a.key, '127.0.0.51', 1024);
+    await sleep(300);
+    const younger = await receiving(b.key, '127.0.0.52', 1024);
+    try {
+      // Both are past the 2 s grace and below the pace (1 KiB where ~4.4 KB were due): behind.
+      await sleep(2500);
+      const done = await whole(payer.key, '127.0.0.53');
+      expect(done.answer?.status, done.answer?.body).toBe(200);
+      expect(JSON.parse(done.answer?.body ?? '{}').credits_charged).toBe(1);
+      // At once: far sooner than the 20 s stall cut.
+      expect(done.ms).toBeLessThan(10_000);
+      // The one furthest behind (the older) was cut as a stall is; the younger is still being received.
+      expect(await older.answer()).toEqual(STALLED);
+      await waitFor(() => older.closed(), 'the overtaken connection to close');
+      expect(younger.closed()).toBe(false);
+      expect(younger.received()).toBe('');
+      await waitFor(() => work().length === 1, 'the overtaken upload to be deleted');
+    } finally {
+      older.destroy();
+      younger.destroy();
+    }
+    await waitFor(() => work().length === 0, 'the abandoned upload to be deleted');
+    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+    expect(await show(b.email)).toMatchObject({ balance: 5, usage: [] });
+    expect((await show(payer.email)).balance).toBe(4);
+  }, 40_000);
+
+  it('control: two honest uploads in flight (fast but long) are never overtaken; the newcomer gets 429', async () => {
+    const a = await newAccount(5);
+    const b = await newAccount(5);
+    const c = await newAccount(5);
+    const first = await receiving(a.key, '127.0.0.54', 64 * 1024);
+    const second = await receiving(b.key, '127.0.0.55', 64 * 1024);
+    // 64 KiB every 100 ms each (~650 KB/s): far ahead of the pace, never idle.
+    const streaming = setInterval(() => {
+      first.send(Buffer.alloc(64 * 1024, 0x2a));
+      second.send(Buffer.alloc(64 * 1024, 0x2a));
+    }, 100);
+    try {
+      // Well past the 2 s grace and the 5 s idle figure.
+      await sleep(6000);
+      for (let i = 0; i < 3; i++) {
+        const newcomer = await slowUpload(server.url, c.key, { from: '127.0.0.56', first: 1024 });
+        expect(await newcomer.answer()).toEqual(BUSY);
+        newcomer.destroy();
+      }
+      expect(first.closed() || second.closed()).toBe(false);
+      expect(first.received() + second.received()).toBe('');
+    } finally {
+      clearInterval(streaming);
+      first.destroy();
+      second.destroy();
+    }
+    await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
+    for (const who of [a, b, c]) expect(await show(who.email)).toMatchObject({ balance: 5, usage: [] });
+  }, 40_000);
+
+  it('two stalled /mcp fetches hold both slots: a paying upload succeeds at once, one fetch fails as a stalled fetch, the anonymous jobs are given back', async () => {
+    const payer = await newAccount(5);
+    const calls = [0, 1].map(async () => {
+      const client = new Client({ name: 'vidsheet-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
+      try {
+        const result = (await client.callTool(
+          { name: 'vidsheet_video', arguments: { video_url: `http://127.0.0.1:${originPort}/stall.mp4` } },
+          undefined,
+          { timeout: 60_000 },
+        )) as { isError?: boolean; content: Array<{ type: string; text?: string }> };
+        return { isError: result.isError === true, text: result.content[0]?.text };
+      } finally {
+        await client.close();
+      }
+    });
+    const settled: Array<{ isError: boolean; text?: string }> = [];
+    for (const call of calls) void call.then((got) => settled.push(got));
+    await waitFor(() => stalledResponses.length === 2, 'both fetches to reach the stalling origin');
+    await sleep(2500);
+    const done = await whole(payer.key, '127.0.0.57');
+    expect(done.answer?.status, done.answer?.body).toBe(200);
+    expect(done.ms).toBeLessThan(10_000);
+    await waitFor(() => settled.length === 1, 'the overtaken fetch to fail', 5000);
+    expect(settled[0]?.isError).toBe(true);
+    expect(settled[0]?.text).toBe('could not fetch the video: the server sent the video too slowly');
+    // The other fetch still holds its slot: end it (the origin breaks off), then both jobs are back.
+    for (const res of stalledResponses) res.destroy();
+    const ended = await Promise.all(calls);
+    expect(ended.every((got) => got.isError)).toBe(true);
+    await waitFor(() => work().length === 0, 'the partial downloads to be deleted');
+    expect((await show(payer.email)).balance).toBe(4);
+    const client = new Client({ name: 'vidsheet-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
+    try {
+      const ok = (await client.callTool({
+        name: 'vidsheet_video',
+        arguments: { video_url: `http://127.0.0.1:${originPort}/good.mp4`, density: '3x3' },
+      })) as { isError?: boolean; content: Array<{ type: string; text?: string }> };
+      expect(ok.isError, ok.content[0]?.text).not.toBe(true);
+      // Three a day per address: the two failed fetches used none of them.
+      expect(JSON.parse(ok.content[0]?.text ?? '{}').free_jobs_remaining_today).toBe(2);
+    } finally {
+      await client.close();
+    }
+  }, 60_000);
+});
