@@ -48,7 +48,7 @@ async function both(args: string[]) {
 function expectSameReport(
   a: Record<string, unknown>,
   b: Record<string, unknown>,
-  options: { warnings: boolean; levels: boolean },
+  options: { warnings: boolean; levels: boolean; decoded?: boolean },
 ) {
   expect(Object.keys(a)).toEqual(Object.keys(b));
   const strip = (r: Record<string, unknown>) => ({
@@ -56,6 +56,8 @@ function expectSameReport(
     files: (r.files as string[]).map((f) => basename(f)),
     warnings: options.warnings ? r.warnings : [],
     audio: undefined,
+    frame_times: options.decoded === false ? undefined : r.frame_times,
+    zoom_hints: options.decoded === false ? undefined : r.zoom_hints,
   });
   expect(strip(a)).toEqual(strip(b));
   const [sa, sb] = [a.audio, b.audio] as Array<{ samples: Array<{ time: number; level: number }> }>;
@@ -100,8 +102,12 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('native
   it('agree on damaged files apart from which frames each could decode', async () => {
     for (const file of (await damagedFiles()).filter((f) => f.expect === 'partial')) {
       const [a, b] = await both([file.path]);
-      // Decoders conceal damaged audio differently; the shape and the timeline still agree.
-      expectSameReport(a, b, { warnings: false, levels: false });
+      // Decoders conceal damaged audio differently; the shape and the timeline still agree. What
+      // each engine could decode differs here, and with it `frame_times` (each engine's is judged
+      // against a sequential decode by the corpus suite) and the hints (they count only gaps whose
+      // every packet an engine read: past damage native reads the MP4 index, the fallback's packet
+      // listing stops; a known difference, issue 22 note).
+      expectSameReport(a, b, { warnings: false, levels: false, decoded: false });
     }
   });
 });
