@@ -33,10 +33,10 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { CACHE, clip, ROOT } from './clip.mjs';
+import { freePort } from './free-port.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -65,18 +65,6 @@ const tempDir = (prefix) => {
   temps.push(dir);
   return dir;
 };
-
-/** A port nothing listens on now (the server binds it a moment later). */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `vidsheet-server` on a free loopback port with a fresh data directory and a funded key. */
 async function startServer() {

@@ -14,10 +14,10 @@
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openAsBlob, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { clip, ROOT } from './clip.mjs';
+import { freePort } from './free-port.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -44,17 +44,6 @@ const tempDir = (prefix) => {
 };
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const ms = (t0) => Math.round(performance.now() - t0);
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 async function startServer(extraEnv = {}) {
   const root = tempDir('vidsheet-bench-session-');
