@@ -1,10 +1,11 @@
 /**
  * DESIGN §5a "Per-job deadline", against the built server on loopback, on SQLite and PostgreSQL and
- * with both engines: a job still running after `VIDSHEET_JOB_TIMEOUT_S` (3 s native, 10 s fallback here;
- * the slow clip takes about 9 s with the native engine and minutes with the fallback) is killed with its worker and
- * every process the worker started, refunded (`500` with `refunded: true`, the spec's body for an
- * engine failure after the debit), its files deleted, and the job queued behind it runs on a new
- * worker. On the remote endpoint the failed anonymous job is given back.
+ * with both engines: a job still running after `VIDSHEET_JOB_TIMEOUT_S` (3 s native, 10 s fallback
+ * here; each engine has its own slow clip, about 10 s native on an idle machine and minutes with the
+ * fallback) is killed with its worker and every process the worker started, refunded (`500` with
+ * `refunded: true`, the spec's body for an engine failure after the debit), its files deleted, and the
+ * job queued behind it runs on a new worker. On the remote endpoint the failed anonymous job is given
+ * back.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -34,16 +35,23 @@ const PROCESSING_FAILED = '{"error":"processing_failed","refunded":true}';
 /** Long enough for the small clip's whole job on either engine (the fallback spawns one ffmpeg per cell). */
 const TIMEOUT_S = { native: 3, ffmpeg: 10 };
 
-let slow: Buffer;
+/** Per engine: a clip that takes it far longer than its deadline (see `slowDecodeClip`). */
+const slow: Record<'native' | 'ffmpeg', Buffer> = { native: Buffer.alloc(0), ffmpeg: Buffer.alloc(0) };
 let small: Buffer;
 let origin: Server;
 let originPort: number;
 beforeAll(async () => {
-  slow = readFileSync(await slowDecodeClip());
+  slow.native = readFileSync(await slowDecodeClip(150));
+  slow.ffmpeg = readFileSync(await slowDecodeClip(25));
   small = readFileSync(await plainClip(5));
   // The remote endpoint's videos: the slow clip and a small one, from loopback (VIDSHEET_FETCH_ALLOW).
   origin = createServer((req, res) => {
-    const body = req.url === '/slow.mp4' ? slow : req.url === '/small.mp4' ? small : undefined;
+    const served: Record<string, Buffer> = {
+      '/small.mp4': small,
+      '/slow-native.mp4': slow.native,
+      '/slow-ffmpeg.mp4': slow.ffmpeg,
+    };
+    const body = served[req.url ?? ''];
     if (!body) {
       res.writeHead(404).end();
       return;
@@ -52,7 +60,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
   originPort = (origin.address() as AddressInfo).port;
-}, 120_000);
+}, 300_000);
 afterAll(async () => {
   origin.closeAllConnections();
   await new Promise((resolve) => origin.close(resolve));
@@ -129,7 +137,7 @@ describe.each(BACKENDS.flatMap((backend) => ENGINES.map((engine) => [backend, en
       const long = postJob(
         server,
         a.key,
-        videoForm({ bytes: slow, filename: 'slow.mp4' }, { density: '6x6' }),
+        videoForm({ bytes: slow[engine], filename: 'slow.mp4' }, { density: '6x6' }),
       );
       // The second upload arrives while the first job runs: it waits for the one worker.
       await server.waitForLog(() => server.logs.filter((l) => l.msg === 'upload received').length > received);
@@ -177,7 +185,7 @@ describe.each(BACKENDS.flatMap((backend) => ENGINES.map((engine) => [backend, en
         const started = Date.now();
         const failed = (await client.callTool({
           name: 'vidsheet_video',
-          arguments: { video_url: `http://127.0.0.1:${originPort}/slow.mp4`, density: '6x6' },
+          arguments: { video_url: `http://127.0.0.1:${originPort}/slow-${engine}.mp4`, density: '6x6' },
         })) as { isError?: boolean; content: Array<{ type: string; text?: string }> };
         expect(failed).toEqual({ isError: true, content: [{ type: 'text', text: 'processing failed' }] });
         expect(Date.now() - started).toBeLessThan(timeoutS * 1000 + 5000);
