@@ -1,5 +1,6 @@
 /**
- * Benchmark clips, synthesised once into bench/.cache (shared by run.mjs and hosted.mjs).
+ * Benchmark clips, synthesised once into bench/.cache (shared by run.mjs, hosted.mjs and the hunt
+ * haystacks): `synthesise` is the one place that runs ffmpeg for them.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
@@ -8,55 +9,59 @@ import { join } from 'node:path';
 export const ROOT = new URL('..', import.meta.url).pathname;
 export const CACHE = join(ROOT, 'bench', '.cache');
 
-/** Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC. */
-export function clip(name, { seconds, size }) {
-  const out = join(CACHE, `${name}.mp4`);
+/**
+ * Encodes `<dir>/<name>.mp4` (bench/.cache by default) from lavfi sources, once: `sources` are
+ * lavfi graphs (video first), `output` the codec arguments. Written to a temporary name and
+ * renamed, so an interrupted run never leaves a half file that looks cached. The name must change
+ * with what it encodes.
+ */
+export function synthesise(name, { sources, output, what, dir = CACHE }) {
+  const out = join(dir, `${name}.mp4`);
   if (existsSync(out)) return out;
-  mkdirSync(CACHE, { recursive: true });
-  console.error(`bench: synthesising ${name} (${seconds} s, ${size}); once, cached in bench/.cache`);
+  mkdirSync(dir, { recursive: true });
+  if (dir === CACHE) console.error(`bench: synthesising ${name} (${what}); once, cached in bench/.cache`);
   const partial = `${out}.partial.mp4`;
   execFileSync(
     'ffmpeg',
     [
-      '-hide_banner',
-      '-loglevel',
-      'error',
-      '-y',
-      '-f',
-      'lavfi',
-      '-i',
-      `testsrc2=s=${size}:r=30:d=${seconds}`,
-      '-f',
-      'lavfi',
-      '-i',
-      `sine=frequency=440:sample_rate=48000:duration=${seconds}`,
-      '-c:v',
-      'libx264',
-      '-preset',
-      'ultrafast',
-      '-tune',
-      'zerolatency',
-      '-bf',
-      '3',
-      '-x264-params',
-      'b-adapt=0:bframes=3:rc-lookahead=0',
-      '-g',
-      '247',
-      '-keyint_min',
-      '247',
-      '-sc_threshold',
-      '0',
-      '-pix_fmt',
-      'yuv420p',
-      '-c:a',
-      'aac',
-      '-b:a',
-      '96k',
-      '-shortest',
-      partial,
+      ...['-hide_banner', '-loglevel', 'error', '-nostdin', '-y'],
+      ...sources.flatMap((graph) => ['-f', 'lavfi', '-i', graph]),
+      ...output,
+      ...['-pix_fmt', 'yuv420p', partial],
     ],
     { stdio: 'inherit' },
   );
   renameSync(partial, out);
   return out;
+}
+
+/** x264 output arguments: the preset, then what a clip needs beyond it. */
+export const x264 = (preset, ...extra) => ['-c:v', 'libx264', '-preset', preset, ...extra];
+
+/** AAC output arguments. */
+export const aac = (bitrate = '96k') => ['-c:a', 'aac', '-b:a', bitrate];
+
+/** Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC. */
+export function clip(name, { seconds, size }) {
+  return synthesise(name, {
+    what: `${seconds} s, ${size}`,
+    sources: [
+      `testsrc2=s=${size}:r=30:d=${seconds}`,
+      `sine=frequency=440:sample_rate=48000:duration=${seconds}`,
+    ],
+    output: [
+      ...x264(
+        'ultrafast',
+        '-tune',
+        'zerolatency',
+        '-bf',
+        '3',
+        '-x264-params',
+        'b-adapt=0:bframes=3:rc-lookahead=0',
+      ),
+      ...['-g', '247', '-keyint_min', '247', '-sc_threshold', '0'],
+      ...aac(),
+      '-shortest',
+    ],
+  });
 }

@@ -1,34 +1,47 @@
 #!/usr/bin/env node
 /**
- * The hunt benchmark (`npm run bench -- --hunt [--only A|B|C] [--densities 4x4,6x6]`): how many
- * tool calls a model needs to name the exact frame of a needle in a 30-minute haystack, using
- * `frame_times` and `zoom_hints` (DESIGN §10).
+ * The hunt benchmark (`npm run bench -- --hunt [--only A,B,C,D] [--encode scenecut,fixedgop]
+ * [--fps 30,60] [--densities 4x4,6x6]`): how many tool calls a model needs to name the exact frame
+ * of a needle in a 30-minute haystack, using `frame_times` and `zoom_hints` (DESIGN §10).
  *
  * The model is the scripted agent of bench/hunt/agent.mjs; it calls the local tool exactly as the
  * stdio server does (`callLocalTool`, the vidsheet-mcp-v0 JSON), looks at the sheets' pixels
- * (bench/hunt/cells.mjs) and is told only what the needle looks like. A hunt succeeds when the
- * `frame_times` value it names is the needle's first frame. Haystacks: bench/hunt/haystack.mjs.
+ * (bench/hunt/cells.mjs) and is told only what the needle looks like. Haystacks and encodes:
+ * bench/hunt/haystack.mjs; the set of hunts: bench/hunt/cases.mjs (all by default).
+ *
+ * What "found" means:
+ *   A, B, C  the `frame_times` value the agent names is the needle's first frame (within half a
+ *            frame: the value is rounded to the ms).
+ *   D        (a click on the sound track; no pixel shows it, so the agent hears it through the
+ *            `audio` hints alone) the value it names, at a zoom where every frame of the window is
+ *            shown, is within one frame of the frame on screen during the click: the audio peaks
+ *            are per millisecond and AAC smears a transient over a few, so a click near a frame's
+ *            edge may fall in the neighbouring gap.
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cellsPerSheet } from '../dist/core/density.js';
 import { callLocalTool } from '../dist/mcp/tool.js';
-import { hunt } from './hunt/agent.mjs';
-import { DENSITIES, haystackRecipes } from './hunt/cases.mjs';
+import { hunt, KIND } from './hunt/agent.mjs';
+import { DENSITIES, haystackRecipes, RATES } from './hunt/cases.mjs';
 import { classifyCell, readCells } from './hunt/cells.mjs';
-import { haystack } from './hunt/haystack.mjs';
+import { CLASSES, ENCODES, haystack } from './hunt/haystack.mjs';
 
 const argv = process.argv.slice(2).filter((a) => a !== '--hunt');
 const flag = (name, fallback) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? argv[i + 1] : fallback;
 };
-const ONLY = flag('only', '');
-const densities = flag('densities', DENSITIES.join(',')).split(',');
+const list = (name, fallback) => flag(name, fallback.join(',')).split(',');
+const densities = list('densities', DENSITIES);
+const classes = list('only', CLASSES);
+const encodes = list('encode', Object.keys(ENCODES));
+const rates = list('fps', RATES).map(Number);
 
 async function runHunt(recipe, file, density) {
-  const classify = (cell) => classifyCell(recipe.needleClass, cell);
+  const heard = recipe.needleClass === 'D';
+  const classify = (cell) => (heard ? KIND.none : classifyCell(recipe.needleClass, cell));
   let bytes = 0;
   const call = async (args) => {
     const out = mkdtempSync(join(tmpdir(), 'vidsheet-hunt-'));
@@ -51,13 +64,19 @@ async function runHunt(recipe, file, density) {
   };
   const started = performance.now();
   const minWindowS = (2 * cellsPerSheet(density)) / 1000 + 0.002;
-  const { answer, calls, trail } = await hunt({ call, instant: recipe.needleClass === 'B', minWindowS });
+  const { answer, calls, trail } = await hunt({
+    call,
+    instant: recipe.needleClass === 'B',
+    listen: heard,
+    minWindowS,
+  });
   const truth = recipe.frame / recipe.fps;
-  const found = answer !== null && Math.abs(answer - truth) < 0.5 / recipe.fps;
+  const tolerance = heard ? 1 / recipe.fps + 0.0005 : 0.5 / recipe.fps;
+  const found = answer !== null && Math.abs(answer - truth) <= tolerance;
   return { calls, found, answer, truth, bytes, ms: performance.now() - started, trail };
 }
 
-const recipes = haystackRecipes().filter((r) => !ONLY || ONLY.split(',').includes(r.needleClass));
+const recipes = haystackRecipes({ classes, encodes, rates });
 const rows = [];
 for (const recipe of recipes) {
   const file = haystack(recipe);
@@ -65,7 +84,7 @@ for (const recipe of recipes) {
     const r = await runHunt(recipe, file, density);
     rows.push({ recipe, density, ...r });
     console.error(
-      `hunt: ${recipe.needleClass} ${recipe.fps} fps depth ${recipe.depth} ${density}: ` +
+      `hunt: ${recipe.needleClass} ${recipe.encode} ${recipe.fps} fps depth ${recipe.depth} ${density}: ` +
         `${r.found ? 'found' : r.answer === null ? 'gave up' : `wrong (${r.answer} s, truth ${r.truth.toFixed(3)} s)`} ` +
         `in ${r.calls} calls, ${(r.bytes / 1e6).toFixed(1)} MB, ${(r.ms / 1000).toFixed(1)} s` +
         ` [${r.trail.map((t) => `${t.args.start ?? 'all'}${t.seen ? '*' : ''}`).join(' > ')}]`,
@@ -77,21 +96,21 @@ const mb = (b) => `${(b / 1e6).toFixed(2)} MB`;
 console.log(
   '\nHunt benchmark: calls until the exact frame is named (scripted agent, local tool, native engine)\n',
 );
-console.log('| class | fps | depth | density | result | calls | sheet bytes |');
-console.log('|---|---|---|---|---|---|---|');
+console.log('| class | encode | fps | depth | density | result | calls | sheet bytes |');
+console.log('|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const result = r.found ? 'found' : r.answer === null ? 'gave up' : 'wrong frame';
   console.log(
-    `| ${r.recipe.needleClass} | ${r.recipe.fps} | ${r.recipe.depth} | ${r.density} | ${result} | ${r.calls} | ${mb(r.bytes)} |`,
+    `| ${r.recipe.needleClass} | ${r.recipe.encode} | ${r.recipe.fps} | ${r.recipe.depth} | ${r.density} | ${result} | ${r.calls} | ${mb(r.bytes)} |`,
   );
 }
 console.log(
-  '\n| class | fps | density | hunts | ≤4 calls | ≤5 calls | ≤6 calls | median calls | mean sheet bytes |',
+  '\n| class | encode | fps | density | hunts | ≤4 calls | ≤5 calls | ≤6 calls | median calls | mean sheet bytes |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|');
 const groups = new Map();
 for (const r of rows) {
-  const key = `${r.recipe.needleClass} | ${r.recipe.fps} | ${r.density}`;
+  const key = `${r.recipe.needleClass} | ${r.recipe.encode} | ${r.recipe.fps} | ${r.density}`;
   groups.set(key, [...(groups.get(key) ?? []), r]);
 }
 for (const [key, group] of groups) {

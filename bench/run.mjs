@@ -11,8 +11,9 @@
  *   --hosted [--runs 3]                the hosted server's added latency and upload memory (hosted.mjs)
  *   --soak [minutes]                   the hosted server under stalled and honest clients (soak.mjs)
  *   --session [--size WxH --minutes N --no-s3]  kept videos: upload once and zoom (session.mjs)
- *   --hunt [--only A,B,C] [--densities 4x4,6x6]  calls a scripted model needs to name a needle's
- *                                      exact frame in a 30-minute haystack (hunt.mjs)
+ *   --hunt [--only A,B,C,D] [--encode scenecut,fixedgop] [--fps 30,60] [--densities 4x4,6x6]
+ *                                      calls a scripted model needs to name a needle's exact
+ *                                      frame in a 30-minute haystack (hunt.mjs)
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call

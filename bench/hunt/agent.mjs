@@ -12,6 +12,10 @@
  *      skipping gaps next to a cell that shows a decoy; when a call's hints are used up, go back to
  *      the previous call's next hint. A window whose every frame was shown and held no needle adds
  *      no hints.
+ * A sound (`listen`, class D) shows in no cell: the agent follows only hints whose signals include
+ * `audio`, and once a call shows every frame of its window it names the frame on screen when the
+ * best such hint's gap begins (`frame_times` of the gap's first cell, or of its second when the
+ * gap starts at the window's edge).
  * It stops when it names a frame (right or wrong) or has no gap left to open.
  */
 
@@ -28,9 +32,10 @@ export function everyFrameShown(frameTimes) {
  * One hunt. `call(args)` runs the tool (`start`/`end` as labels or seconds, nothing for the whole
  * clip) and resolves to `{ report, kinds }`: the tool's JSON and each cell's KIND in cell order
  * (sheet by sheet). `instant`: the needle lasts one frame, so a cell showing it is the answer.
+ * `listen`: the needle is a sound, found by the `audio` hints alone.
  * Resolves to `{ answer, calls, trail }` (`answer` null when the agent gave up).
  */
-export async function hunt({ call, instant, minWindowS, maxCalls = 12 }) {
+export async function hunt({ call, instant = false, listen = false, minWindowS, maxCalls = 12 }) {
   const trail = [];
   const pending = []; // stack of per-call hint lists, latest call on top
   let args = {};
@@ -54,10 +59,15 @@ export async function hunt({ call, instant, minWindowS, maxCalls = 12 }) {
       pending.length = 0; // the needle is bracketed: no other gap matters now
       continue;
     }
+    const heard = listen ? report.zoom_hints.filter((h) => h.signals.includes('audio')) : [];
+    if (complete && heard[0]) {
+      const at = labels.indexOf(heard[0].start);
+      return { answer: times[at >= 0 ? at : labels.indexOf(heard[0].end)] ?? null, calls, trail };
+    }
     if (!complete) {
       const decoyLabels = new Set(labels.filter((_, i) => kinds[i] === KIND.decoy));
       const hints = report.zoom_hints.filter((h) => !decoyLabels.has(h.start) && !decoyLabels.has(h.end));
-      pending.push(hints);
+      pending.push(listen ? heard : hints);
     }
     while (pending.length && pending[pending.length - 1].length === 0) pending.pop();
     if (!pending.length) return { answer: null, calls, trail };

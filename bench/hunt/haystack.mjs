@@ -2,20 +2,28 @@
  * Haystacks for the hunt benchmark: 30-minute clips with one needle at a known frame, synthesised
  * once into bench/.cache, keyed by their recipe (a changed recipe is a new file).
  *
- * Hay: a flat blue-grey background with a small grey square drifting smoothly across it (some
- * motion, so packets are not all empty; no jump, which x264 would take for a scene cut), 320x180 so a 30-minute clip encodes in well under a minute of CPU.
- * Encode: H.264 (x264 `veryfast`, which keeps scene-cut detection on, `-sc_threshold 40`, default
- * keyint 250), no audio. Needles, starting at frame `frame`:
+ * Hay: a blue-grey background with a fixed fine texture (TEXTURE: the same picture every frame) and
+ * a small grey square drifting smoothly across it (some motion, so packets are not all empty; no
+ * jump, which x264 would take for a scene cut), 320x180 so a 30-minute clip encodes in well under a
+ * minute of CPU. The texture is what makes a cut a cut for x264: on a flat background a full-frame
+ * colour change is as cheap to predict as to code afresh, and its scene-cut detector never fired
+ * (measured: no keyframe but the regular ones at any needle).
+ * Encodes (ENCODES), H.264 with x264 `veryfast`, default keyint 250:
+ *   scenecut  x264's scene-cut detection on (`-sc_threshold 40`, its default): a cut (class A) gets
+ *             a keyframe; a one-frame flash does not (x264 declines to code a flash as a cut);
+ *   fixedgop  scene-cut detection off and a fixed GOP (`-sc_threshold 0 -g 250`): a keyframe every
+ *             250 frames whatever happens, so only the packets' sizes can betray a change.
+ * Needles, starting at frame `frame`:
  *   A  the background turns orange and stays orange (a state change that stays);
  *   B  one all-white frame (a one-frame flash);
  *   C  a red square in the middle for 15 frames (about 0.5 s at 30 fps), with decoys: the same
- *      square in green for 15 frames at other times, three of them.
+ *      square in green for 15 frames at other times, three of them;
+ *   D  a click on the sound track (CLICK: a 3 ms burst, loud, in the middle of frame `frame`'s
+ *      display time) over a quiet steady tone; nothing changes in the picture. Only class D has
+ *      a sound track (AAC).
  */
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
-import { join } from 'node:path';
-import { CACHE } from '../clip.mjs';
+import { aac, synthesise, x264 } from '../clip.mjs';
 
 export const SIZE = { width: 320, height: 180 };
 export const MINUTES = 30;
@@ -34,14 +42,40 @@ export const LOOK = {
 
 const hex = ([r, g, b]) => `0x${[r, g, b].map((v) => v.toString(16).padStart(2, '0')).join('')}`;
 
+/** The hay's texture: each channel of the background plus `amplitude` times a fixed pattern. */
+export const TEXTURE = { amplitude: 24, pattern: 'sin(X*X/41+Y/3)*cos(Y*Y/53)' };
+
 /** The square of class C, in source pixels (the middle of the frame). */
 export const SQUARE = { x: 120, y: 50, w: 80, h: 80 };
 
+/** The needle classes: the picture's (A, B, C) and the sound's (D). */
+export const CLASSES = ['A', 'B', 'C', 'D'];
+
+/** x264 output arguments of each encode. */
+export const ENCODES = {
+  scenecut: x264('veryfast', '-sc_threshold', '40'),
+  fixedgop: x264('veryfast', '-sc_threshold', '0', '-g', '250'),
+};
+
 /**
- * A haystack recipe: class, frame rate, needle frame, and (class C) decoy start frames. Everything
- * the clip shows follows from it.
+ * Class D's sound: a steady tone at `tone` (of full scale) and a `ms`-long burst at `level`, both
+ * sines; the click starts `ms / 2` before the middle of the needle frame's display time.
  */
-export function recipe(needleClass, fps, depth) {
+export const CLICK = { toneHz: 220, tone: 0.03, burstHz: 1500, level: 0.8, ms: 3 };
+
+/** When class D's click starts and ends, in seconds: it lies wholly inside frame `frame`. */
+export function clickSpan(r) {
+  const middle = (r.frame + 0.5) / r.fps;
+  return [middle - CLICK.ms / 2000, middle + CLICK.ms / 2000];
+}
+
+/**
+ * A haystack recipe: class, frame rate, needle frame, encode, and (class C) decoy start frames.
+ * Everything the clip holds follows from it.
+ */
+export function recipe(needleClass, fps, depth, encode = 'scenecut') {
+  if (!CLASSES.includes(needleClass)) throw new Error(`no needle class ${needleClass}`);
+  if (!ENCODES[encode]) throw new Error(`no encode ${encode}`);
   const frames = MINUTES * 60 * fps;
   // A frame that is not a round number of seconds, so no plan lands on it by construction.
   const frame = Math.round(depth * frames) + Math.round(fps * 0.37) + 3;
@@ -52,7 +86,7 @@ export function recipe(needleClass, fps, depth) {
           .map((d) => Math.round(((d + depth) % 1) * frames) + 11)
           .filter((f) => Math.abs(f - frame) > fps * 60)
       : [];
-  return { needleClass, fps, depth, frame, frames, brief, decoys };
+  return { needleClass, fps, depth, encode, frame, frames, brief, decoys };
 }
 
 export function filterGraph(r) {
@@ -69,10 +103,14 @@ export function filterGraph(r) {
           ]
         : []),
     ].join(','),
+    D: 'null',
   }[r.needleClass];
   const seconds = r.frames / r.fps;
+  const [red, green, blue] = LOOK.background.map((v) => `'${v}+${TEXTURE.amplitude}*${TEXTURE.pattern}'`);
   return (
-    `color=c=${hex(LOOK.background)}:s=${width}x${height}:r=${r.fps}:d=${seconds}[bg];` +
+    // The textured picture is computed once and repeated (geq on every frame would cost minutes).
+    `color=c=${hex(LOOK.background)}:s=${width}x${height}:r=${r.fps}:d=1,geq=r=${red}:g=${green}:b=${blue},` +
+    `trim=end_frame=1,loop=loop=-1:size=1,setpts=N/${r.fps}/TB,trim=duration=${seconds}[bg];` +
     `color=c=${hex(LOOK.mover)}:s=24x24:r=${r.fps}[m];` +
     // The background change goes under the drifting square; flash and squares over it.
     (r.needleClass === 'A'
@@ -81,41 +119,29 @@ export function filterGraph(r) {
   );
 }
 
-/** The haystack's file, synthesised once (a few minutes on a busy 2-core machine). */
-export function haystack(r) {
+/** Class D's sound track: the tone throughout, the click inside the needle frame (lavfi aevalsrc). */
+export function audioGraph(r) {
+  const [from, to] = clickSpan(r);
+  const { toneHz, tone, burstHz, level } = CLICK;
+  return (
+    `aevalsrc=exprs='${tone}*sin(2*PI*${toneHz}*t)+${level}*between(t\\,${from.toFixed(6)}\\,${to.toFixed(6)})*sin(2*PI*${burstHz}*t)'` +
+    `:s=48000:d=${r.frames / r.fps}`
+  );
+}
+
+/**
+ * The haystack's file, synthesised once (about a minute of CPU at 30 fps) into `dir` (bench/.cache
+ * unless a test asks for another).
+ */
+export function haystack(r, dir) {
   const key = createHash('sha256')
-    .update(JSON.stringify({ v: 2, r, SIZE, LOOK, SQUARE }))
+    .update(JSON.stringify({ v: 3, r, SIZE, LOOK, TEXTURE, SQUARE, CLICK, ENCODES }))
     .digest('hex')
     .slice(0, 12);
-  const out = join(CACHE, `hunt-${r.needleClass}-${r.fps}fps-${Math.round(r.depth * 100)}-${key}.mp4`);
-  if (existsSync(out)) return out;
-  mkdirSync(CACHE, { recursive: true });
-  console.error(`hunt: synthesising ${out} (${MINUTES} min at ${r.fps} fps); once, cached in bench/.cache`);
-  const partial = `${out}.partial.mp4`;
-  execFileSync(
-    'ffmpeg',
-    [
-      '-hide_banner',
-      '-loglevel',
-      'error',
-      '-nostdin',
-      '-y',
-      '-f',
-      'lavfi',
-      '-i',
-      filterGraph(r),
-      '-c:v',
-      'libx264',
-      '-preset',
-      'veryfast',
-      '-sc_threshold',
-      '40',
-      '-pix_fmt',
-      'yuv420p',
-      partial,
-    ],
-    { stdio: 'inherit' },
-  );
-  renameSync(partial, out);
-  return out;
+  return synthesise(`hunt-${r.needleClass}-${r.encode}-${r.fps}fps-${Math.round(r.depth * 100)}-${key}`, {
+    what: `${MINUTES} min at ${r.fps} fps, ${r.encode}`,
+    sources: [filterGraph(r), ...(r.needleClass === 'D' ? [audioGraph(r)] : [])],
+    output: [...ENCODES[r.encode], ...(r.needleClass === 'D' ? aac() : [])],
+    dir,
+  });
 }

@@ -16,7 +16,9 @@
  *   the baseline is the median gap, so the scene's own level (talking head, noisy camera) is
  *   discounted.
  * - `audio` (local surfaces only): the loudest millisecond in the gap well above the run's usual
- *   loudest millisecond (a click, a bang, speech starting in silence).
+ *   loudest millisecond (a click, a bang, speech starting in silence). Sound is heard while frames
+ *   are shown, so a gap's sound lies between the two cells' presentation times, not between their
+ *   packets' decode times (with B-frames those run a few frames earlier, out of order).
  *
  * A gap is measured by packets only where the engine listed every packet across it (`spans`), so
  * a partially read gap never looks quiet or busy by accident.
@@ -131,36 +133,39 @@ function edgeLabel(ms: number, decimals: number): string {
 interface Gap {
   start: string;
   end: string;
-  /** (from, to] in seconds: packets with a time in it belong to the gap. */
+  /** (from, to] in seconds: packets with a time in it belong to the gap (empty when to <= from). */
   from: number;
   to: number;
+  /** (heardFrom, heardTo] in seconds: the sound between the two frames, on the presentation clock. */
+  heardFrom: number;
+  heardTo: number;
 }
 
 /**
  * The gaps of a run: window start to the first cell, each cell to the next (across sheets), the
  * last cell to the window end. A gap holds what changes after the frame its first cell shows, up to
- * and including the frame its second cell shows (an unreadable cell stands at its sample time).
+ * and including the frame its second cell shows (an unreadable cell stands at its sample time):
+ * among the packets, from `at` (packetPositions); in sound, from the frames' presentation times.
+ * Gaps between two cells of one frame hold nothing and are left out.
  */
 function gapsOf(cells: HintCell[], at: number[], window: Window, decimals: number): Gap[] {
   const first = cells[0];
   const last = cells[cells.length - 1];
   if (!first || !last) return [];
-  const gaps: Gap[] = [];
+  const shown = cells.map((c) => c.frameTime ?? c.timeMs / 1000);
   // Before the first cell: from the window start itself, which its first frame may show.
-  const startLabel = edgeLabel(window.startMs, decimals);
-  gaps.push({ start: startLabel, end: first.label, from: window.startMs / 1000 - 1e-9, to: at[0] as number });
-  for (let i = 1; i < cells.length; i++) {
-    const [a, b] = [cells[i - 1] as HintCell, cells[i] as HintCell];
-    gaps.push({ start: a.label, end: b.label, from: at[i - 1] as number, to: at[i] as number });
+  const windowStart = window.startMs / 1000 - 1e-9;
+  const edges = [
+    { label: edgeLabel(window.startMs, decimals), at: windowStart, shown: windowStart },
+    ...cells.map((c, i) => ({ label: c.label, at: at[i] as number, shown: shown[i] as number })),
+    { label: edgeLabel(window.endMs, decimals), at: window.endMs / 1000, shown: window.endMs / 1000 },
+  ];
+  const gaps: Gap[] = [];
+  for (let i = 1; i < edges.length; i++) {
+    const [a, b] = [edges[i - 1] as (typeof edges)[number], edges[i] as (typeof edges)[number]];
+    gaps.push({ start: a.label, end: b.label, from: a.at, to: b.at, heardFrom: a.shown, heardTo: b.shown });
   }
-  const endLabel = edgeLabel(window.endMs, decimals);
-  gaps.push({
-    start: last.label,
-    end: endLabel,
-    from: at[cells.length - 1] as number,
-    to: window.endMs / 1000,
-  });
-  return gaps.filter((g) => g.to > g.from);
+  return gaps.filter((g) => g.to > g.from || g.heardTo > g.heardFrom);
 }
 
 /** Median of a non-empty list (0 for an empty one). */
@@ -275,7 +280,7 @@ export function zoomHints(input: {
   // keyframes are its changes).
   const regularKey = (p: Packet) => found !== null && p.key && !unexplained.has(p.time);
 
-  const covered = (g: Gap) => spans.some(([a, b]) => a <= g.from && b >= g.to);
+  const covered = (g: Gap) => g.to > g.from && spans.some(([a, b]) => a <= g.from && b >= g.to);
   const bytes: Array<GapBytes | null> = gaps.map((g) => {
     if (!covered(g)) return null;
     let peak = 0;
@@ -293,10 +298,14 @@ export function zoomHints(input: {
   const basePeak = median(measured.map((b) => b.peak));
   const baseRate = median(measured.map((b) => b.rate));
 
-  const loudest = gaps.map((g) => (input.audio ? loudestIn(input.audio, g.from * 1000, g.to * 1000) : null));
+  const loudest = gaps.map((g) =>
+    input.audio && g.heardTo > g.heardFrom
+      ? loudestIn(input.audio, g.heardFrom * 1000, g.heardTo * 1000)
+      : null,
+  );
   const baseLoud = median(loudest.filter((l): l is number => l !== null));
 
-  const hints: Array<ZoomHint & { from: number }> = [];
+  const hints: Array<ZoomHint & { order: number }> = [];
   for (const [i, g] of gaps.entries()) {
     const signals: ZoomHint['signals'] = [];
     let quiet = 1; // product of (1 - part): the score is 1 - quiet
@@ -323,10 +332,10 @@ export function zoomHints(input: {
       end: g.end,
       score: Math.round((1 - quiet) * 100) / 100,
       signals,
-      from: g.from,
+      order: i,
     });
   }
-  hints.sort((a, b) => b.score - a.score || a.from - b.from);
+  hints.sort((a, b) => b.score - a.score || a.order - b.order);
   return hints.slice(0, MAX_HINTS).map(({ start, end, score, signals }) => ({ start, end, score, signals }));
 }
 

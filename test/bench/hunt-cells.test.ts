@@ -9,9 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { everyFrameShown, KIND, zoomArgs } from '../../bench/hunt/agent.mjs';
+import { everyFrameShown, hunt, KIND, zoomArgs } from '../../bench/hunt/agent.mjs';
 import { classifyCell, readCells, sheetGrid } from '../../bench/hunt/cells.mjs';
-import { filterGraph, recipe } from '../../bench/hunt/haystack.mjs';
+import { clickSpan, haystack, recipe } from '../../bench/hunt/haystack.mjs';
 import type { Density } from '../../src/core/density.js';
 import { computeGrid } from '../../src/core/layout.js';
 import { parseTimeMs } from '../../src/core/time.js';
@@ -24,19 +24,14 @@ let squares: string;
 /** 20 s: background orange from frame 301 on. */
 let change: string;
 
-function encode(name: string, r: ReturnType<typeof recipe>): string {
-  const out = join(work, `${name}.mp4`);
-  execFileSync('ffmpeg', [
-    ...['-hide_banner', '-loglevel', 'error', '-nostdin', '-y', '-f', 'lavfi', '-i', filterGraph(r)],
-    ...['-c:v', 'libx264', '-preset', 'veryfast', '-pix_fmt', 'yuv420p', out],
-  ]);
-  return out;
-}
+/** A 20-second haystack of the recipe, with the needle at `frame` (the benchmark's own encode). */
+const short = (r: ReturnType<typeof recipe>, frame: number, decoys: number[] = []) =>
+  haystack({ ...r, frames: 20 * r.fps, frame, decoys }, work);
 
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'vs-hunt-'));
-  squares = encode('squares', { ...recipe('C', FPS, 0.5), frames: 600, frame: 200, decoys: [400] });
-  change = encode('change', { ...recipe('A', FPS, 0.5), frames: 600, frame: 301, decoys: [] });
+  squares = short(recipe('C', FPS, 0.5), 200, [400]);
+  change = short(recipe('A', FPS, 0.5), 301);
 });
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -89,6 +84,76 @@ describe('the agent reads cells by their pixels', () => {
     });
     expect(() => sheetGrid(g.width, g.height, '6x6', true)).toThrow(/not a 6x6 grid/);
     expect(() => sheetGrid(g.width, g.height + 1, '4x4', true)).toThrow(/not a 4x4 grid/);
+  });
+});
+
+/** The keyframes' frame numbers (ffprobe's packet flags, presentation order) of a constant-rate clip. */
+function keyframes(file: string, fps: number): number[] {
+  const csv = execFileSync('ffprobe', [
+    ...['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'packet=pts_time,flags'],
+    ...['-of', 'csv=p=0', file],
+  ]).toString();
+  return csv
+    .trim()
+    .split('\n')
+    .map((line) => line.split(','))
+    .filter(([, flags]) => flags?.startsWith('K'))
+    .map(([t]) => Math.round(Number(t) * fps))
+    .sort((a, b) => a - b);
+}
+
+/** The decoded sound (mono, 48 kHz, float): the oracle for where the click is. */
+function samples(file: string): Float32Array {
+  const raw = execFileSync(
+    'ffmpeg',
+    ['-v', 'error', '-nostdin', '-i', file, '-vn', '-ac', '1', '-ar', '48000', '-f', 'f32le', 'pipe:1'],
+    { maxBuffer: 64 * 1024 * 1024 },
+  );
+  return new Float32Array(raw.buffer, raw.byteOffset, raw.length / 4);
+}
+
+describe('the haystacks hold what their recipes say', () => {
+  it('a state change gets a keyframe in the scene-cut encode; the fixed-GOP encode has every 250th only', () => {
+    const scenecut = short(recipe('A', FPS, 0.5), 301);
+    const fixedgop = short(recipe('A', FPS, 0.5, 'fixedgop'), 301);
+    expect(keyframes(fixedgop, FPS)).toEqual([0, 250, 500]);
+    expect(keyframes(scenecut, FPS)).toEqual([0, 250, 301, 551]); // the cut restarts the count
+  });
+
+  for (const fps of [30, 60]) {
+    it(`class D at ${fps} fps: the click sounds within its frame, over a tone far below it`, () => {
+      const r = recipe('D', fps, 0.5);
+      const frame = 7 * fps + 5;
+      const pcm = samples(short(r, frame));
+      const loud = [...pcm.keys()].filter((i) => Math.abs(pcm[i] as number) > 0.3);
+      expect(loud.length).toBeGreaterThan(0);
+      const [first, last] = [(loud[0] as number) / 48_000, (loud.at(-1) as number) / 48_000];
+      expect(first).toBeGreaterThanOrEqual(frame / fps);
+      expect(last).toBeLessThan((frame + 1) / fps);
+      expect(clickSpan({ ...r, frame })[0]).toBeCloseTo(first, 2); // the recipe says where it is
+      let tone = 0; // the loudest sample before the click: the tone, steady and quiet
+      for (let i = 0; i < first * 48_000 - 4800; i++) tone = Math.max(tone, Math.abs(pcm[i] as number));
+      expect(tone).toBeLessThan(0.05);
+      expect(tone).toBeGreaterThan(0.01);
+    });
+  }
+
+  it('the agent hears a class-D click through the real hints and names its frame within one', async () => {
+    const fps = 30;
+    const frame = 13 * fps + 7;
+    const file = short(recipe('D', fps, 0.5), frame);
+    const call = async (args: { start?: string | number; end?: string | number }) => {
+      const out = mkdtempSync(join(work, 'out-'));
+      const result = await callLocalTool({ video_path: file, density: '4x4', out_dir: out, ...args });
+      const text = (result.content[0] as { text: string }).text;
+      expect(result.isError, text).toBeFalsy();
+      const report = JSON.parse(text) as { timecodes: string[][] };
+      return { report, kinds: report.timecodes.flat().map(() => KIND.none) };
+    };
+    const r = await hunt({ call, listen: true, minWindowS: 0.034 });
+    expect(r.answer, JSON.stringify(r.trail)).not.toBeNull();
+    expect(Math.abs((r.answer as number) - frame / fps)).toBeLessThanOrEqual(1 / fps + 0.0005);
+    expect(r.trail.at(-1)?.complete).toBe(true);
   });
 });
 
