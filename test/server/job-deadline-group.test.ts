@@ -101,7 +101,8 @@ describe('per-job deadline: the whole process group is killed (DESIGN §5a)', ()
     const pidFile = join(bin, 'hung', 'pid');
     const deadline = Date.now() + TIMEOUT_S * 1000 + 5000;
     while (!existsSync(pidFile) || readFileSync(pidFile, 'utf8').trim() === '') {
-      if (Date.now() > deadline) throw new Error(`the job never called ffmpeg; server output:\n${server.output()}`);
+      if (Date.now() > deadline)
+        throw new Error(`the job never called ffmpeg; server output:\n${server.output()}`);
       await sleep(20);
     }
     const hung = Number(readFileSync(pidFile, 'utf8'));
