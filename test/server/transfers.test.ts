@@ -57,14 +57,15 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_00
 }
 
 /**
- * A slow upload that the server is receiving (its work directory exists). It keeps sending 4 KiB a
- * second, within the stall rule and ahead of its pace, so no newcomer may take its slot (transfers.ts):
- * the caps below are about transfers that are progressing.
+ * A long upload that the server is receiving (its work directory exists). It keeps sending 64 KiB every
+ * half second (128 KiB/s, four times the takeover bar of stall.ts `BEHIND_RULE`, for minutes before its
+ * 64 MiB are sent), so no newcomer may take its slot (transfers.ts): the caps below are about transfers
+ * that are progressing.
  */
 async function held(key: string, from: string): Promise<SlowUpload> {
   const before = work().length;
-  const upload = await slowUpload(server.url, key, { from, first: 64 * 1024 });
-  const trickle = setInterval(() => upload.send(Buffer.alloc(4096, 0x2a)), 1000);
+  const upload = await slowUpload(server.url, key, { from, first: 64 * 1024, size: 64 * 1024 * 1024 });
+  const trickle = setInterval(() => upload.send(Buffer.alloc(64 * 1024, 0x2a)), 500);
   await waitFor(() => work().length > before, `the slow upload from ${from} to be received`);
   return {
     ...upload,
