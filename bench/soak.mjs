@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 /**
  * Soak bench (`npm run bench -- --soak [minutes]`, default 2; `--postgres <url>` for a PostgreSQL
- * ledger; `--stalled-uploads N`, `--abandoned N`, `--stalled-fetches N` change the attackers' mix,
- * default 4, 2, 4): one `vidsheet-server` on loopback with its default limits (real stall timings: cut after
+ * ledger; `--stalled-uploads N`, `--paced-uploads N`, `--abandoned N`, `--stalled-fetches N` change the
+ * attackers' mix, default 4, 2, 2, 4): one `vidsheet-server` on loopback with its default limits (real stall timings: cut after
  * 20 s idle, or 64 KiB short in 30 s after 10 s), under a mixed load for N minutes:
  *   - honest paying uploaders (each from its own 127.0.1.x address) posting the committed sample,
  *     retrying a `429 busy` after 0.5 s;
  *   - an honest keyed `/mcp` client (its own address) fetching a small clip from a local origin;
  *   - stalled uploaders (keys with credits, each from its own 127.0.0.x address): 64 KiB then
  *     silence, or a byte a second, reconnecting when cut;
+ *   - paced uploaders (likewise): 3 KB/s, just above the stall pace (64 KiB per 30 s, ~2.2 KB/s), so
+ *     never cut by the stall rule; only taking over their slots (stall.ts `BEHIND_RULE`) frees them;
  *   - abandoned uploads (half a body, then the socket dropped);
  *   - stalled anonymous `/mcp` fetches (the origin sends headers and then nothing, or a byte every
  *     0.5 s), each from its own address.
@@ -43,8 +45,9 @@ const count = (name, fallback) => {
   return i >= 0 ? Number(argv[i + 1]) : fallback;
 };
 const HONEST_UPLOADERS = 2;
-// The default mix holds more transfers (10) than an instance allows (VIDSHEET_MAX_TRANSFERS, 8).
+// The default mix holds more transfers (12) than an instance allows (VIDSHEET_MAX_TRANSFERS, 8).
 const STALLED_UPLOADERS = count('stalled-uploads', 4);
+const PACED_UPLOADERS = count('paced-uploads', 2);
 const ABANDONERS = count('abandoned', 2);
 const STALLED_FETCHERS = count('stalled-fetches', 4);
 
@@ -157,6 +160,8 @@ const stats = {
   maxWaitForPlace: 0,
   uploadsCut: 0,
   uploadsRefused: 0,
+  pacedCut: 0,
+  pacedRefused: 0,
   abandoned: 0,
   fetchesCut: 0,
   fetchesRefused: 0,
@@ -276,7 +281,10 @@ async function honestFetcher(account) {
   await client.close();
 }
 
-/** A raw upload that sends 64 KiB of an 8 MiB body, then nothing (`idle`) or a byte a second. */
+/**
+ * A raw upload that sends 64 KiB of an 8 MiB body, then nothing (`idle`), a byte a second (`trickle`),
+ * or 3 KB/s (`paced`: just above the stall pace, topped up every 100 ms).
+ */
 function stalledUpload(key, from, mode) {
   return new Promise((resolve) => {
     const boundary = 'soak-stalled';
@@ -293,9 +301,20 @@ function stalledUpload(key, from, mode) {
       );
       socket.write(Buffer.alloc(64 * 1024, 0x2a));
       if (mode === 'trickle') timer = setInterval(() => socket.destroyed || socket.write('x'), 1000);
+      if (mode === 'paced') {
+        // Topped up to 3 KB/s since the start at each tick, so a busy event loop does not slow it.
+        const from = Date.now();
+        let sent = 0;
+        timer = setInterval(() => {
+          const due = Math.floor((Date.now() - from) * 3);
+          if (due > sent && !socket.destroyed) socket.write(Buffer.alloc(due - sent, 0x2a));
+          sent = Math.max(sent, due);
+        }, 100);
+      }
     });
-    // Stop at the end of the soak too: the attacker gives up with the bench.
-    const giveUp = setInterval(() => !running && socket.destroy(), 200);
+    // Stop at the end of the soak too: the attacker gives up with the bench (a paced upload that is
+    // never cut would otherwise hold the bench open for the 46 min its body takes).
+    const giveUp = setInterval(() => (!running || Date.now() >= until) && socket.destroy(), 200);
     socket.on('close', () => {
       clearInterval(timer);
       clearInterval(giveUp);
@@ -311,6 +330,18 @@ async function stalledUploader(i, account) {
     if (status === 408) stats.uploadsCut++;
     else if (status === 429) stats.uploadsRefused++;
     if (status === 429) await sleep(1000);
+  }
+}
+
+async function pacedUploader(i, account) {
+  const from = `127.0.0.${70 + i}`;
+  while (running && Date.now() < until) {
+    const status = await stalledUpload(account.key, from, 'paced');
+    if (status === 408) stats.pacedCut++;
+    else if (status === 429) {
+      stats.pacedRefused++;
+      await sleep(1000);
+    }
   }
 }
 
@@ -354,18 +385,20 @@ const start = sample();
 const honest = Array.from({ length: HONEST_UPLOADERS }, () => newAccount(1000));
 const honestMcp = newAccount(1000);
 // Above the allowance floor (7), so a balance moves only by charges.
-const stalled = Array.from({ length: STALLED_UPLOADERS + ABANDONERS }, () => newAccount(50));
+const stalled = Array.from({ length: STALLED_UPLOADERS + ABANDONERS + PACED_UPLOADERS }, () =>
+  newAccount(50),
+);
 const began = Date.now();
 until = began + MINUTES * 60_000;
 console.log(
-  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}); attackers: ${STALLED_UPLOADERS} stalled uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches`,
+  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}); attackers: ${STALLED_UPLOADERS} stalled uploads, ${PACED_UPLOADERS} paced uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches`,
 );
 console.log('  t(s)  server RSS MB  worker RSS MB  server fds  work files  honest served  honest 429  cut');
 const minute = setInterval(() => {
   const s = sample();
   const t = Math.round((Date.now() - began) / 1000);
   console.log(
-    `  ${String(t).padStart(4)}  ${String(s.server).padStart(13)}  ${String(s.worker).padStart(13)}  ${String(s.fds).padStart(10)}  ${String(s.work).padStart(10)}  ${String(stats.honestServed).padStart(13)}  ${String(stats.honestBusy).padStart(10)}  ${String(stats.uploadsCut + stats.fetchesCut).padStart(3)}`,
+    `  ${String(t).padStart(4)}  ${String(s.server).padStart(13)}  ${String(s.worker).padStart(13)}  ${String(s.fds).padStart(10)}  ${String(s.work).padStart(10)}  ${String(stats.honestServed).padStart(13)}  ${String(stats.honestBusy).padStart(10)}  ${String(stats.uploadsCut + stats.pacedCut + stats.fetchesCut).padStart(3)}`,
   );
 }, 30_000);
 
@@ -374,6 +407,9 @@ await Promise.all([
   honestFetcher(honestMcp),
   ...Array.from({ length: STALLED_UPLOADERS }, (_, i) => stalledUploader(i, stalled[i])),
   ...Array.from({ length: ABANDONERS }, (_, i) => abandoner(i, stalled[STALLED_UPLOADERS + i])),
+  ...Array.from({ length: PACED_UPLOADERS }, (_, i) =>
+    pacedUploader(i, stalled[STALLED_UPLOADERS + ABANDONERS + i]),
+  ),
   ...Array.from({ length: STALLED_FETCHERS }, (_, i) => stalledFetcher(i)),
 ]);
 running = false;
@@ -398,6 +434,8 @@ const rows = [
   ['max wait for a queue place (ms)', stats.maxWaitForPlace],
   ['stalled uploads cut (408)', stats.uploadsCut],
   ['stalled uploads refused (429)', stats.uploadsRefused],
+  ['paced uploads taken over (408)', stats.pacedCut],
+  ['paced uploads refused (429)', stats.pacedRefused],
   ['abandoned uploads', stats.abandoned],
   ['stalled fetches cut', stats.fetchesCut],
   ['stalled fetches refused (busy)', stats.fetchesRefused],

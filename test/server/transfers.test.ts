@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BEHIND_RULE, behindBy } from '../../src/server/hosted/stall.js';
+import { BEHIND_RULE, behindBy, STALL_RULE } from '../../src/server/hosted/stall.js';
 import { Transfers } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
@@ -57,14 +57,15 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_00
 }
 
 /**
- * A slow upload that the server is receiving (its work directory exists). It keeps sending 4 KiB a
- * second, within the stall rule and ahead of its pace, so no newcomer may take its slot (transfers.ts):
- * the caps below are about transfers that are progressing.
+ * A long upload that the server is receiving (its work directory exists). It keeps sending 64 KiB every
+ * half second (128 KiB/s, four times the takeover bar of stall.ts `BEHIND_RULE`, for minutes before its
+ * 64 MiB are sent), so no newcomer may take its slot (transfers.ts): the caps below are about transfers
+ * that are progressing.
  */
 async function held(key: string, from: string): Promise<SlowUpload> {
   const before = work().length;
-  const upload = await slowUpload(server.url, key, { from, first: 64 * 1024 });
-  const trickle = setInterval(() => upload.send(Buffer.alloc(4096, 0x2a)), 1000);
+  const upload = await slowUpload(server.url, key, { from, first: 64 * 1024, size: 64 * 1024 * 1024 });
+  const trickle = setInterval(() => upload.send(Buffer.alloc(64 * 1024, 0x2a)), 500);
   await waitFor(() => work().length > before, `the slow upload from ${from} to be received`);
   return {
     ...upload,
@@ -251,7 +252,7 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(overtaken).toEqual([1]);
   });
 
-  it('behind: never in the grace; idle past idleMs; short of the stall pace since the start', () => {
+  it('behind: never in the grace; idle past idleMs; short of the takeover bar since the start', () => {
     const { graceMs, idleMs, pace } = BEHIND_RULE;
     const t0 = 1_000_000;
     // No byte at all, but within the grace: not behind.
@@ -267,6 +268,30 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(behindBy({ startedAt: t0, lastByteAt: at, bytes: pace * (4 * graceMs - 500) }, at)).toBeCloseTo(
       500,
     );
+  });
+
+  it('the takeover bar: a sender just above the stall pace is behind; an honest slow link (100 KB/s) never is', () => {
+    // The test clock is not scaled here: the rule's own figures, in bytes per second.
+    expect(STALL_RULE.windowMs).toBe(30_000);
+    const stallPace = STALL_RULE.minBytesPerWindow / (STALL_RULE.windowMs / 1000); // ~2.2 KB/s
+    expect(BEHIND_RULE.pace * 1000).toBe(32 * 1024);
+    const t0 = 5_000_000;
+    /** A sender at `perS` bytes a second, steady (a byte just now), judged `s` seconds after its start. */
+    const steady = (perS: number, s: number) =>
+      behindBy({ startedAt: t0, lastByteAt: t0 + s * 1000, bytes: perS * s }, t0 + s * 1000);
+    for (const s of [2, 3, 10, 60, 600, 3600]) {
+      // 5% above the stall pace: the stall rule never cuts it, yet it is behind, and further with time.
+      expect(steady(stallPace * 1.05, s)).toBeGreaterThan(s * 1000 * 0.9);
+      // Just under the bar: behind too; just over it, or an honest phone at 100 KB/s: never.
+      expect(steady(32 * 1024 * 0.99, s)).toBeGreaterThan(0);
+      expect(steady(32 * 1024 * 1.01, s)).toBe(0);
+      expect(steady(100_000, s)).toBe(0);
+    }
+    // The phone's dips are carried by what it sent before: 10 s at 100 KB/s, then 20 s at 1 KB/s.
+    const t = t0 + 30_000;
+    expect(behindBy({ startedAt: t0, lastByteAt: t, bytes: 100_000 * 10 + 1000 * 20 }, t)).toBe(0);
+    // Of two senders, the slower (further short of the bar) is the one furthest behind.
+    expect(steady(3000, 20)).toBeGreaterThan(steady(20_000, 20));
   });
 });
 

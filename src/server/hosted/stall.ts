@@ -25,27 +25,36 @@ export const STALL_RULE = {
 
 /**
  * DESIGN §5 / issue 21: when every transfer slot is taken, a newcomer takes the slot of the transfer
- * furthest behind (transfers.ts), so stalled senders cannot keep a paying user out by retaking each
- * slot the stall rule frees. "Behind" is judged here, next to the rule it anticipates:
+ * furthest behind (transfers.ts), so slow or stalled senders cannot keep a paying user out, neither by
+ * retaking each slot the stall rule frees nor by trickling just fast enough never to be cut. DESIGN
+ * fixes the stall cut but is silent on this takeover; the decision taken here, judged next to the rule
+ * it extends:
  * - never in a transfer's first `graceMs` (2 s): its headers and first bytes are still on the way;
  * - no byte for `idleMs` (5 s): a quarter of the default stall cut, far longer than any pause of a
  *   working connection, so an honest transfer that is merely bursty is not mistaken for a stalled one;
- * - or fewer bytes since its start than the stall rule's own pace (64 KiB per 30 s, ~2.2 KB/s, i.e.
- *   18 kbit/s) would have delivered: an honest sender is ahead of that pace from its first second
- *   (a 1 Mbit/s link banks 57 s of it per second sent) and stays ahead, so it is never taken over;
- *   only a transfer the rule would soon cut anyway is behind it.
- * The figures are scaled by the test clock like the rule's.
+ * - or fewer bytes since its start than the takeover bar, `pace` (32 KiB/s, 256 kbit/s), would
+ *   have delivered. The bar is deliberately far above the stall pace (64 KiB per 30 s, ~2.2 KB/s):
+ *   measured against that pace alone, one trickle per slot at ~2.3 KB/s (~17 KB/s for 8 slots) was
+ *   never behind and never cut, and held every slot for as long as its sender liked. At the bar, holding
+ *   every slot costs real bandwidth (8 x 32 KiB/s, ~2 Mbit/s, sustained, each slot given back when its
+ *   upload reaches the size cap). It is well below an honest slow link: a phone on a poor connection
+ *   at 100 KB/s is three times ahead of it (two seconds of margin banked per second sent), so it is
+ *   never taken over.
+ * The average since the start (not a recent window) is judged, so an honest upload's dips are carried
+ * by what it sent before; the transfer longest short of the bar is the one taken over. The figures are
+ * scaled by the test clock like the rule's.
  */
 export const BEHIND_RULE = {
   graceMs: 2_000 * scale,
   idleMs: 5_000 * scale,
-  /** Bytes per millisecond: the stall rule's pace. */
-  pace: STALL_RULE.minBytesPerWindow / STALL_RULE.windowMs,
+  /** Bytes per millisecond a transfer must average since its start to keep its slot: 32 KiB/s, scaled. */
+  pace: (32 * 1024) / (1000 * scale),
 };
 
 /**
  * How far behind a transfer is, in milliseconds (0: not behind): the longer of its idle time (once
- * past `idleMs`) and the time its bytes are short of the pace, so the furthest behind is the largest.
+ * past `idleMs`) and the time its bytes are short of the takeover bar, so the furthest behind is the
+ * largest.
  */
 export function behindBy(
   progress: { startedAt: number; lastByteAt: number; bytes: number },

@@ -6,10 +6,12 @@
  * fetch starts, and given back when the video is complete on disk or the transfer fails or stalls.
  *
  * When every slot is taken, a newcomer that is within its own per-client limit takes the slot of the
- * transfer furthest behind (stall.ts judges "behind"), which is cut as a stall is. Without this,
- * stalled senders from more addresses than there are slots retake each slot the stall rule frees the
- * moment it is freed, and paying users get `429 busy` for as long as the attack lasts (issue 21). A
- * newcomer is still answered at once, never queued: only when no transfer is behind is it `429`.
+ * transfer furthest behind (stall.ts judges "behind": idle, or short of a takeover bar well above the
+ * stall pace), which is cut as a stall is. Without this, stalled senders from more addresses than there
+ * are slots retake each slot the stall rule frees the moment it is freed, and senders just above the
+ * stall pace are never freed at all: paying users get `429 busy` for as long as the attack lasts
+ * (issue 21). A newcomer is still answered at once, never queued: only when no transfer is behind is
+ * it `429`.
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
 import type { StallWatch } from './stall.js';
