@@ -8,8 +8,12 @@ import { join } from 'node:path';
 export const ROOT = new URL('..', import.meta.url).pathname;
 export const CACHE = join(ROOT, 'bench', '.cache');
 
-/** Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC. */
-export function clip(name, { seconds, size }) {
+/**
+ * Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC.
+ * `openGop`: x264's open GOPs (recovery-point keyframes whose leading B-frames reference the GOP
+ * before), the legitimate kind cameras and broadcast encoders write, to compare with closed GOPs.
+ */
+export function clip(name, { seconds, size, openGop = false }) {
   const out = join(CACHE, `${name}.mp4`);
   if (existsSync(out)) return out;
   mkdirSync(CACHE, { recursive: true });
@@ -39,7 +43,7 @@ export function clip(name, { seconds, size }) {
       '-bf',
       '3',
       '-x264-params',
-      'b-adapt=0:bframes=3:rc-lookahead=0',
+      `b-adapt=0:bframes=3:rc-lookahead=0${openGop ? ':open-gop=1' : ''}`,
       '-g',
       '247',
       '-keyint_min',
