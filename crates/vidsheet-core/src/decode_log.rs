@@ -24,9 +24,6 @@ use ffmpeg_next as ff;
 const MAX_ERRORS: usize = 4096;
 /// H.264's debug line when it fills a frame_num gap with invented reference pictures.
 const FRAME_NUM_GAP: &[u8] = b"Frame num gap";
-/// H.264's error line when told to forget a short-term picture it never had (entering an open GOP
-/// at its recovery point: see [`crate::video`]'s `entry`).
-const MMCO_UNREF: &[u8] = b"mmco: unref short failure";
 
 /// What a log line says about the decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,8 +36,6 @@ enum Kind {
 struct Lines {
     errors: Vec<i64>,
     gaps: Vec<i64>,
-    /// Errors that were MMCO_UNREF lines (kept apart from `errors`).
-    unrefs: Vec<i64>,
 }
 
 struct Shared {
@@ -87,7 +82,7 @@ unsafe extern "C" fn callback(
                 CStr::from_ptr(fmt).to_bytes()
             };
             if let Some(kind) = classify(source, level, message) {
-                record(id, kind, serial, message.starts_with(MMCO_UNREF));
+                record(id, kind, serial);
             }
         }
     }
@@ -142,7 +137,7 @@ fn classify(source: Source, level: c_int, message: &[u8]) -> Option<Kind> {
     }
 }
 
-fn record(id: usize, kind: Kind, serial: i64, unref: bool) {
+fn record(id: usize, kind: Kind, serial: i64) {
     let registry = lock(&REGISTRY);
     let Some(shared) = registry.iter().find(|s| s.id == id) else {
         return;
@@ -153,7 +148,6 @@ fn record(id: usize, kind: Kind, serial: i64, unref: bool) {
     shared.any.store(true, Ordering::Relaxed);
     let mut lines = lock(&shared.lines);
     let list = match kind {
-        Kind::Error if unref => &mut lines.unrefs,
         Kind::Error => &mut lines.errors,
         Kind::Gap => &mut lines.gaps,
     };
@@ -201,16 +195,11 @@ impl DecodeLog {
         self.shared.any.load(Ordering::Relaxed)
     }
 
-    /// Serials of the packets whose decoding logged an error other than MMCO_UNREF, of those
-    /// before which the decoder invented reference pictures, and of those that logged MMCO_UNREF,
-    /// since the last [`Self::watch`].
-    pub(crate) fn read(&self) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    /// Serials of the packets whose decoding logged an error, and of those before which the
+    /// decoder invented reference pictures, since the last [`Self::watch`].
+    pub(crate) fn read(&self) -> (Vec<i64>, Vec<i64>) {
         let lines = lock(&self.shared.lines);
-        (
-            lines.errors.clone(),
-            lines.gaps.clone(),
-            lines.unrefs.clone(),
-        )
+        (lines.errors.clone(), lines.gaps.clone())
     }
 }
 

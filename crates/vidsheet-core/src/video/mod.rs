@@ -17,11 +17,9 @@
 //! - [`pump`]: packets in, pictures out;
 //! - [`recover`]: trouble after a seek, and starting again earlier;
 //! - [`reach`]: how far back a picture may reference (what recovery compares by);
-//! - [`entry`]: whether a keyframe promises a clean start (an open GOP's recovery point);
 //! - [`packets`]: the packets read on the way, kept for the zoom hints.
 
 mod cost;
-mod entry;
 mod open;
 mod packets;
 mod pump;
@@ -84,8 +82,6 @@ pub(crate) struct VideoSource {
     frame_step: i64,
     /// Reference pictures a picture may predict from (the stream's own count when known).
     references: u32,
-    /// How H.264 packets frame their NAL units (None for other codecs): read at a seek's entry.
-    framing: Option<entry::NalFraming>,
     /// Where the stream header says the stream ends (stream units), when it says so.
     declared_end: Option<i64>,
 

@@ -6,7 +6,7 @@ use ff::ffi;
 use ff::format::context::Input;
 use ffmpeg_next as ff;
 
-use super::{entry, reach, recover, VideoSource};
+use super::{reach, recover, VideoSource};
 use crate::decode_log::DecodeLog;
 use crate::error::{Error, Result};
 use crate::media::{self, Container};
@@ -166,7 +166,6 @@ impl VideoSource {
             pixels,
             frame_step,
             references,
-            framing: entry::h264_framing(unsafe { (*st).codecpar }),
             declared_end,
             cur: None,
             next: None,

@@ -7,7 +7,7 @@ use ff::util::error::EAGAIN;
 use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
-use super::{entry, Decoded, VideoSource};
+use super::{Decoded, VideoSource};
 
 /// Packets of the video stream sent without any frame coming out before the decoder is declared
 /// stuck (corrupt data).
@@ -104,19 +104,8 @@ impl VideoSource {
                         // The first packet after a seek to an index keyframe is that keyframe,
                         // whatever its flags say.
                         let key = packet.is_key() || std::mem::take(&mut self.landing);
-                        // Read once per seek: only the packet decoding enters at.
-                        let recovers =
-                            key && self.watch.awaits_key()
-                                && self.framing.zip(packet.data()).is_some_and(
-                                    |(framing, data)| entry::recovers_at_once(data, framing),
-                                );
-                        self.watch.sent(
-                            serial,
-                            packet.pts(),
-                            packet.position() as i64,
-                            key,
-                            recovers,
-                        );
+                        self.watch
+                            .sent(serial, packet.pts(), packet.position() as i64, key);
                         unsafe {
                             let raw = self.decoder.as_mut_ptr();
                             (*raw).skip_frame = if skip {

@@ -56,7 +56,7 @@ fn first_sps(data: &[u8]) -> Option<&[u8]> {
 }
 
 /// The NAL payload without emulation prevention bytes (00 00 03 -> 00 00).
-pub(super) fn unescape(nal: &[u8]) -> Vec<u8> {
+fn unescape(nal: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(nal.len());
     let mut zeros = 0;
     for &b in nal {
@@ -70,25 +70,25 @@ pub(super) fn unescape(nal: &[u8]) -> Vec<u8> {
     out
 }
 
-pub(super) struct Bits<'a> {
-    pub data: &'a [u8],
-    pub pos: usize,
+struct Bits<'a> {
+    data: &'a [u8],
+    pos: usize,
 }
 
 impl Bits<'_> {
-    pub(super) fn bit(&mut self) -> Option<u32> {
+    fn bit(&mut self) -> Option<u32> {
         let byte = *self.data.get(self.pos / 8)?;
         let bit = (byte >> (7 - self.pos % 8)) & 1;
         self.pos += 1;
         Some(bit as u32)
     }
 
-    pub(super) fn bits(&mut self, n: u32) -> Option<u32> {
+    fn bits(&mut self, n: u32) -> Option<u32> {
         (0..n).try_fold(0u32, |v, _| Some((v << 1) | self.bit()?))
     }
 
     /// Exp-Golomb unsigned.
-    pub(super) fn ue(&mut self) -> Option<u32> {
+    fn ue(&mut self) -> Option<u32> {
         let mut zeros = 0;
         while self.bit()? == 0 {
             zeros += 1;

@@ -22,11 +22,7 @@
 //! Which trouble can reach the chosen frame: none from packets decoded before the keyframe
 //! decoding started from; none from its leading pictures (decoded after it, shown before it: no
 //! later frame references them) unless the chosen frame is itself shown before that keyframe;
-//! everything else, except what entering an open GOP at an H.264 recovery point that promises a
-//! clean start produces (see [`super::entry`]) for a frame not shown before it: the pictures
-//! invented before that keyframe and `mmco: unref short failure`. Without that exception every
-//! target in a legitimate open GOP was decoded twice (from its keyframe, then from the one before,
-//! converging on the same picture).
+//! everything else.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -58,8 +54,6 @@ pub(super) struct Watch {
     sent: VecDeque<Sent>,
     /// The random-access point decoding started from: its serial and pts.
     key: Option<(u64, Option<i64>)>,
-    /// That point is an H.264 recovery point promising a clean start (see [`super::entry`]).
-    key_recovers: bool,
     /// Serials of packets the decoder refused or failed on.
     failed: Vec<u64>,
     /// Frames that came out flagged corrupt or with decode errors: their packet's serial, their pts.
@@ -80,31 +74,16 @@ impl Watch {
         self.active = active;
         self.sent.clear();
         self.key = None;
-        self.key_recovers = false;
         self.failed.clear();
         self.flagged.clear();
     }
 
-    /// Whether the next key packet sent will be the random-access point of this decode.
-    pub(super) fn awaits_key(&self) -> bool {
-        self.active && self.key.is_none()
-    }
-
-    /// A packet sent; `recovers`: it is the random-access point and promises a clean start.
-    pub(super) fn sent(
-        &mut self,
-        serial: u64,
-        pts: Option<i64>,
-        pos: i64,
-        key: bool,
-        recovers: bool,
-    ) {
+    pub(super) fn sent(&mut self, serial: u64, pts: Option<i64>, pos: i64, key: bool) {
         if !self.active {
             return;
         }
         if self.key.is_none() && key {
             self.key = Some((serial, pts));
-            self.key_recovers = recovers;
         }
         if self.sent.len() >= MAX_SENT {
             self.sent.pop_front();
@@ -151,21 +130,8 @@ impl Watch {
     }
 
     /// What can reach the frame chosen for the target (pts `chosen`), given the serials the
-    /// decoder's log named (`errors`, `gaps`, `unrefs`). Entered at a recovery point that promises
-    /// a clean start, and the chosen frame not shown before it: the pictures invented before that
-    /// point and the short-term pictures the decoder could not forget are the entry's, not trouble.
-    fn findings(&self, errors: &[i64], gaps: &[i64], unrefs: &[i64], chosen: i64) -> Findings {
-        let clean_entry = match self.key {
-            Some((_, Some(k))) => self.key_recovers && chosen >= k,
-            _ => false,
-        };
-        let key_serial = self.key.map(|(s, _)| s as i64);
-        let gaps: Vec<i64> = gaps
-            .iter()
-            .copied()
-            .filter(|&s| !(clean_entry && Some(s) == key_serial))
-            .collect();
-        let unrefs: &[i64] = if clean_entry { &[] } else { unrefs };
+    /// decoder's log named (`errors`, `gaps`).
+    fn findings(&self, errors: &[i64], gaps: &[i64], chosen: i64) -> Findings {
         let mut out = Findings::default();
         // A serial from before the seek (or long forgotten) says nothing about this decode.
         let known = |serials: &mut dyn Iterator<Item = u64>| -> Vec<&Sent> {
@@ -181,7 +147,6 @@ impl Watch {
         };
         let mut failures = as_u64(errors)
             .into_iter()
-            .chain(as_u64(unrefs))
             .chain(self.failed.iter().copied());
         for s in known(&mut failures) {
             out.trouble.insert((s.pos, s.pts.unwrap_or(i64::MIN)));
@@ -192,7 +157,7 @@ impl Watch {
                 out.trouble.insert((pos, pts));
             }
         }
-        out.invented = !known(&mut as_u64(&gaps).into_iter()).is_empty();
+        out.invented = !known(&mut as_u64(gaps).into_iter()).is_empty();
         out
     }
 }
@@ -283,8 +248,8 @@ impl VideoSource {
             self.settle();
             return false;
         }
-        let (errors, gaps, unrefs) = self.log.read();
-        let found = self.watch.findings(&errors, &gaps, &unrefs, chosen);
+        let (errors, gaps) = self.log.read();
+        let found = self.watch.findings(&errors, &gaps, chosen);
         if found.trouble.is_empty() && !found.invented {
             self.settle();
             return false;
@@ -442,15 +407,10 @@ mod tests {
     use super::*;
 
     fn watch_with(packets: &[(u64, i64)], key: usize) -> Watch {
-        watch_entered(packets, key, false)
-    }
-
-    /// `recovers`: the keyframe is a recovery point promising a clean start.
-    fn watch_entered(packets: &[(u64, i64)], key: usize, recovers: bool) -> Watch {
         let mut w = Watch::default();
         w.begin(true);
         for (i, &(serial, pts)) in packets.iter().enumerate() {
-            w.sent(serial, Some(pts), serial as i64 * 100, i == key, recovers);
+            w.sent(serial, Some(pts), serial as i64 * 100, i == key);
         }
         w
     }
@@ -471,7 +431,7 @@ mod tests {
             ],
             2,
         );
-        let trouble = |errors: &[i64], chosen| w.findings(errors, &[], &[], chosen).trouble;
+        let trouble = |errors: &[i64], chosen| w.findings(errors, &[], chosen).trouble;
         assert!(trouble(&[1, 2, 4, 5], 110).is_empty());
         // A frame after the keyframe that failed reaches the chosen frame.
         assert_eq!(trouble(&[6], 110).len(), 1);
@@ -480,35 +440,14 @@ mod tests {
         // Serials from before the seek are ignored.
         assert!(trouble(&[0], 110).is_empty());
         // References invented before the keyframe itself reach every later frame.
-        assert!(w.findings(&[], &[3], &[], 110).invented);
-        assert!(!w.findings(&[], &[1], &[], 110).invented);
-    }
-
-    #[test]
-    fn an_open_gop_entered_at_its_recovery_point_is_clean_from_that_point_on() {
-        // The keyframe (3, pts 100) then leading pictures (4, 5) and later frames (6, 7).
-        let packets = [(3, 100), (4, 80), (5, 90), (6, 130), (7, 110)];
-        let open = watch_entered(&packets, 0, true);
-        // Invented pictures before the recovery point, and the short-term pictures the decoder
-        // never had and could not forget: what entering an open GOP looks like.
-        let found = open.findings(&[], &[3], &[6], 110);
-        assert!(!found.invented && found.trouble.is_empty());
-        // Other errors still count, and a later gap (damage, not the entry) is still invention.
-        assert_eq!(open.findings(&[6], &[3], &[6], 110).trouble.len(), 1);
-        assert!(open.findings(&[], &[6], &[], 110).invented);
-        // A leading picture chosen: the promise does not cover it.
-        let found = open.findings(&[], &[3], &[4], 80);
-        assert!(found.invented && found.trouble.len() == 1);
-        // Without the promise (an I-frame later pictures may reference across), all of it counts.
-        let plain = watch_entered(&packets, 0, false);
-        let found = plain.findings(&[], &[3], &[6], 110);
-        assert!(found.invented && found.trouble.len() == 1);
+        assert!(w.findings(&[], &[3], 110).invented);
+        assert!(!w.findings(&[], &[1], 110).invented);
     }
 
     #[test]
     fn without_a_keyframe_everything_counts() {
         let w = watch_with(&[(1, 10), (2, 20)], usize::MAX);
-        assert_eq!(w.findings(&[1], &[], &[], 20).trouble.len(), 1);
+        assert_eq!(w.findings(&[1], &[], 20).trouble.len(), 1);
     }
 
     /// One attempt of fixtures/vectors/recovery-ladder.json.
