@@ -41,8 +41,12 @@ export const x264 = (preset, ...extra) => ['-c:v', 'libx264', '-preset', preset,
 /** AAC output arguments. */
 export const aac = (bitrate = '96k') => ['-c:a', 'aac', '-b:a', bitrate];
 
-/** Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC. */
-export function clip(name, { seconds, size }) {
+/**
+ * Synthesises a benchmark clip once: H.264 with B-frames, GOP 247 (cells avoid keyframes), AAC.
+ * `openGop`: x264's open GOPs (recovery-point keyframes whose leading B-frames reference the GOP
+ * before), the legitimate kind cameras and broadcast encoders write, to compare with closed GOPs.
+ */
+export function clip(name, { seconds, size, openGop = false }) {
   return synthesise(name, {
     what: `${seconds} s, ${size}`,
     sources: [
@@ -57,7 +61,7 @@ export function clip(name, { seconds, size }) {
         '-bf',
         '3',
         '-x264-params',
-        'b-adapt=0:bframes=3:rc-lookahead=0',
+        `b-adapt=0:bframes=3:rc-lookahead=0${openGop ? ':open-gop=1' : ''}`,
       ),
       ...['-g', '247', '-keyint_min', '247', '-sc_threshold', '0'],
       ...aac(),

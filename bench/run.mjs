@@ -21,6 +21,8 @@
  *   (c) peer     the fastest per-frame method we measured: one `ffmpeg -threads 1 -ss T -i clip
  *                -frames:v 1` process per cell, two at a time, then one ffmpeg tiling pass per sheet
  * Each measurement runs in a fresh child process (bench/measure.mjs) so peak RSS is its own.
+ * The open-GOP rows use the same clip encoded with x264's open GOPs (bench/clip.mjs), so the
+ * cost of entering an open GOP reads against the closed-GOP rows above them.
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -68,6 +70,7 @@ const HINTS = argv.includes('--hints');
 
 const clips = {
   '1080p': () => clip('1080p-10min', { seconds: 600, size: '1920x1080' }),
+  '1080p-open': () => clip('1080p-10min-opengop', { seconds: 600, size: '1920x1080', openGop: true }),
   '4k': () => clip('2160p-3min', { seconds: 180, size: '3840x2160' }),
   '60min': () => clip('360p-60min', { seconds: 3600, size: '640x360' }),
 };
@@ -86,6 +89,15 @@ const CASES = AUDIO
         { name: '4K 3x3 overview', clip: '4k', density: '3x3' },
         { name: '1080p 6x6 overview', clip: '1080p', density: '6x6' },
         { name: '1080p 6x6 10 s window', clip: '1080p', density: '6x6', start: 200.5, end: 210.5 },
+        { name: '1080p open-GOP 3x3 overview', clip: '1080p-open', density: '3x3' },
+        { name: '1080p open-GOP 6x6 overview', clip: '1080p-open', density: '6x6' },
+        {
+          name: '1080p open-GOP 6x6 10 s window',
+          clip: '1080p-open',
+          density: '6x6',
+          start: 200.5,
+          end: 210.5,
+        },
       ].filter((c) => !ONLY || c.name.includes(ONLY));
 
 function measure(method, c, path) {

@@ -20,7 +20,7 @@ use crate::media;
 use crate::memory::release_free_memory;
 use crate::plan::{CellRef, RenderPlan, RenderResult, RenderStats, SheetPlan};
 use crate::video::VideoSource;
-use partition::{max_workers, partition};
+use partition::{decoder_threads, max_workers, partition};
 use worker::{CellOut, Msg, StopOnDrop, Worker, CHANNEL_DEPTH};
 
 /// Renders every sheet of `plan`. `progress(done, total)` is called after each cell (cells of all
@@ -70,16 +70,19 @@ pub fn render_on(
     let total = cells.len() as u32;
     let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
     let runs = source.decode_runs(&targets);
-    let parts = partition(&runs, cores, max_workers(source.picture_bytes));
+    let per_decoder = decoder_threads(cores, source.pixels);
+    let parts = partition(&runs, cores, per_decoder, max_workers(source.picture_bytes));
     // The zoom hints' packets: the index's, when it lists the whole stream (nothing more to
     // read); else each decoder records the packets it reads anyway.
     // VIDSHEET_BENCH_NO_HINTS=1 turns the collection off, for bench/run.mjs --hints alone.
     let hinting = std::env::var_os("VIDSHEET_BENCH_NO_HINTS").is_none_or(|v| v != "1");
     let indexed = source.index_packets().filter(|_| hinting);
     let record = hinting && indexed.is_none();
-    // The planning source decodes alone when one worker has every core; partition workers open
-    // their own single-purpose decoders.
-    let mut first_source = (parts.len() == 1 && parts[0].threads == cores).then_some(source);
+    // The planning source decodes alone when one worker does everything (with a decoder of the
+    // threads it is given); partition workers open their own single-purpose decoders.
+    let mut first_source = (parts.len() == 1)
+        .then_some(source)
+        .and_then(|mut s| s.use_threads(parts[0].threads).then_some(s));
     // The stream probing of every open decodes a picture on this thread: give that memory back
     // before the decoders start (it would stay resident in this thread's arena).
     release_free_memory();

@@ -21,6 +21,12 @@ const DECODERS_MEMORY: u64 = 256 << 20;
 /// pictures, the one being decoded, the current one, and per-picture tables (motion vectors).
 /// Measured: ~98 MB for 4K H.264 with 4 reference frames, i.e. ~8 pictures of 12.4 MB.
 const PICTURES_PER_DECODER: u64 = 9;
+/// Pictures smaller than this (320x240) are decoded single-threaded: frame threading hands every
+/// picture from one thread to another (futex wake-ups, buffer pool churn: some 20-70 µs of CPU per
+/// picture, measured with `ffmpeg -threads 1` vs `-threads 2`), about what decoding a picture
+/// this small costs (27 µs at 160x90, 130 µs at 320x180), so it burns a second core for little
+/// or nothing; parallel decoders, one per run of cells, then share the cores out instead.
+const FRAME_THREAD_MIN_PIXELS: u64 = 320 * 240;
 
 /// Cells `cells` (indices into the time-sorted cells) decoded by one worker with its own decoder
 /// of `threads` threads.
@@ -28,6 +34,15 @@ const PICTURES_PER_DECODER: u64 = 9;
 pub(super) struct Part {
     pub cells: Range<usize>,
     pub threads: usize,
+}
+
+/// The most threads one decoder is given on `cores` cores for pictures of `pixels` (0: unknown).
+pub(super) fn decoder_threads(cores: usize, pixels: u64) -> usize {
+    if pixels > 0 && pixels < FRAME_THREAD_MIN_PIXELS {
+        1
+    } else {
+        cores.max(1)
+    }
 }
 
 fn speedup(threads: usize) -> f64 {
@@ -38,12 +53,19 @@ fn speedup(threads: usize) -> f64 {
 /// runs, so no picture is decoded twice), each with its own decoder (the cores shared out, so
 /// single-threaded when there are as many parts as cores), as balanced as the runs allow, when
 /// that is estimated faster than one decoder using every core with frame threading; else one part.
-pub(super) fn partition(runs: &[DecodeRun], cores: usize, max_workers: usize) -> Vec<Part> {
+/// No decoder gets more than `per_decoder` threads ([`decoder_threads`]).
+pub(super) fn partition(
+    runs: &[DecodeRun],
+    cores: usize,
+    per_decoder: usize,
+    max_workers: usize,
+) -> Vec<Part> {
     let cores = cores.max(1);
+    let per_decoder = per_decoder.clamp(1, cores);
     let total_cells = runs.last().map_or(0, |r| r.end);
     let single = vec![Part {
         cells: 0..total_cells,
-        threads: cores,
+        threads: per_decoder,
     }];
     let max_parts = cores.min(runs.len()).min(max_workers);
     if max_parts < 2 {
@@ -85,7 +107,7 @@ pub(super) fn partition(runs: &[DecodeRun], cores: usize, max_workers: usize) ->
     if ends.len() < 2 {
         return single;
     }
-    let threads = cores / ends.len();
+    let threads = (cores / ends.len()).min(per_decoder);
     let mut parts = Vec::with_capacity(ends.len());
     let mut largest = 0u64;
     let mut start_run = 0;
@@ -105,7 +127,7 @@ pub(super) fn partition(runs: &[DecodeRun], cores: usize, max_workers: usize) ->
         });
         start_run = end_run;
     }
-    if largest as f64 / speedup(threads) < sum as f64 / speedup(cores) {
+    if largest as f64 / speedup(threads) < sum as f64 / speedup(per_decoder) {
         parts
     } else {
         single
@@ -144,7 +166,7 @@ mod tests {
 
     #[test]
     fn cells_in_one_gop_share_one_decoder_with_every_core() {
-        let parts = partition(&runs(&[(36, 300)]), 4, 16);
+        let parts = partition(&runs(&[(36, 300)]), 4, 4, 16);
         assert_eq!(
             parts,
             vec![Part {
@@ -152,13 +174,13 @@ mod tests {
                 threads: 4
             }]
         );
-        assert!(partition(&[], 2, 16).len() <= 1);
+        assert!(partition(&[], 2, 2, 16).len() <= 1);
     }
 
     #[test]
     fn cells_spread_over_gops_are_split_evenly_one_decoder_per_core() {
         let r = runs(&vec![(1, 120); 63]);
-        let parts = partition(&r, 2, 16);
+        let parts = partition(&r, 2, 2, 16);
         assert_eq!(parts.len(), 2);
         covers(&parts, 63);
         assert!(parts.iter().all(|p| p.threads == 1));
@@ -167,11 +189,11 @@ mod tests {
             "{parts:?}"
         );
 
-        let parts = partition(&r, 4, 16);
+        let parts = partition(&r, 4, 4, 16);
         assert_eq!(parts.len(), 4);
         covers(&parts, 63);
         // Fewer runs than cores: the cores are shared out.
-        let parts = partition(&runs(&[(3, 200), (4, 210)]), 4, 16);
+        let parts = partition(&runs(&[(3, 200), (4, 210)]), 4, 4, 16);
         assert_eq!(parts.len(), 2);
         assert!(parts.iter().all(|p| p.threads == 2));
         covers(&parts, 7);
@@ -180,16 +202,39 @@ mod tests {
     #[test]
     fn no_split_when_one_run_dominates_or_memory_allows_one_decoder() {
         // One part would still do nearly all the work: frame threading does better.
-        let parts = partition(&runs(&[(30, 1000), (2, 10), (2, 10)]), 2, 16);
+        let parts = partition(&runs(&[(30, 1000), (2, 10), (2, 10)]), 2, 2, 16);
         assert_eq!(parts.len(), 1);
         assert_eq!(parts[0].threads, 2);
         let r = runs(&vec![(1, 120); 63]);
-        assert_eq!(partition(&r, 2, 1).len(), 1);
-        assert_eq!(partition(&r, 4, 2).len(), 2);
+        assert_eq!(partition(&r, 2, 2, 1).len(), 1);
+        assert_eq!(partition(&r, 4, 4, 2).len(), 2);
         assert_eq!(
-            partition(&r, 1, 16),
+            partition(&r, 1, 1, 16),
             vec![Part {
                 cells: 0..63,
+                threads: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn small_pictures_get_one_thread_per_decoder() {
+        assert_eq!(decoder_threads(2, 160 * 90), 1);
+        assert_eq!(decoder_threads(4, 320 * 180), 1);
+        assert_eq!(decoder_threads(2, 640 * 360), 2);
+        // Unknown size: every core, as before.
+        assert_eq!(decoder_threads(2, 0), 2);
+        // The run that dominates no longer keeps both cores busy with frame threading: without
+        // that gain, splitting it off still halves the rest.
+        let parts = partition(&runs(&[(30, 1000), (2, 10), (2, 10)]), 2, 1, 16);
+        assert_eq!(parts.len(), 2);
+        assert!(parts.iter().all(|p| p.threads == 1));
+        covers(&parts, 34);
+        // One run: one single-threaded decoder.
+        assert_eq!(
+            partition(&runs(&[(36, 300)]), 4, 1, 16),
+            vec![Part {
+                cells: 0..36,
                 threads: 1
             }]
         );

@@ -76,6 +76,8 @@ pub(crate) struct VideoSource {
     pub start_us: i64,
     /// Bytes of one decoded picture (an estimate when the pixel format is not known yet).
     pub picture_bytes: u64,
+    /// Pixels of one picture (0 when unknown).
+    pub pixels: u64,
     /// Picture duration guess in stream units (for frames without timestamps).
     frame_step: i64,
     /// Reference pictures a picture may predict from (the stream's own count when known).

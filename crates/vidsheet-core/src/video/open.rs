@@ -85,6 +85,21 @@ impl VideoSource {
         }
     }
 
+    /// Decodes with `threads` threads from now on (a fresh decoder when that changes; call it before
+    /// decoding). False when that decoder cannot be opened.
+    pub(crate) fn use_threads(&mut self, threads: usize) -> bool {
+        let threads = threads.clamp(1, 16);
+        if threads == self.threads {
+            return true;
+        }
+        let before = std::mem::replace(&mut self.threads, threads);
+        let renewed = self.renew_decoder();
+        if !renewed {
+            self.threads = before;
+        }
+        renewed
+    }
+
     /// Opens the video stream `stream` of `path` (as `container` allows) with a decoder using up
     /// to `threads` threads (frame and slice threading when more than one).
     pub(crate) fn open(
@@ -118,6 +133,10 @@ impl VideoSource {
         };
         let start_us = media::start_us(&input);
         let picture_bytes = unsafe { picture_bytes((*st).codecpar) };
+        let pixels = unsafe {
+            let par = (*st).codecpar;
+            (*par).width.max(0) as u64 * (*par).height.max(0) as u64
+        };
         let references =
             reach::h264_references(unsafe { (*st).codecpar }).unwrap_or(reach::MAX_REFERENCES);
         let declared_end = unsafe {
@@ -144,6 +163,7 @@ impl VideoSource {
             orientation,
             start_us,
             picture_bytes,
+            pixels,
             frame_step,
             references,
             declared_end,
