@@ -578,16 +578,21 @@ export function noiseClip(seconds: number): Promise<string> {
 }
 
 /**
- * A 30-minute clip that is slow to sheet on purpose, yet small: 160x90 with a keyframe every 60 s
- * (25 fps) or 100 s (150 fps), so every seek decodes thousands of frames. For jobs that must outlive a short deadline.
- * What costs is the frame count, not the frames' size, and the two engines need different counts:
- * - `fps: 150` (270,000 frames, 30 MB): about 10 s with the native engine on an idle 2-core machine.
- *   At 25 fps the native job took 2.9 s on an idle runner, and a 3 s deadline was a coin toss.
- * - `fps: 25` (45,000 frames, 14 MB): minutes with the fallback, whose ffprobe pass over every packet
- *   still ends within seconds, so the deadline finds the fallback's ffmpeg children running.
+ * A 30-minute clip that is slow to sheet on purpose, yet small (160x90), for jobs that must outlive
+ * a short deadline. What costs is the frame count, not the frames' size, and the two engines need
+ * different clips:
+ * - `fps: 150`: 270,000 frames in one GOP (no scene-cut keyframes either), so the native engine
+ *   must decode them all in order on one thread (about 8 s of CPU on an idle machine), with no
+ *   keyframe to split the work over parallel decoders. At 25 fps with a keyframe a minute the
+ *   native job took 2.9 s on an idle runner, and a 3 s deadline was a coin toss.
+ * - `fps: 25` (45,000 frames, a keyframe every 60 s, 14 MB): minutes with the fallback (one ffmpeg
+ *   per cell, each decoding from its keyframe), whose ffprobe pass over every packet still ends
+ *   within seconds, so the deadline finds the fallback's ffmpeg children running.
  */
 export function slowDecodeClip(fps: 25 | 150): Promise<string> {
-  const o = { seconds: 1800, width: 160, height: 90, fps, gop: fps === 25 ? 1500 : 15000, crf: 45 };
+  const seconds = 1800;
+  const gop = fps === 25 ? 1500 : seconds * fps;
+  const o = { seconds, width: 160, height: 90, fps, gop, scenecut: fps === 25, crf: 45 };
   return cached('slow-decode-1800s', 'mp4', o, (out) =>
     run('ffmpeg', [
       ...FFMPEG,
@@ -603,6 +608,7 @@ export function slowDecodeClip(fps: 25 | 150): Promise<string> {
       String(o.crf),
       '-g',
       String(o.gop),
+      ...(o.scenecut ? [] : ['-sc_threshold', '0']),
       '-pix_fmt',
       'yuv420p',
       ...BITEXACT,
