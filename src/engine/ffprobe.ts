@@ -12,6 +12,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { containerAllowed } from '../core/containers.js';
+import { extentToleranceMs } from '../core/probe.js';
 import { PacketEnds, type StreamClock } from './packet-ends.js';
 import { run } from './process.js';
 import { EngineError, type ProbeInfo, type VideoStreamFacts } from './types.js';
@@ -367,7 +368,10 @@ async function decodesAFrame(path: string, fixed: string | undefined, stream: nu
  * Where each stream's data ends (seconds from the container start): the latest pts + duration of
  * its packets, read from 10 s before the declared end (demux only). When that read finds no
  * timestamped packet at all (the seek failed, the index lists data past the end of the file, the
- * declared duration is wrong or missing), the packets are listed from the start instead.
+ * declared duration is wrong or missing), the packets are listed from the start instead; so they
+ * are when it ends clearly short of the declared end (beyond DESIGN §2's tolerance): the file is
+ * cut, and a demuxer whose seek lands past the data may stamp the packets it then reads with the
+ * times the seek asked for (MXF does: its index table gives the time, the bytes are the first ones).
  */
 async function readableEnds(
   path: string,
@@ -378,7 +382,12 @@ async function readableEnds(
   const wanted = new Map(streams.map((s) => [s.index, s]));
   const at = { startTime, sampleTable };
   const tail = declared > 10 ? await packetEnds(path, fixed, wanted, at, startTime + declared - 10) : null;
-  if (tail && tail.size > 0) return tail;
+  if (
+    tail &&
+    tail.size > 0 &&
+    Math.max(...tail.values()) >= declared - extentToleranceMs(declared * 1000) / 1000
+  )
+    return tail;
   return (await packetEnds(path, fixed, wanted, at, null)) ?? new Map();
 }
 
@@ -397,7 +406,7 @@ async function packetEnds(
       'quiet',
       ...(from === null ? [] : ['-read_intervals', `${from.toFixed(6)}%`]),
       '-show_entries',
-      'packet=stream_index,pts,dts,duration,pos,size',
+      'packet=stream_index,pts,dts,duration,pos,size,flags',
       '-of',
       'compact=p=0',
       ...input(path, fixed),
@@ -431,6 +440,7 @@ async function packetEnds(
       // inside DESIGN's tolerance; the native engine knows the full sample size from the index and
       // agrees).
       corrupt: sampleTable && pos !== undefined && pos + size === fileSize,
+      discard: fields.get('flags')?.includes('D') === true,
     });
   }
   const out = new Map<number, number>();

@@ -25,11 +25,13 @@ export interface PacketFacts {
   size: number;
   /** The demuxer flags it corrupt, or the caller knows it was cut short. */
   corrupt: boolean;
+  /** The demuxer flags it to be discarded: an MP4 sample outside the edit list, never presented. */
+  discard: boolean;
 }
 
 /**
- * Per stream, the latest pts + duration of a complete packet: not corrupt and, where its position
- * is known, wholly inside the file (others are passed over). A packet without timestamps starts
+ * Per stream, the latest pts + duration of a complete, presented packet: not corrupt, not to be
+ * discarded and, where its position is known, wholly inside the file (others are passed over). A packet without timestamps starts
  * where the previous one of its stream ended; one without a duration lasts as long as the last one
  * of its stream that had one, else a frame, else nothing.
  */
@@ -47,7 +49,7 @@ export class PacketEnds<K> {
     if (!s) return;
     const pastTheEnd = p.pos !== null && p.pos >= 0 && p.pos + p.size > this.fileSize;
     const start = p.pts ?? p.dts ?? s.clock;
-    if (start === null || p.corrupt || pastTheEnd) return;
+    if (start === null || p.corrupt || p.discard || pastTheEnd) return;
     let duration: bigint;
     if (p.duration !== null && p.duration > 0n) {
       duration = p.duration;

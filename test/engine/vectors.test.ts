@@ -123,6 +123,7 @@ describe('the readable end from a packet read (readable-end.json)', () => {
       pos: number;
       size: number;
       corrupt?: boolean;
+      discard?: boolean;
     }>;
     expect: Record<string, number | null>;
   }
@@ -142,6 +143,7 @@ describe('the readable end from a packet read (readable-end.json)', () => {
         dts: big(p.dts),
         duration: big(p.duration),
         corrupt: !!p.corrupt,
+        discard: !!p.discard,
       });
     }
     const got = Object.fromEntries(Object.keys(c.expect).map((i) => [i, ends.ends.get(Number(i)) ?? null]));

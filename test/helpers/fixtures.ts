@@ -1415,3 +1415,106 @@ export function undecodableClip(kind: UndecodableKind = 'zeroed-bitstream'): Pro
     await writeFile(out, b);
   });
 }
+
+// --- 5. Engine truth, round two (issue 24): real-world lies the first round did not cover -------
+
+/** What {@link cutLongGopMxf} holds: the declared length, and how much of its data is left. */
+export const CUT_MXF = { seconds: 13.44, keep: 0.027 } as const;
+
+/**
+ * A long-GOP MXF (MPEG-2, GOP 12 with 2 B-frames, 320x240 25 fps testsrc2) declaring 13.44 s,
+ * cut at 2.7 % of its bytes: about 0.24 s of pictures are left, as in a partial XAVC/XDCAM copy.
+ * After a seek past the data, FFmpeg's MXF demuxer stamps the first packets of the file with the
+ * times the seek asked for (its index table), so a read "near the end" sees 3.4 s of data.
+ */
+export function cutLongGopMxf(): Promise<string> {
+  return cached('cut-long-gop', 'mxf', CUT_MXF, async (out) => {
+    await withTemp('mxf', async (full) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${CUT_MXF.seconds}`],
+        ...['-c:v', 'mpeg2video', '-g', '12', '-bf', '2', '-b:v', '1M', '-f', 'mxf'],
+        ...BITEXACT,
+        full,
+      ]);
+      const b = await readFile(full);
+      await writeFile(out, b.subarray(0, Math.floor(b.length * CUT_MXF.keep)));
+    });
+  });
+}
+
+/** What {@link editListMp4} holds: samples for `seconds`, an edit list presenting `presented`. */
+export const EDIT_LIST_MP4 = { seconds: 8.08, presented: 2.27 } as const;
+
+/**
+ * An HEVC MP4 whose sample table holds 8.08 s of pictures (320x240 25 fps testsrc2, faststart)
+ * and whose edit list, track and movie headers present only the first 2.27 s: the samples after
+ * it are in the file but outside the presentation (FFmpeg flags them discard; no player shows
+ * them), as in a clip trimmed by an editor that kept the media.
+ */
+export function editListMp4(): Promise<string> {
+  return cached('edit-list-hevc', 'mp4', EDIT_LIST_MP4, async (out) => {
+    await withTemp('mp4', async (full) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${EDIT_LIST_MP4.seconds}`],
+        ...['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', 'log-level=error'],
+        ...['-pix_fmt', 'yuv420p', '-tag:v', 'hvc1', '-movflags', '+faststart'],
+        ...BITEXACT,
+        full,
+      ]);
+      const b = Buffer.from(await readFile(full));
+      const moov = mp4Child(b, mp4File(b), 'moov');
+      const mvhd = mp4Child(b, moov, 'mvhd');
+      if (b[mvhd.body] !== 0) throw new Error('editListMp4: mvhd is not version 0');
+      const movieScale = b.readUInt32BE(mvhd.body + 12);
+      const presented = (scale: number) => Math.round(EDIT_LIST_MP4.presented * scale);
+      b.writeUInt32BE(presented(movieScale), mvhd.body + 16);
+      const [trak] = mp4Tracks(b, 'vide');
+      if (!trak) throw new Error('editListMp4: no video track');
+      const tkhd = mp4Child(b, trak, 'tkhd');
+      const mdhd = mp4Child(b, trak, 'mdia', 'mdhd');
+      const elst = mp4Child(b, trak, 'edts', 'elst');
+      if (
+        b[tkhd.body] !== 0 ||
+        b[mdhd.body] !== 0 ||
+        b[elst.body] !== 0 ||
+        b.readUInt32BE(elst.body + 4) !== 1
+      )
+        throw new Error('editListMp4: expected version-0 tkhd, mdhd and a one-entry elst');
+      b.writeUInt32BE(presented(movieScale), tkhd.body + 20);
+      b.writeUInt32BE(presented(b.readUInt32BE(mdhd.body + 12)), mdhd.body + 16);
+      b.writeUInt32BE(presented(movieScale), elst.body + 8); // the one edit's segment duration
+      await writeFile(out, b);
+    });
+  });
+}
+
+/** What {@link intraRefreshTs} holds: a 12 s recording, of which the part after `cut` is kept. */
+export const INTRA_REFRESH_TS = { seconds: 12, keyint: 50, cut: 0.3 } as const;
+
+/**
+ * An H.264 transport stream with periodic intra refresh and no IDR after the first picture (x264
+ * intra-refresh, 320x240 25 fps testsrc2, MP2 audio), whose first 30 % of packets are cut away:
+ * it starts mid-refresh, as a capture joined mid-broadcast does, so a decoder shows nothing until
+ * the next recovery point, 1.1 s in.
+ */
+export function intraRefreshTs(): Promise<string> {
+  const o = INTRA_REFRESH_TS;
+  return cached('intra-refresh-cut', 'ts', o, async (out) => {
+    await withTemp('ts', async (full) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${o.seconds}`],
+        ...['-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=48000:duration=${o.seconds}`],
+        ...['-c:v', 'libx264', '-preset', 'ultrafast', '-x264-params', `intra-refresh=1:keyint=${o.keyint}`],
+        ...['-bf', '0', '-pix_fmt', 'yuv420p', '-c:a', 'mp2', '-f', 'mpegts'],
+        ...BITEXACT,
+        full,
+      ]);
+      const b = await readFile(full);
+      const from = Math.floor((b.length * o.cut) / 188) * 188; // on a TS packet boundary
+      await writeFile(out, b.subarray(from));
+    });
+  });
+}

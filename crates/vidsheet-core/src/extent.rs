@@ -14,6 +14,7 @@
 
 use ff::ffi;
 use ff::format::context::Input;
+use ff::packet::Ref;
 use ff::Packet;
 use ffmpeg_next as ff;
 
@@ -254,7 +255,13 @@ fn from_packets(
             keep_only(input, streams);
             if seek_before(input, target) {
                 let ends = demux_to_end(input, streams, file_size, false);
-                if ends.iter().any(Option::is_some) {
+                // Clearly short of the declared end, the file is cut, and a demuxer whose seek
+                // lands past the data may stamp the packets it then reads with the times the seek
+                // asked for (MXF does: its index table gives the time, the bytes are the first
+                // ones). Only a read from the start tells.
+                let short = latest_us(input, streams, &ends)
+                    .is_some_and(|latest| latest < end.saturating_sub(tolerance_us(end - start)));
+                if ends.iter().any(Option::is_some) && !short {
                     return ends;
                 }
             }
@@ -268,6 +275,26 @@ fn from_packets(
         }
         Err(_) => vec![None; streams.len()],
     }
+}
+
+/// DESIGN §2's tolerance between a declared duration and the readable end, max(1 s, 2 %), in
+/// AV_TIME_BASE units (src/core/probe.ts `extentToleranceMs` decides the extent; here it only
+/// decides whether a read near the end is enough).
+fn tolerance_us(declared_us: i64) -> i64 {
+    (ffi::AV_TIME_BASE as i64).max(declared_us / 50)
+}
+
+/// The latest of `ends` (stream units, one per stream of `streams`) in AV_TIME_BASE units.
+fn latest_us(input: &Input, streams: &[usize], ends: &[Option<i64>]) -> Option<i64> {
+    streams
+        .iter()
+        .zip(ends)
+        .filter_map(|(&i, end)| {
+            let (num, den) = media::time_base(media::stream_ptr(input, i)?)?;
+            let us = (*end)? as i128 * num as i128 * ffi::AV_TIME_BASE as i128 / den as i128;
+            i64::try_from(us).ok()
+        })
+        .max()
 }
 
 /// Positions the demuxer at or before `target_us` (AV_TIME_BASE, absolute).
@@ -315,6 +342,9 @@ fn demux_to_end(
                             pos: packet.position() as i64,
                             size: packet.size() as i64,
                             corrupt: packet.is_corrupt(),
+                            // SAFETY: the packet just read.
+                            discard: unsafe { (*packet.as_ptr()).flags } & ffi::AV_PKT_FLAG_DISCARD
+                                != 0,
                         },
                     );
                 }
@@ -347,12 +377,15 @@ struct PacketFacts {
     pos: i64,
     size: i64,
     corrupt: bool,
+    /// Flagged to be discarded: an MP4 sample outside the edit list, never presented.
+    discard: bool,
 }
 
 /// The readable-end rule over the packets of one read, per stream: the latest pts + duration of
 /// a complete packet (the rule and its vectors: fixtures/vectors/readable-end.json; the
 /// fallback's is src/engine/ffprobe.ts `PacketEnds`). A packet flagged corrupt (a packet cut by
-/// the end of a truncated file is) or lying past the end of the file is passed over; one without
+/// the end of a truncated file is) or to be discarded (an MP4 sample outside the edit list, never
+/// presented), or lying past the end of the file, is passed over; one without
 /// timestamps starts where the previous one of its stream ended; one without a duration lasts as
 /// long as the last one of its stream that had one, else a frame.
 struct PacketEnds {
@@ -383,7 +416,7 @@ impl PacketEnds {
         let Some(ts) = p.pts.or(p.dts).or(stream.clock) else {
             return;
         };
-        if p.corrupt || past_the_end {
+        if p.corrupt || p.discard || past_the_end {
             return;
         }
         let duration = if p.duration > 0 {
@@ -424,6 +457,8 @@ mod tests {
         size: i64,
         #[serde(default)]
         corrupt: bool,
+        #[serde(default)]
+        discard: bool,
     }
 
     #[derive(serde::Deserialize)]
@@ -459,6 +494,7 @@ mod tests {
                         pos: p.pos,
                         size: p.size,
                         corrupt: p.corrupt,
+                        discard: p.discard,
                     };
                     ends.add(k, &facts);
                 }

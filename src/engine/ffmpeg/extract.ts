@@ -139,8 +139,11 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
  * A decode from the start of the stream that missed targets: a packet that gives no picture at all
  * (cut short at the end of a truncated file, or its bytes zeroed) leaves the frame before it on
  * screen in a sequential decode, as a player shows it. So each missing target takes the latest
- * frame the decoder gave before it (one more run from the start extracts those not already out);
- * a target is left missing (unreadable) only when no frame before it decoded.
+ * frame the decoder gave before it (one more run from the start extracts those not already out).
+ * A target before the first picture the stream gives (one that starts mid-GOP or with intra
+ * refresh: the decoder shows nothing before its first random-access or recovery point) takes that
+ * first picture, as the frame rule does before a clip's first frame. A target is left missing
+ * (unreadable) only when the stream gave no picture at all.
  */
 async function withStandIns(req: GroupRequest, r: Run, n: number): Promise<Map<bigint, string>> {
   const { packets } = req;
@@ -149,7 +152,7 @@ async function withStandIns(req: GroupRequest, r: Run, n: number): Promise<Map<b
   for (const f of req.group) {
     const pts = packets.pts[f] as bigint;
     if (r.frames.has(pts)) continue;
-    const shown = decoded[lastAtOrBefore(decoded, (p) => p < pts)];
+    const shown = decoded[lastAtOrBefore(decoded, (p) => p < pts)] ?? decoded[0];
     if (shown !== undefined) standIn.set(pts, shown);
   }
   const needed = [...new Set(standIn.values())].filter((p) => !r.frames.has(p));
