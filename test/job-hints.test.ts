@@ -175,7 +175,8 @@ describe.runIf(ENGINES.length > 1).each(EVENT_CONTAINERS)(
         if (container === 'ogg' || container === 'ts')
           for (const h of a.zoomHints) expect(h.signals).toEqual(['audio']);
       }
-    });
+      // Four runs of a 100 s clip (and, once, its WebM or Ogg encode) on a shared 2-core machine.
+    }, 600_000);
   },
 );
 
