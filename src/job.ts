@@ -207,7 +207,14 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
         frameTimes: plan.sheets.map((_, s) =>
           cells.slice(s * perSheet, (s + 1) * perSheet).map((c) => reportedFrameTime(c.frameTime)),
         ),
-        zoomHints: zoomHints({ cells, window, decimals: plan.decimals, packets: result.packets, audio }),
+        zoomHints: zoomHints({
+          cells,
+          window,
+          decimals: plan.decimals,
+          container: probe.format,
+          packets: result.packets,
+          audio,
+        }),
       };
     } finally {
       // The engines settle only once none of their children runs, so nothing writes here any more.

@@ -79,7 +79,8 @@ export interface LabelPlan {
 /**
  * The video packets a render read on the way to its cells (src/core/zoom.ts `PacketLog`):
  * headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
- * container start), the decode timestamp where the packet has one, else its presentation time.
+ * container start), the decode timestamp where the packet has one, else its presentation time
+ * (Matroska: always the presentation time).
  */
 export interface PacketLog {
   times: Float64Array
@@ -92,6 +93,11 @@ export interface PacketLog {
    * within which every packet of the stream is listed.
    */
   spans: Float64Array
+  /**
+   * Matroska/WebM: every keyframe of the stream as the Cues list it (presentation times, same
+   * clock), from which the keyframe rhythm is learnt (src/core/zoom.ts); empty elsewhere.
+   */
+  indexKeys: Float64Array
   /**
    * Per cell (sheets in order): the decode time of the shown frame's packet, NaN when unknown:
    * where the cell stands among the packets, which are in decode order.

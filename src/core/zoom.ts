@@ -21,7 +21,28 @@
  *   packets' decode times (with B-frames those run a few frames earlier, out of order).
  *
  * A gap is measured by packets only where the engine listed every packet across it (`spans`), so
- * a partially read gap never looks quiet or busy by accident.
+ * a partially read gap never looks quiet or busy by accident. A packet without a timestamp of its
+ * own (Ogg: only the last packet of a page carries a granule position) cannot be placed, so both
+ * engines end a span there: an Ogg stream has no packet signals on either engine (audio only).
+ *
+ * Where the keyframe rhythm comes from (one rule, both engines; issue 22):
+ * - MP4/MOV (and AVI's idx1): the demuxer's index lists every packet, so the whole stream's
+ *   packets are in the log (native: the index, read at the open; the fallback: its whole-stream
+ *   listing), and the interval is counted in packets.
+ * - Matroska/WebM: the Cues list every keyframe but no other packet, and the native engine reads
+ *   only around the cells; so the rhythm is learnt from `indexKeys`, the keyframes' presentation
+ *   times (native: the demuxer's index entries, the Cues; the fallback: the keyframes of its
+ *   listing, which are what the muxer cued), the interval counted in frames (seconds over the
+ *   stream's frame step, the median step between listed packets). Packets are timed by their
+ *   presentation timestamps there (the only ones Matroska stores), and a gap is measured only
+ *   within one keyframe interval (no index keyframe in it): that is what the native engine reads
+ *   on its way to a cell, whatever more the fallback lists.
+ * - AVI and FLV (an index of every packet, or a seek index and a listing of every packet in
+ *   the window): the packets listed, as MP4.
+ * - No index at all (Ogg, MPEG-TS/PS, elementary streams): no packet signal on either engine, only
+ *   audio. Each engine reaches the cells there its own way (the native engine bisects and reads a
+ *   GOP or so before each cell, the fallback lists the whole window), so neither the keyframe
+ *   rhythm nor a gap's bytes would be the same on both; one answer for both matters more.
  */
 import type { AudioPeaks } from './audio.js';
 import { formatLabel } from './time.js';
@@ -29,6 +50,13 @@ import type { Window } from './window.js';
 
 /** Entries in `zoom_hints` at most (DESIGN §10). */
 export const MAX_HINTS = 5;
+
+/** How a container's packets are used (the rule in the module comment), by FFmpeg's demuxer name. */
+export function packetSource(format: string): 'packets' | 'cues' | 'none' {
+  const names = format.split(',');
+  if (names.includes('matroska') || names.includes('webm')) return 'cues';
+  return names.some((n) => ['mov', 'mp4', 'avi', 'flv'].includes(n)) ? 'packets' : 'none';
+}
 
 /**
  * A gap's bytes (its largest packet, or its bytes per second) at least this many times the run's
@@ -63,7 +91,8 @@ const INTERVAL_SLACK = 8;
  * The video packets an engine listed while finding the cells' frames (headers only: times, sizes,
  * keyframe flags), in any order, possibly with repeats (a packet read twice after a seek back).
  * Times are seconds on the labels' clock (timestamp minus the container start): the packet's decode
- * timestamp where it has one (the order the encoder wrote them in), else its presentation time.
+ * timestamp where it has one (the order the encoder wrote them in), else its presentation time;
+ * in Matroska always its presentation time (see the module comment).
  */
 export interface PacketLog {
   times: Float64Array;
@@ -75,6 +104,12 @@ export interface PacketLog {
    * Gaps outside every span have no packet signals.
    */
   spans: Float64Array;
+  /**
+   * Where the container has a keyframe-only index (Matroska/WebM Cues): every keyframe of the
+   * stream, as presentation times on this log's clock, in any order, possibly repeated; the
+   * keyframe rhythm is then learnt from these (see the module comment). Empty otherwise.
+   */
+  indexKeys: Float64Array;
   /**
    * Per cell of the run (sheets in order): the time, on this log's clock, of the packet of the
    * frame the cell shows; NaN when unknown. Packets are in decode order and B-frames reorder (by
@@ -89,6 +124,7 @@ export const emptyPacketLog = (): PacketLog => ({
   sizes: new Float64Array(0),
   keys: new Uint8Array(0),
   spans: new Float64Array(0),
+  indexKeys: new Float64Array(0),
   cells: new Float64Array(0),
 });
 
@@ -214,25 +250,22 @@ function spansOf(log: PacketLog): Array<[number, number]> {
   return merged;
 }
 
+/** Consecutive keyframes: the later one's time and how far it follows the earlier (packets or frames). */
+interface Interval {
+  time: number;
+  length: number;
+}
+
 /**
- * Keyframes the regular interval does not explain. Intervals are counted in packets (an encoder's
- * keyframe interval is a picture count, whatever the timestamps of a variable-rate stream say),
- * only between keyframes listed in the same span. The regular interval is the longest interval
- * that occurs at least twice; a keyframe that follows its predecessor sooner than that (by more than
- * the slack) is unexplained. When no interval recurs (a short clip, an irregular encoder), none is:
- * a short clip's cut then shows by its bytes alone. An intra-only codec (every packet a keyframe)
- * has none. Returns the unexplained keyframes' times, or null when the cadence is unknown.
+ * Keyframes the regular interval does not explain. Intervals are counted in pictures (an
+ * encoder's keyframe interval is a picture count, whatever the timestamps of a variable-rate
+ * stream say). The regular interval is the longest interval that occurs at least twice; a
+ * keyframe that follows its predecessor sooner than that (by more than the slack) is unexplained.
+ * When no interval recurs (a short clip, an irregular encoder), none is: a short clip's cut then
+ * shows by its bytes alone. An intra-only codec (every picture a keyframe) has none. Returns the
+ * unexplained keyframes' times, or null when the cadence is unknown.
  */
-export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): number[] | null {
-  const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
-  const intervals: Array<{ time: number; length: number }> = [];
-  let prev: { index: number; span: number } | null = null;
-  for (const [i, p] of packets.entries()) {
-    if (!p.key) continue;
-    const span = inSpan(p.time);
-    if (prev && span >= 0 && prev.span === span) intervals.push({ time: p.time, length: i - prev.index });
-    prev = span >= 0 ? { index: i, span } : null;
-  }
+function unexplainedOf(intervals: Interval[]): number[] | null {
   if (intervals.length === 0) return null;
   if (intervals.every((v) => v.length === 1)) return [];
   const counts = new Map<number, number>();
@@ -250,11 +283,57 @@ export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, nu
   return intervals.filter((v) => v.length < regular - INTERVAL_SLACK).map((v) => v.time);
 }
 
+/**
+ * Unexplained keyframes among the listed packets: intervals counted in packets (decode order),
+ * only between keyframes listed in the same span.
+ */
+export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): number[] | null {
+  const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
+  const intervals: Interval[] = [];
+  let prev: { index: number; span: number } | null = null;
+  for (const [i, p] of packets.entries()) {
+    if (!p.key) continue;
+    const span = inSpan(p.time);
+    if (prev && span >= 0 && prev.span === span) intervals.push({ time: p.time, length: i - prev.index });
+    prev = span >= 0 ? { index: i, span } : null;
+  }
+  return unexplainedOf(intervals);
+}
+
+/**
+ * Unexplained keyframes of a keyframe-only index (ascending, distinct times): intervals counted in
+ * frames, the seconds between two keyframes over the stream's frame step (null when unknown).
+ */
+export function unexplainedIndexKeys(times: number[], step: number | null): number[] | null {
+  if (step === null) return null;
+  const intervals = times
+    .slice(1)
+    .map((t, i) => ({ time: t, length: Math.round((t - (times[i] as number)) / step) }));
+  return unexplainedOf(intervals);
+}
+
+/**
+ * The stream's frame step (seconds): the median step between consecutive listed packets of one
+ * span; null with fewer than two such packets.
+ */
+function frameStep(packets: Packet[], spans: Array<[number, number]>): number | null {
+  const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
+  const steps: number[] = [];
+  for (let i = 1; i < packets.length; i++) {
+    const [a, b] = [packets[i - 1] as Packet, packets[i] as Packet];
+    const span = inSpan(b.time);
+    if (b.time > a.time && span >= 0 && inSpan(a.time) === span) steps.push(b.time - a.time);
+  }
+  return steps.length ? median(steps) : null;
+}
+
 /** What the packets say of one gap: its largest packet and bytes per second, regular keyframes left out. */
 interface GapBytes {
   peak: number;
   rate: number;
   keyframe: boolean;
+  /** Its packets were not measured (only the index's keyframe signal holds). */
+  unmeasured?: boolean;
 }
 
 /**
@@ -266,35 +345,57 @@ export function zoomHints(input: {
   window: Window;
   /** The labels' decimals (the plan's), for the window edges. */
   decimals: number;
+  /** The demuxer's name as the probe found it (`ProbeInfo.format`): where the packets come from. */
+  container: string;
   packets: PacketLog;
   audio?: AudioPeaks | null;
 }): ZoomHint[] {
   const gaps = gapsOf(input.cells, packetPositions(input.cells, input.packets), input.window, input.decimals);
   if (gaps.length === 0) return [];
-  const packets = packetsOf(input.packets);
-  const spans = spansOf(input.packets);
-  const found = unexplainedKeyframes(packets, spans);
+  const source = packetSource(input.container);
+  const packets = source === 'none' ? [] : packetsOf(input.packets);
+  const spans = source === 'none' ? [] : spansOf(input.packets);
+  const indexed = source === 'cues';
+  const indexKeys = indexed
+    ? [...new Set(input.packets.indexKeys)].filter(Number.isFinite).sort((a, b) => a - b)
+    : [];
+  const found = indexed
+    ? unexplainedIndexKeys(indexKeys, frameStep(packets, spans))
+    : unexplainedKeyframes(packets, spans);
   const unexplained = new Set(found ?? []);
   // A keyframe the cadence explains is big by design: it says nothing of the picture. Where the
   // cadence is unknown, a keyframe's bytes count like any packet's (a VFR screen recording's few
   // keyframes are its changes).
-  const regularKey = (p: Packet) => found !== null && p.key && !unexplained.has(p.time);
+  // An index's keyframe times are presentation times, a packet's its decode time: a listed
+  // keyframe is the index's nearest one.
+  const nearestIndexKey = (t: number) =>
+    indexKeys.reduce((best, k) => (Math.abs(k - t) < Math.abs(best - t) ? k : best), Number.NaN);
+  const regularKey = (p: Packet) =>
+    found !== null && p.key && !unexplained.has(indexed ? nearestIndexKey(p.time) : p.time);
+  const keyframeIn = (g: Gap) => (found ?? []).some((t) => t > g.from && t <= g.to);
 
-  const covered = (g: Gap) => g.to > g.from && spans.some(([a, b]) => a <= g.from && b >= g.to);
+  // With a keyframe-only index, a gap is measured only within one keyframe interval (no index
+  // keyframe in it): the native engine reads from the keyframe before each cell to the cell, so
+  // that is what both engines have read, whatever more the fallback's listing holds.
+  const covered = (g: Gap) =>
+    g.to > g.from &&
+    spans.some(([a, b]) => a <= g.from && b >= g.to) &&
+    !(indexed && indexKeys.some((t) => t > g.from && t <= g.to));
   const bytes: Array<GapBytes | null> = gaps.map((g) => {
-    if (!covered(g)) return null;
+    if (!covered(g))
+      return indexed && keyframeIn(g) ? { peak: 0, rate: 0, keyframe: true, unmeasured: true } : null;
     let peak = 0;
     let total = 0;
-    let keyframe = false;
+    let keyframe = indexed && keyframeIn(g);
     for (const p of packetsBetween(packets, g.from, g.to)) {
-      if (unexplained.has(p.time)) keyframe = true;
+      if (!indexed && unexplained.has(p.time)) keyframe = true;
       if (regularKey(p)) continue;
       peak = Math.max(peak, p.size);
       total += p.size;
     }
     return { peak, rate: total / (g.to - g.from), keyframe };
   });
-  const measured = bytes.filter((b): b is GapBytes => b !== null);
+  const measured = bytes.filter((b): b is GapBytes => b !== null && !b.unmeasured);
   const basePeak = median(measured.map((b) => b.peak));
   const baseRate = median(measured.map((b) => b.rate));
 
@@ -314,7 +415,7 @@ export function zoomHints(input: {
       signals.push('keyframe');
       quiet *= 1 - KEYFRAME_WEIGHT;
     }
-    if (b && basePeak > 0 && baseRate > 0) {
+    if (b && !b.unmeasured && basePeak > 0 && baseRate > 0) {
       const ratio = Math.max(b.peak / basePeak, b.rate / baseRate);
       if (ratio >= BITRATE_RATIO) {
         signals.push('bitrate');

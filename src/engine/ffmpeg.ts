@@ -299,5 +299,9 @@ function mergeLogs(logs: Array<Omit<PacketLog, 'cells'>>): Omit<PacketLog, 'cell
       (n) => new Float64Array(n),
       (l) => l.spans,
     ),
+    indexKeys: join(
+      (n) => new Float64Array(n),
+      (l) => l.indexKeys,
+    ),
   };
 }

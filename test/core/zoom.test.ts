@@ -31,6 +31,9 @@ interface Case {
   expect: Array<{ start: string; end: string; score: number; signals: string[] }>;
 }
 
+/** The vectors' packets are a whole listing, as an MP4's (core/zoom.ts packetSource). */
+const MP4 = 'mov,mp4,m4a,3gp,3g2,mj2';
+
 const vectors = JSON.parse(
   readFileSync(new URL('../../fixtures/vectors/zoom-hints.json', import.meta.url), 'utf8'),
 ) as { cases: Case[] };
@@ -46,6 +49,7 @@ function packetsOf(c: Case): PacketLog {
     keys: Uint8Array.from(
       index.map((i) => ((s.keyEvery > 0 && i % s.keyEvery === 0) || (s.keys ?? []).includes(i) ? 1 : 0)),
     ),
+    indexKeys: new Float64Array(0),
     spans: Float64Array.from(
       (s.spans ?? [[null, null]]).flatMap(([a, b]) => [
         a ?? Number.NEGATIVE_INFINITY,
@@ -69,6 +73,7 @@ describe('zoom hints (zoom-hints.json)', () => {
       cells: c.cells.map(([label, timeMs, frameTime]) => ({ label, timeMs, frameTime })),
       window: { startMs: c.window[0], endMs: c.window[1] },
       decimals: c.decimals,
+      container: MP4,
       packets: packetsOf(c),
       audio: audioOf(c),
     });
@@ -90,9 +95,63 @@ describe('zoom hints (zoom-hints.json)', () => {
         cells: c.cells.map(([label, timeMs, frameTime]) => ({ label, timeMs, frameTime })),
         window: { startMs: c.window[0], endMs: c.window[1] },
         decimals: c.decimals,
+        container: MP4,
         packets,
       });
     expect(run(twice)).toEqual(run(once));
+  });
+});
+
+describe('where the packets come from, by container (packetSource)', () => {
+  // 30 fps, 60 s; cells every 6 s at 3, 9, ..., 57; a keyframe every 250 frames (8.333 s) and one
+  // at a cut, 20.5 s, which restarts the count. Packets listed only from each cell's keyframe to
+  // the cell (what the native engine reads in Matroska), all 100 bytes but 2000-byte ones at 42 s
+  // and 46 s.
+  const fps = 30;
+  const cut = 20.5;
+  const keys: number[] = [];
+  for (let t = 0; t < 60; t += 250 / fps) keys.push(t < cut ? t : Number.NaN);
+  for (let t = cut; t < 60; t += 250 / fps) keys.push(t);
+  const indexKeys = keys.filter(Number.isFinite);
+  const cells = Array.from({ length: 10 }, (_, i) => 3 + 6 * i);
+  const times: number[] = [];
+  const spans: number[] = [];
+  for (const c of cells) {
+    const from = Math.max(...indexKeys.filter((k) => k <= c));
+    spans.push(from, c + 0.1);
+    for (let f = Math.round(from * fps); f <= Math.round((c + 0.1) * fps); f++) times.push(f / fps);
+  }
+  const log: PacketLog = {
+    times: Float64Array.from(times),
+    sizes: Float64Array.from(times.map((t) => (Math.abs(t - 42) < 1e-6 || Math.abs(t - 46) < 1e-6 ? 2000 : 100))),
+    keys: Uint8Array.from(times.map((t) => (indexKeys.some((k) => Math.abs(k - t) < 1e-6) ? 1 : 0))),
+    spans: Float64Array.from(spans),
+    indexKeys: Float64Array.from(indexKeys),
+    cells: Float64Array.from(cells),
+  };
+  const hints = (container: string) =>
+    zoomHints({
+      cells: cells.map((c) => ({ label: `0:${String(c).padStart(2, '0')}`, timeMs: c * 1000, frameTime: c })),
+      window: { startMs: 0, endMs: 60_000 },
+      decimals: 0,
+      container,
+      packets: log,
+    });
+
+  it('Matroska: the keyframe rhythm from the index (Cues), bytes only within one keyframe interval', () => {
+    // The cut's keyframe is unexplained though no packet around it was read. 42 s lies in
+    // 0:39..0:45, within one keyframe interval: measured. 46 s lies in 0:45..0:51, which holds the
+    // keyframe at 45.5 s: the native engine reads from there, so it is not measured (the
+    // fallback lists it, but must not count it either).
+    expect(hints('matroska,webm')).toEqual([
+      { start: '0:39', end: '0:45', score: 1, signals: ['bitrate'] },
+      { start: '0:15', end: '0:21', score: 0.5, signals: ['keyframe'] },
+    ]);
+  });
+
+  it('no index (Ogg, MPEG-TS): no packet signals at all', () => {
+    expect(hints('ogg')).toEqual([]);
+    expect(hints('mpegts')).toEqual([]);
   });
 });
 

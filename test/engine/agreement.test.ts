@@ -48,7 +48,7 @@ async function both(args: string[]) {
 function expectSameReport(
   a: Record<string, unknown>,
   b: Record<string, unknown>,
-  options: { warnings: boolean; levels: boolean; decoded?: boolean },
+  options: { warnings: boolean; levels: boolean; decoded?: boolean; hints?: boolean },
 ) {
   expect(Object.keys(a)).toEqual(Object.keys(b));
   const strip = (r: Record<string, unknown>) => ({
@@ -57,7 +57,7 @@ function expectSameReport(
     warnings: options.warnings ? r.warnings : [],
     audio: undefined,
     frame_times: options.decoded === false ? undefined : r.frame_times,
-    zoom_hints: options.decoded === false ? undefined : r.zoom_hints,
+    zoom_hints: options.hints === false ? undefined : r.zoom_hints,
   });
   expect(strip(a)).toEqual(strip(b));
   const [sa, sb] = [a.audio, b.audio] as Array<{ samples: Array<{ time: number; level: number }> }>;
@@ -104,10 +104,13 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('native
       const [a, b] = await both([file.path]);
       // Decoders conceal damaged audio differently; the shape and the timeline still agree. What
       // each engine could decode differs here, and with it `frame_times` (each engine's is judged
-      // against a sequential decode by the corpus suite) and the hints (they count only gaps whose
-      // every packet an engine read: past damage native reads the MP4 index, the fallback's packet
-      // listing stops; a known difference, issue 22 note).
-      expectSameReport(a, b, { warnings: false, levels: false, decoded: false });
+      // against a sequential decode by the corpus suite). The hints agree, except on a damaged
+      // MP4: there the hints use every packet of the stream, and past the damage the native
+      // engine still has them all from the sample table while the fallback's packet listing
+      // (ffprobe) stops at the damage, so the two measure different gaps (zeroed-middle.mp4:
+      // native [], the fallback two bitrate hints). Matroska and MPEG-TS agree (issue 22).
+      const mp4 = file.path.endsWith('.mp4');
+      expectSameReport(a, b, { warnings: false, levels: false, decoded: false, hints: !mp4 });
     }
   });
 });

@@ -200,3 +200,30 @@ export function eventClip(encoding: EventEncoding): Promise<string> {
     }),
   );
 }
+
+export type EventContainer = 'mp4' | 'mkv' | 'webm' | 'ogg' | 'ts';
+export const EVENT_CONTAINERS: readonly EventContainer[] = ['mp4', 'mkv', 'webm', 'ogg', 'ts'];
+
+/**
+ * The x264 scene-cut event clip in another container: MKV and MPEG-TS carry the same streams
+ * (remuxed), WebM re-encodes to VP9 and Opus, Ogg to Theora and Vorbis (each with its encoder's
+ * default keyframe placement).
+ */
+export async function eventClipIn(container: EventContainer): Promise<string> {
+  const source = await eventClip('h264-scenecut');
+  if (container === 'mp4') return source;
+  const codecs: Record<Exclude<EventContainer, 'mp4'>, string[]> = {
+    mkv: ['-c', 'copy'],
+    ts: ['-c', 'copy'],
+    webm: [
+      ...['-c:v', 'libvpx-vp9', '-deadline', 'realtime', '-cpu-used', '8', '-b:v', '300k'],
+      '-c:a',
+      'libopus',
+    ],
+    ogg: ['-c:v', 'libtheora', '-q:v', '6', '-c:a', 'libvorbis'],
+  };
+  const ext = container === 'ogg' ? 'ogv' : container;
+  return cached(`events-in-${container}`, ext, { source, codecs: codecs[container], v: 1 }, (out) =>
+    run('ffmpeg', [...FFMPEG, '-i', source, ...codecs[container], ...BITEXACT, out]),
+  );
+}

@@ -306,7 +306,8 @@ pub struct RenderStats {
 
 /// The video packets a render read on the way to its cells (src/core/zoom.ts `PacketLog`):
 /// headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
-/// container start), the decode timestamp where the packet has one, else its presentation time.
+/// container start), the decode timestamp where the packet has one, else its presentation time
+/// (Matroska: always the presentation time).
 #[cfg_attr(
     feature = "napi",
     napi_derive::napi(object, object_from_js = false, object_to_js = false)
@@ -325,6 +326,10 @@ pub struct PacketLog {
     /// within which every packet of the stream is listed.
     #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
     pub spans: Vec<f64>,
+    /// Matroska/WebM: every keyframe of the stream as the Cues list it (presentation times, same
+    /// clock), from which the keyframe rhythm is learnt (src/core/zoom.ts); empty elsewhere.
+    #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
+    pub index_keys: Vec<f64>,
     /// Per cell (sheets in order): the decode time of the shown frame's packet, NaN when unknown:
     /// where the cell stands among the packets, which are in decode order.
     #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]

@@ -26,6 +26,11 @@ interface Row {
   key: boolean;
   pos?: number;
   size?: number;
+  /**
+   * Packets without any timestamp were left out just before this one (Ogg: only a page's last
+   * packet carries one): the listing has a hole here (core/zoom.ts).
+   */
+  hole?: boolean;
 }
 
 const int = (value: string | undefined) => (value && /^-?\d+$/.test(value) ? BigInt(value) : undefined);
@@ -57,6 +62,7 @@ async function readRows(
   // durations, so the packets are timed the same way (decode slot j shows at the j-th time).
   const fromStart = !intervals || intervals.every((i) => i.startsWith('%'));
   let clock: bigint | null = fromStart ? 0n : null;
+  let hole = false;
   for (const chunk of chunks) {
     const { stdout } = await run(
       'ffprobe',
@@ -76,6 +82,8 @@ async function readRows(
     );
     for (const line of stdout.toString().split('\n')) {
       const fields = new Map(line.split('|').map((kv) => kv.split('=') as [string, string]));
+      // Not a packet (a blank line: ffprobe ends a packet with side data with one).
+      if (!fields.has('size')) continue;
       let dts = int(fields.get('dts'));
       const duration = int(fields.get('duration'));
       if (dts !== undefined || int(fields.get('pts')) !== undefined) clock = null;
@@ -91,8 +99,12 @@ async function readRows(
           ? undefined
           : dts + BigInt(d.reorderDelay) * (duration && duration > 0n ? duration : 1n)
         : int(fields.get('pts'));
-      if (pts === undefined && dts === undefined) continue;
+      if (pts === undefined && dts === undefined) {
+        hole ||= rows.length > 0;
+        continue;
+      }
       rows.push({
+        ...(hole ? { hole } : {}),
         pts,
         dts,
         duration,
@@ -100,6 +112,7 @@ async function readRows(
         pos: num(fields.get('pos')),
         size: num(fields.get('size')),
       });
+      hole = false;
     }
   }
   // Pts below dts (broken composition offsets): the decoder calls the pts faulty and its
@@ -152,8 +165,13 @@ function withPts(rows: Row[]): Array<Row & { pts: bigint }> {
 export const labelSeconds = (ts: bigint, d: VideoDetails) =>
   Number(ts * d.timeBase[0]) / Number(d.timeBase[1]) - Number(d.startUs) / 1e6;
 
-/** The hints' time of a packet: its decode timestamp where it has one (as the native engine's). */
-const logTime = (r: Row & { pts: bigint }, d: VideoDetails) => labelSeconds(r.dts ?? r.pts, d);
+/**
+ * The hints' time of a packet: its decode timestamp where it has one, as the native engine's; in
+ * Matroska its presentation timestamp, the only one the container stores (the demuxer guesses
+ * decode times, and not right after the native engine's seeks).
+ */
+const logTime = (r: Row & { pts: bigint }, d: VideoDetails) =>
+  labelSeconds(/\bmatroska\b/.test(d.demuxer) ? r.pts : (r.dts ?? r.pts), d);
 
 /**
  * `spans`: the runs of rows read without a hole, as [first, last] row indices; a run from the
@@ -171,7 +189,18 @@ function toPackets(
   const times = new Float64Array(rows.map((r) => logTime(r, d)));
   const decodeTime = new Map(rows.map((r, i) => [r.pts, times[i] as number]));
   const edges: number[] = [];
+  // A hole (packets left out for want of a timestamp) ends a span: the rows after it start another.
+  const whole: typeof spans = [];
   for (const span of spans) {
+    let from = span.from;
+    for (let i = span.from + 1; i <= span.to; i++)
+      if (rows[i]?.hole) {
+        whole.push({ from, to: i - 1, fromStart: from === span.from && span.fromStart });
+        from = i;
+      }
+    whole.push({ from, to: span.to, fromStart: from === span.from && span.fromStart, toEnd: span.toEnd });
+  }
+  for (const span of whole) {
     let lo = Number.POSITIVE_INFINITY;
     let hi = Number.NEGATIVE_INFINITY;
     for (let i = span.from; i <= span.to; i++) {
@@ -181,6 +210,11 @@ function toPackets(
     if (lo > hi) continue;
     edges.push(span.fromStart ? Number.NEGATIVE_INFINITY : lo, span.toEnd ? Number.POSITIVE_INFINITY : hi);
   }
+  // Matroska/WebM: the keyframes' presentation times stand in for the Cues the native engine
+  // reads (core/zoom.ts: where the keyframe rhythm comes from).
+  const indexKeys = /\bmatroska\b/.test(d.demuxer)
+    ? rows.filter((r) => r.key).map((r) => labelSeconds(r.pts, d))
+    : [];
   return {
     pts: [...new Set(rows.map((r) => r.pts))].sort(asc),
     keyframes: [...new Set(rows.filter((r) => r.key).map((r) => r.pts))].sort(asc),
@@ -191,6 +225,7 @@ function toPackets(
       sizes: new Float64Array(rows.map((r) => r.size ?? 0)),
       keys: new Uint8Array(rows.map((r) => (r.key ? 1 : 0))),
       spans: new Float64Array(edges),
+      indexKeys: new Float64Array(indexKeys),
     },
   };
 }

@@ -111,6 +111,7 @@ impl ToNapiValue for PacketLog {
             sizes,
             keys,
             spans,
+            index_keys,
             cells,
         } = val;
         object(env, |o| {
@@ -118,6 +119,7 @@ impl ToNapiValue for PacketLog {
             o.set("sizes", Float64Array::new(sizes))?;
             o.set("keys", Uint8Array::new(keys))?;
             o.set("spans", Float64Array::new(spans))?;
+            o.set("indexKeys", Float64Array::new(index_keys))?;
             o.set("cells", Float64Array::new(cells))
         })
     }

@@ -8,6 +8,7 @@ use ff::ffi;
 use ffmpeg_next as ff;
 
 use super::VideoSource;
+use crate::media;
 use crate::plan::PacketLog;
 
 /// Packets remembered for [`VideoSource::decode_time_of`]: a decoder outputs a picture within its
@@ -24,6 +25,9 @@ pub(crate) struct PacketRecorder {
     last: f64,
     /// The span being read began at the stream's start (nothing earlier exists).
     from_start: bool,
+    /// Time packets by their presentation timestamp (Matroska: the container stores only those;
+    /// the demuxer guesses decode times, and not right after a seek).
+    by_pts: bool,
 }
 
 impl PacketRecorder {
@@ -56,6 +60,13 @@ impl PacketRecorder {
         self.last = f64::NEG_INFINITY;
     }
 
+    /// A packet that cannot be placed was read: the span so far ends, and the next one does not
+    /// start at the stream's start.
+    fn hole(&mut self) {
+        self.close(false);
+        self.from_start = false;
+    }
+
     pub(crate) fn finish(mut self) -> PacketLog {
         self.close(false);
         self.log
@@ -70,6 +81,7 @@ impl PacketLog {
         self.sizes.extend(other.sizes);
         self.keys.extend(other.keys);
         self.spans.extend(other.spans);
+        self.index_keys.extend(other.index_keys);
     }
 }
 
@@ -111,28 +123,75 @@ impl VideoSource {
         }
     }
 
+    /// Matroska/WebM: the keyframes the demuxer's index holds (the Cues, parsed at the first seek,
+    /// and any keyframe met while reading), as presentation times on the labels' clock; empty for other
+    /// containers (MP4's index lists every packet: [`Self::index_packets`]; others have none).
+    pub(crate) fn index_keyframes(&self) -> Vec<f64> {
+        if !self.is_matroska() {
+            return Vec::new();
+        }
+        let st = self.stream();
+        let mut keys = Vec::new();
+        // SAFETY: the stream of an open input; entries are read while the input is alive.
+        unsafe {
+            let n = ffi::avformat_index_get_entries_count(st);
+            for i in 0..n.max(0) {
+                let e = ffi::avformat_index_get_entry(st, i);
+                if !e.is_null() && (*e).flags() & ffi::AVINDEX_KEYFRAME != 0 {
+                    keys.push(self.label_seconds((*e).timestamp));
+                }
+            }
+        }
+        keys
+    }
+
+    fn is_matroska(&self) -> bool {
+        media::format_name(&self.input)
+            .split(',')
+            .any(|n| n == "matroska")
+    }
+
     /// Turns on recording of the packets the pump reads.
     pub(crate) fn record_packets(&mut self) {
         self.packets = Some(PacketRecorder {
             from_start: self.from_start,
             last: f64::NEG_INFINITY,
+            by_pts: self.is_matroska(),
             ..PacketRecorder::default()
         });
     }
 
-    /// What was recorded (an empty log when recording was off).
+    /// What was recorded (an empty log when recording was off), with the index's keyframes as
+    /// they stand after the decoding (Matroska parses its Cues at the first seek).
     pub(crate) fn take_packets(&mut self) -> PacketLog {
-        self.packets
-            .take()
-            .map(PacketRecorder::finish)
-            .unwrap_or_default()
+        match self.packets.take() {
+            Some(rec) => {
+                let mut log = rec.finish();
+                log.index_keys = self.index_keyframes();
+                log
+            }
+            None => PacketLog::default(),
+        }
     }
 
     /// A packet the pump read (`serial`: the one the decoder tags its picture with).
     pub(super) fn note_packet(&mut self, packet: &ff::Packet, serial: u64) {
-        let time = match packet.dts().or(packet.pts()) {
+        let by_pts = self.packets.as_ref().is_some_and(|rec| rec.by_pts);
+        let stamp = if by_pts {
+            packet.pts().or(packet.dts())
+        } else {
+            packet.dts().or(packet.pts())
+        };
+        let time = match stamp {
             Some(ts) => self.label_seconds(ts),
-            None => return,
+            None => {
+                // Cannot be placed (Ogg: only a page's last packet has a time): a hole, which
+                // ends the span (src/core/zoom.ts).
+                if let Some(rec) = self.packets.as_mut() {
+                    rec.hole();
+                }
+                return;
+            }
         };
         if self.recent.len() >= RECENT {
             self.recent.pop_front();
@@ -166,5 +225,29 @@ impl VideoSource {
         if let Some(rec) = self.packets.as_mut() {
             rec.close(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PacketRecorder;
+
+    #[test]
+    fn a_packet_without_a_time_ends_the_span() {
+        let mut rec = PacketRecorder {
+            from_start: true,
+            last: f64::NEG_INFINITY,
+            ..PacketRecorder::default()
+        };
+        rec.record(0.0, 10.0, true);
+        rec.record(0.04, 5.0, false);
+        rec.hole();
+        rec.record(0.12, 5.0, false);
+        rec.record(0.16, 5.0, false);
+        let log = rec.finish();
+        // Two spans: from the stream's start to the packet before the hole, then after it only.
+        assert_eq!(log.spans, vec![f64::NEG_INFINITY, 0.04, 0.12, 0.16]);
+        assert_eq!(log.times, vec![0.0, 0.04, 0.12, 0.16]);
+        assert_eq!(log.keys, vec![1, 0, 0, 0]);
     }
 }
