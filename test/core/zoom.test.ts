@@ -123,7 +123,9 @@ describe('where the packets come from, by container (packetSource)', () => {
   }
   const log: PacketLog = {
     times: Float64Array.from(times),
-    sizes: Float64Array.from(times.map((t) => (Math.abs(t - 42) < 1e-6 || Math.abs(t - 46) < 1e-6 ? 2000 : 100))),
+    sizes: Float64Array.from(
+      times.map((t) => (Math.abs(t - 42) < 1e-6 || Math.abs(t - 46) < 1e-6 ? 2000 : 100)),
+    ),
     keys: Uint8Array.from(times.map((t) => (indexKeys.some((k) => Math.abs(k - t) < 1e-6) ? 1 : 0))),
     spans: Float64Array.from(spans),
     indexKeys: Float64Array.from(indexKeys),
