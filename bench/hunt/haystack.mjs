@@ -20,7 +20,10 @@
  *      square in green for 15 frames at other times, three of them;
  *   D  a click on the sound track (CLICK: a 3 ms burst, loud, in the middle of frame `frame`'s
  *      display time) over a quiet steady tone; nothing changes in the picture. Only class D has
- *      a sound track (AAC).
+ *      a sound track (AAC);
+ *   T  a tiny state change that stays (TINY: an 8x8 px yellow mark appears in a corner the
+ *      drifting square never crosses, 0.1 % of the picture): a few bytes in one packet, which a
+ *      fixed GOP gives no keyframe to betray; the class that shows what the packet signals miss.
  */
 import { createHash } from 'node:crypto';
 import { aac, synthesise, x264 } from '../clip.mjs';
@@ -48,8 +51,11 @@ export const TEXTURE = { amplitude: 24, pattern: 'sin(X*X/41+Y/3)*cos(Y*Y/53)' }
 /** The square of class C, in source pixels (the middle of the frame). */
 export const SQUARE = { x: 120, y: 50, w: 80, h: 80 };
 
-/** The needle classes: the picture's (A, B, C) and the sound's (D). */
-export const CLASSES = ['A', 'B', 'C', 'D'];
+/** Class T's mark, in source pixels (top right: above the drifting square's path, y >= 18). */
+export const TINY = { x: 300, y: 4, w: 8, h: 8, colour: [255, 220, 0] };
+
+/** The needle classes: the picture's (A, B, C, T) and the sound's (D). */
+export const CLASSES = ['A', 'B', 'C', 'D', 'T'];
 
 /** x264 output arguments of each encode. */
 export const ENCODES = {
@@ -104,6 +110,7 @@ export function filterGraph(r) {
         : []),
     ].join(','),
     D: 'null',
+    T: `drawbox=x=${TINY.x}:y=${TINY.y}:w=${TINY.w}:h=${TINY.h}:color=${hex(TINY.colour)}:t=fill:enable='gte(n\\,${r.frame})'`,
   }[r.needleClass];
   const seconds = r.frames / r.fps;
   const [red, green, blue] = LOOK.background.map((v) => `'${v}+${TEXTURE.amplitude}*${TEXTURE.pattern}'`);
@@ -112,8 +119,9 @@ export function filterGraph(r) {
     `color=c=${hex(LOOK.background)}:s=${width}x${height}:r=${r.fps}:d=1,geq=r=${red}:g=${green}:b=${blue},` +
     `trim=end_frame=1,loop=loop=-1:size=1,setpts=N/${r.fps}/TB,trim=duration=${seconds}[bg];` +
     `color=c=${hex(LOOK.mover)}:s=24x24:r=${r.fps}[m];` +
-    // The background change goes under the drifting square; flash and squares over it.
-    (r.needleClass === 'A'
+    // The background change (and the mark, out of the square's way) go under the drifting square;
+    // flash and squares over it.
+    (r.needleClass === 'A' || r.needleClass === 'T'
       ? `[bg]${needle}[b];[b][m]overlay=x='148+140*sin(t/5)':y='78+60*sin(t/7)':shortest=1`
       : `[bg][m]overlay=x='148+140*sin(t/5)':y='78+60*sin(t/7)':shortest=1,${needle}`)
   );
@@ -135,7 +143,20 @@ export function audioGraph(r) {
  */
 export function haystack(r, dir) {
   const key = createHash('sha256')
-    .update(JSON.stringify({ v: 3, r, SIZE, LOOK, TEXTURE, SQUARE, CLICK, ENCODES }))
+    // TINY only in class T's key, so the other classes' cached haystacks keep their names.
+    .update(
+      JSON.stringify({
+        v: 3,
+        r,
+        SIZE,
+        LOOK,
+        TEXTURE,
+        SQUARE,
+        CLICK,
+        ENCODES,
+        ...(r.needleClass === 'T' ? { TINY } : {}),
+      }),
+    )
     .digest('hex')
     .slice(0, 12);
   return synthesise(`hunt-${r.needleClass}-${r.encode}-${r.fps}fps-${Math.round(r.depth * 100)}-${key}`, {
