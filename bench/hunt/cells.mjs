@@ -85,11 +85,12 @@ const TINY_SHARE = 0.0003;
 
 /**
  * What the agent is told the needle of a class looks like, as a test on one cell: A the orange
- * background, B the white frame, C the red square (a green one is a decoy), T the yellow mark (a
- * few pixels of the cell: any cluster of them counts).
+ * background, B the white frame, C the red square (a green one is a decoy), T and U the yellow
+ * mark (a few pixels of the cell: any cluster of them counts).
  */
 export function classifyCell(needleClass, cell) {
-  if (needleClass === 'T') return cell.share(TINY.colour, 80) > TINY_SHARE ? KIND.needle : KIND.none;
+  if (needleClass === 'T' || needleClass === 'U')
+    return cell.share(TINY.colour, 80) > TINY_SHARE ? KIND.needle : KIND.none;
   if (needleClass === 'A') return cell.share(LOOK.changed) > 0.5 ? KIND.needle : KIND.none;
   if (needleClass === 'B') return cell.share(LOOK.flash) > 0.5 ? KIND.needle : KIND.none;
   if (cell.share(LOOK.needle, 80) > 0.04) return KIND.needle;
