@@ -37,7 +37,13 @@ beforeAll(() => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /** The local tool on a window; each cell's kind as the agent reads it, and the frame it shows. */
-async function look(file: string, needleClass: 'A' | 'C' | 'T', density: Density, start: number, end: number) {
+async function look(
+  file: string,
+  needleClass: 'A' | 'C' | 'T',
+  density: Density,
+  start: number,
+  end: number,
+) {
   const out = mkdtempSync(join(work, 'out-'));
   const result = await callLocalTool({ video_path: file, density, start, end, out_dir: out });
   const text = (result.content[0] as { text: string }).text;
