@@ -10,17 +10,17 @@ export const ROOT = new URL('..', import.meta.url).pathname;
 export const CACHE = join(ROOT, 'bench', '.cache');
 
 /**
- * Encodes `<dir>/<name>.mp4` (bench/.cache by default) from lavfi sources, once: `sources` are
- * lavfi graphs (video first), `output` the codec arguments. Written to a temporary name and
- * renamed, so an interrupted run never leaves a half file that looks cached. The name must change
- * with what it encodes.
+ * Encodes `<dir>/<name>.<ext>` (bench/.cache and MP4 by default) from lavfi sources, once:
+ * `sources` are lavfi graphs (video first), `output` the codec arguments. Written to a temporary
+ * name and renamed, so an interrupted run never leaves a half file that looks cached. The name
+ * must change with what it encodes.
  */
-export function synthesise(name, { sources, output, what, dir = CACHE }) {
-  const out = join(dir, `${name}.mp4`);
+export function synthesise(name, { sources, output, what, dir = CACHE, ext = 'mp4' }) {
+  const out = join(dir, `${name}.${ext}`);
   if (existsSync(out)) return out;
   mkdirSync(dir, { recursive: true });
   if (dir === CACHE) console.error(`bench: synthesising ${name} (${what}); once, cached in bench/.cache`);
-  const partial = `${out}.partial.mp4`;
+  const partial = `${out}.partial.${ext}`;
   execFileSync(
     'ffmpeg',
     [

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The hunt benchmark (`npm run bench -- --hunt [--only A,B,C,D] [--encode scenecut,fixedgop]
+ * The hunt benchmark (`npm run bench -- --hunt [--only A,B,C,D,T] [--encode scenecut,fixedgop]
  * [--fps 30,60] [--densities 4x4,6x6]`): how many tool calls a model needs to name the exact frame
  * of a needle in a 30-minute haystack, using `frame_times` and `zoom_hints` (DESIGN §10).
  *
@@ -10,8 +10,8 @@
  * bench/hunt/haystack.mjs; the set of hunts: bench/hunt/cases.mjs (all by default).
  *
  * What "found" means:
- *   A, B, C  the `frame_times` value the agent names is the needle's first frame (within half a
- *            frame: the value is rounded to the ms).
+ *   A, B, C, T  the `frame_times` value the agent names is the needle's first frame (within half
+ *            a frame: the value is rounded to the ms).
  *   D        (a click on the sound track; no pixel shows it, so the agent hears it through the
  *            `audio` hints alone) the value it names, at a zoom where every frame of the window is
  *            shown, is within one frame of the frame on screen during the click: the audio peaks

@@ -11,9 +11,12 @@
  *   --hosted [--runs 3]                the hosted server's added latency and upload memory (hosted.mjs)
  *   --soak [minutes]                   the hosted server under stalled and honest clients (soak.mjs)
  *   --session [--size WxH --minutes N --no-s3]  kept videos: upload once and zoom (session.mjs)
- *   --hunt [--only A,B,C,D] [--encode scenecut,fixedgop] [--fps 30,60] [--densities 4x4,6x6]
+ *   --hunt [--only A,B,C,D,T] [--encode scenecut,fixedgop] [--fps 30,60] [--densities 4x4,6x6]
  *                                      calls a scripted model needs to name a needle's exact
  *                                      frame in a 30-minute haystack (hunt.mjs)
+ *   --events [--only clip,...] [--engines native,ffmpeg] [--densities 3x3,4x4,6x6] [--no-corpus]
+ *                                      the zoom hints' recall and false hints on clips with known
+ *                                      events and on corpus cuts, each engine (events.mjs)
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -35,6 +38,7 @@ const SEPARATE = {
   '--soak': 'soak.mjs',
   '--session': 'session.mjs',
   '--hunt': 'hunt.mjs',
+  '--events': 'events.mjs',
 };
 for (const [name, script] of Object.entries(SEPARATE)) {
   if (!argv.includes(name)) continue;

@@ -9,7 +9,7 @@ import { gridSide } from '../../dist/core/density.js';
 import { jpegSize } from '../../dist/core/jpeg-size.js';
 import { BAND_HEIGHT, cellRect, GUTTER } from '../../dist/core/layout.js';
 import { KIND } from './agent.mjs';
-import { LOOK } from './haystack.mjs';
+import { LOOK, TINY } from './haystack.mjs';
 
 /** Decodes a JPEG to packed RGB (ffmpeg), with its size. */
 export function decodeRgb(path) {
@@ -78,10 +78,19 @@ export function readCells(path, density, { withBand = true, step = 2 } = {}) {
 }
 
 /**
+ * The share of a cell's pixels that makes class T's mark seen: the mark covers about 0.1 % of the
+ * picture; nothing in the hay is near its yellow.
+ */
+const TINY_SHARE = 0.0003;
+
+/**
  * What the agent is told the needle of a class looks like, as a test on one cell: A the orange
- * background, B the white frame, C the red square (a green one is a decoy).
+ * background, B the white frame, C the red square (a green one is a decoy), T and U the yellow
+ * mark (a few pixels of the cell: any cluster of them counts).
  */
 export function classifyCell(needleClass, cell) {
+  if (needleClass === 'T' || needleClass === 'U')
+    return cell.share(TINY.colour, 80) > TINY_SHARE ? KIND.needle : KIND.none;
   if (needleClass === 'A') return cell.share(LOOK.changed) > 0.5 ? KIND.needle : KIND.none;
   if (needleClass === 'B') return cell.share(LOOK.flash) > 0.5 ? KIND.needle : KIND.none;
   if (cell.share(LOOK.needle, 80) > 0.04) return KIND.needle;

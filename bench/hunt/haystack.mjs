@@ -20,7 +20,13 @@
  *      square in green for 15 frames at other times, three of them;
  *   D  a click on the sound track (CLICK: a 3 ms burst, loud, in the middle of frame `frame`'s
  *      display time) over a quiet steady tone; nothing changes in the picture. Only class D has
- *      a sound track (AAC).
+ *      a sound track (AAC);
+ *   T  a tiny state change that stays (TINY: an 8x8 px yellow mark appears in a corner the
+ *      drifting square never crosses, 0.1 % of the picture): a few bytes in one packet, which a
+ *      fixed GOP gives no keyframe to betray; yet it stays, so the overview's cells show it;
+ *   U  the same mark for a brief moment only (as long as class C's squares): no overview cell is
+ *      likely to show it, so only a hint can lead to it; the class that shows what the packet
+ *      signals miss.
  */
 import { createHash } from 'node:crypto';
 import { aac, synthesise, x264 } from '../clip.mjs';
@@ -48,8 +54,11 @@ export const TEXTURE = { amplitude: 24, pattern: 'sin(X*X/41+Y/3)*cos(Y*Y/53)' }
 /** The square of class C, in source pixels (the middle of the frame). */
 export const SQUARE = { x: 120, y: 50, w: 80, h: 80 };
 
-/** The needle classes: the picture's (A, B, C) and the sound's (D). */
-export const CLASSES = ['A', 'B', 'C', 'D'];
+/** Classes T and U's mark, in source pixels (top right: above the drifting square's path, y >= 18). */
+export const TINY = { x: 300, y: 4, w: 8, h: 8, colour: [255, 220, 0] };
+
+/** The needle classes: the picture's (A, B, C, T, U) and the sound's (D). */
+export const CLASSES = ['A', 'B', 'C', 'D', 'T', 'U'];
 
 /** x264 output arguments of each encode. */
 export const ENCODES = {
@@ -92,6 +101,7 @@ export function recipe(needleClass, fps, depth, encode = 'scenecut') {
 export function filterGraph(r) {
   const { width, height } = SIZE;
   const between = (f) => `between(n\\,${f}\\,${f + r.brief - 1})`;
+  const mark = `drawbox=x=${TINY.x}:y=${TINY.y}:w=${TINY.w}:h=${TINY.h}:color=${hex(TINY.colour)}:t=fill`;
   const needle = {
     A: `drawbox=x=0:y=0:w=iw:h=ih:color=${hex(LOOK.changed)}:t=fill:enable='gte(n\\,${r.frame})'`,
     B: `drawbox=x=0:y=0:w=iw:h=ih:color=${hex(LOOK.flash)}:t=fill:enable='eq(n\\,${r.frame})'`,
@@ -104,6 +114,8 @@ export function filterGraph(r) {
         : []),
     ].join(','),
     D: 'null',
+    T: `${mark}:enable='gte(n\\,${r.frame})'`,
+    U: `${mark}:enable='${between(r.frame)}'`,
   }[r.needleClass];
   const seconds = r.frames / r.fps;
   const [red, green, blue] = LOOK.background.map((v) => `'${v}+${TEXTURE.amplitude}*${TEXTURE.pattern}'`);
@@ -112,8 +124,9 @@ export function filterGraph(r) {
     `color=c=${hex(LOOK.background)}:s=${width}x${height}:r=${r.fps}:d=1,geq=r=${red}:g=${green}:b=${blue},` +
     `trim=end_frame=1,loop=loop=-1:size=1,setpts=N/${r.fps}/TB,trim=duration=${seconds}[bg];` +
     `color=c=${hex(LOOK.mover)}:s=24x24:r=${r.fps}[m];` +
-    // The background change goes under the drifting square; flash and squares over it.
-    (r.needleClass === 'A'
+    // The background change (and the mark, out of the square's way) go under the drifting square;
+    // flash and squares over it.
+    (['A', 'T', 'U'].includes(r.needleClass)
       ? `[bg]${needle}[b];[b][m]overlay=x='148+140*sin(t/5)':y='78+60*sin(t/7)':shortest=1`
       : `[bg][m]overlay=x='148+140*sin(t/5)':y='78+60*sin(t/7)':shortest=1,${needle}`)
   );
@@ -135,7 +148,20 @@ export function audioGraph(r) {
  */
 export function haystack(r, dir) {
   const key = createHash('sha256')
-    .update(JSON.stringify({ v: 3, r, SIZE, LOOK, TEXTURE, SQUARE, CLICK, ENCODES }))
+    // TINY only in classes T and U's key, so the other classes' cached haystacks keep their names.
+    .update(
+      JSON.stringify({
+        v: 3,
+        r,
+        SIZE,
+        LOOK,
+        TEXTURE,
+        SQUARE,
+        CLICK,
+        ENCODES,
+        ...(['T', 'U'].includes(r.needleClass) ? { TINY } : {}),
+      }),
+    )
     .digest('hex')
     .slice(0, 12);
   return synthesise(`hunt-${r.needleClass}-${r.encode}-${r.fps}fps-${Math.round(r.depth * 100)}-${key}`, {

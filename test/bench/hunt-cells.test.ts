@@ -37,7 +37,13 @@ beforeAll(() => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /** The local tool on a window; each cell's kind as the agent reads it, and the frame it shows. */
-async function look(file: string, needleClass: 'A' | 'C', density: Density, start: number, end: number) {
+async function look(
+  file: string,
+  needleClass: 'A' | 'C' | 'T',
+  density: Density,
+  start: number,
+  end: number,
+) {
   const out = mkdtempSync(join(work, 'out-'));
   const result = await callLocalTool({ video_path: file, density, start, end, out_dir: out });
   const text = (result.content[0] as { text: string }).text;
@@ -72,6 +78,15 @@ describe('the agent reads cells by their pixels', () => {
     const { kinds, frames } = await look(change, 'A', '4x4', 0, 20);
     expect(kinds).toEqual(frames.map((f) => (f >= 301 ? KIND.needle : KIND.none)));
     expect(new Set(kinds).size).toBe(2);
+  });
+
+  it('the tiny mark (class T), before and after, across the whole clip, at 4x4 and 6x6', async () => {
+    const mark = short(recipe('T', FPS, 0.5, 'fixedgop'), 301);
+    for (const density of ['4x4', '6x6'] as const) {
+      const { kinds, frames } = await look(mark, 'T', density, 0, 20);
+      expect(kinds, density).toEqual(frames.map((f) => (f >= 301 ? KIND.needle : KIND.none)));
+      expect(new Set(kinds).size).toBe(2);
+    }
   });
 
   it('a sheet size that is not a grid of the density is refused, not misread', () => {
