@@ -7,14 +7,19 @@
  * honest phone-like upload at 100 KB/s is never taken over. A real server on loopback, real sockets
  * sending at a set pace, real clocks (stall rule unscaled), on SQLite and PostgreSQL.
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALL_RULE } from '../../src/server/hosted/stall.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import {
+  newAccount,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+} from '../helpers/server.js';
 import { serverDatabase } from '../helpers/server-database.js';
 import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
 
@@ -80,25 +85,10 @@ describe.each(BACKENDS)(
 
     const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
 
-    async function newAccount(credits: number) {
-      const email = `p-${randomBytes(4).toString('hex')}@example.com`;
-      const created = await server.admin('create-key', '--email', email);
-      expect(created.code, created.stderr).toBe(0);
-      const granted = await server.admin('add-credits', '--email', email, '--credits', String(credits));
-      expect(granted.code, granted.stderr).toBe(0);
-      return { email, key: created.stdout.trim() };
-    }
-
-    async function show(email: string) {
-      const shown = await server.admin('show', '--email', email);
-      expect(shown.code, shown.stderr).toBe(0);
-      return JSON.parse(shown.stdout) as { balance: number; usage: unknown[] };
-    }
-
     /** `SLOTS` uploads, one per slot, each from its own address and account, sending `perS` bytes a second. */
     async function fillSlots(perS: number, from: number) {
       const accounts = [];
-      for (let i = 0; i < SLOTS; i++) accounts.push(await newAccount(5));
+      for (let i = 0; i < SLOTS; i++) accounts.push(await newAccount(server, 5));
       const uploads: SlowUpload[] = [];
       const senders: Array<ReturnType<typeof paced>> = [];
       for (const [i, account] of accounts.entries()) {
@@ -117,7 +107,7 @@ describe.each(BACKENDS)(
     }
 
     it('one 3 KB/s sender per slot: a paying upload gets 200 at once, the oldest sender 408, its file deleted, nobody else charged', async () => {
-      const payer = await newAccount(5);
+      const payer = await newAccount(server, 5);
       const attack = await fillSlots(3000, 60);
       try {
         // Past the 2 s grace of the newest.
@@ -156,12 +146,12 @@ describe.each(BACKENDS)(
       }
       await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
       for (const account of attack.accounts)
-        expect(await show(account.email)).toMatchObject({ balance: 5, usage: [] });
-      expect(await show(payer.email)).toMatchObject({ balance: 4 });
+        expect(await showAccount(server, account.email)).toMatchObject({ balance: 5, usage: [] });
+      expect(await showAccount(server, payer.email)).toMatchObject({ balance: 4 });
     }, 400_000);
 
     it('control: one honest 100 KB/s upload per slot is never taken over; the newcomer gets 429', async () => {
-      const newcomer = await newAccount(5);
+      const newcomer = await newAccount(server, 5);
       const honest = await fillSlots(100_000, 70);
       try {
         // Well past the grace and the 5 s idle figure.
@@ -180,7 +170,7 @@ describe.each(BACKENDS)(
       }
       await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
       for (const account of [...honest.accounts, newcomer])
-        expect(await show(account.email)).toMatchObject({ balance: 5, usage: [] });
+        expect(await showAccount(server, account.email)).toMatchObject({ balance: 5, usage: [] });
     }, 400_000);
   },
 );

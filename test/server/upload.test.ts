@@ -5,13 +5,18 @@
  * descriptor of the server process (counted in /proc/<pid>/fd) points into its work directory and the
  * count comes back to where it was, the partial file deleted, nothing charged.
  */
-import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import {
+  newAccount,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+} from '../helpers/server.js';
 import { slowUpload } from '../helpers/slow-client.js';
 
 const MALFORMED = '{"error":"bad_request","message":"the multipart body is truncated or malformed"}';
@@ -30,21 +35,6 @@ afterAll(async () => {
   await server?.stop();
   removeServerDirs();
 });
-
-async function account(credits: number) {
-  const email = `u-${randomBytes(4).toString('hex')}@example.com`;
-  const created = await server.admin('create-key', '--email', email);
-  expect(created.code, created.stderr).toBe(0);
-  expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-  return { email, key: created.stdout.trim() };
-}
-
-async function show(email: string) {
-  return JSON.parse((await server.admin('show', '--email', email)).stdout) as {
-    balance: number;
-    usage: unknown[];
-  };
-}
 
 /** The server process's open descriptors, as their link targets. */
 function serverFds(): string[] {
@@ -70,7 +60,7 @@ async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_00
 
 describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
   it('a multipart body that ends mid-file (no closing boundary) is 422 bad_request, never 500; nothing left open', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const baseline = serverFds().length;
     const upload = await slowUpload(server.url, a.key, {
       path,
@@ -88,11 +78,11 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
     await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory');
     await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`);
     await waitFor(() => work().length === 0, 'the partial file to be deleted');
-    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
   it('an upload that stalls mid-file is cut (408): its file stream ended, the file deleted, no descriptor left', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const baseline = serverFds().length;
     const upload = await slowUpload(server.url, a.key, { path, first: 64 * 1024, from: '127.0.0.41' });
     await waitFor(() => intoWork().length > 0, 'the upload file to be open');
@@ -102,11 +92,11 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
     await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory');
     await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`);
     await waitFor(() => work().length === 0, 'the partial file to be deleted');
-    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
   it('transfer slots: a third upload of one account while two arrive is 429 busy before its body', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const held = [
       await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.43' }),
       await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.44' }),
@@ -120,11 +110,11 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
       for (const upload of held) upload.destroy();
     }
     await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
-    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
   it('after both, a whole upload through the same route still succeeds', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const done = await slowUpload(server.url, a.key, {
       path,
       size: small.length,
