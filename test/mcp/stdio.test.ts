@@ -18,23 +18,12 @@ import { BIN, runCli } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
 import { expectModelAids } from '../helpers/model-aids.js';
+import { AID_KEYS, MCP_KEYS } from '../helpers/result-keys.js';
 
 const TOOL = 'vidsheet_video';
 const ENGINE = 'ffmpeg';
 // The v0 keys, then the additive ones in their order: `audio`, then DESIGN §10's.
-const KEYS = [
-  'input',
-  'duration',
-  'frames',
-  'sheets',
-  'files',
-  'timecodes',
-  'warnings',
-  'contract',
-  'audio',
-  'frame_times',
-  'zoom_hints',
-];
+const KEYS = [...MCP_KEYS, 'audio', ...AID_KEYS];
 const WINDOW_KEYS = ['input', 'duration', 'window', ...KEYS.slice(2)];
 
 interface Report {

@@ -25,6 +25,7 @@ import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
 import { expectModelAids } from '../helpers/model-aids.js';
 import { freePort } from '../helpers/net.js';
 import { expectedIndex, frameTimes } from '../helpers/oracle.js';
+import { AID_KEYS, HOSTED_KEYS } from '../helpers/result-keys.js';
 import {
   newAccount as newAdminAccount,
   removeServerDirs,
@@ -41,23 +42,8 @@ import {
 const CONTRACT = 'vidsheet-http-v0';
 const CELLS: Record<Density, number> = { '3x3': 9, '4x4': 16, '5x5': 25, '6x6': 36 };
 const PRICE: Record<Density, number> = { '3x3': 1, '4x4': 2, '5x5': 3, '6x6': 5 };
-const RESULT_KEYS = [
-  'job_id',
-  'input',
-  'duration',
-  'frames',
-  'sheets',
-  'density',
-  'credits_charged',
-  'credits_remaining',
-  'files',
-  'timecodes',
-  'warnings',
-  'contract',
-  // DESIGN §10, after the last key of §5.
-  'frame_times',
-  'zoom_hints',
-];
+// DESIGN §10's keys after the last key of §5.
+const RESULT_KEYS = [...HOSTED_KEYS, ...AID_KEYS];
 const JOB_ID = /^[A-Za-z0-9_-]{22}$/;
 const LABEL = /^\d+:[0-5]\d(\.\d{1,3})?$/;
 const VERSION = (

@@ -16,6 +16,7 @@ import { indexClip, plainClip } from '../helpers/fixtures.js';
 import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
 import { expectModelAids } from '../helpers/model-aids.js';
 import { expectedIndex, frameTimes } from '../helpers/oracle.js';
+import { AID_KEYS, HOSTED_KEYS } from '../helpers/result-keys.js';
 import {
   newAccount,
   removeServerDirs,
@@ -26,24 +27,8 @@ import {
 } from '../helpers/server.js';
 
 const VIDEO_KEYS = ['video_id', 'input', 'duration', 'expires_at', 'contract'];
-const ZOOM_KEYS = [
-  'job_id',
-  'video_id',
-  'input',
-  'duration',
-  'window',
-  'frames',
-  'sheets',
-  'density',
-  'credits_charged',
-  'credits_remaining',
-  'files',
-  'timecodes',
-  'warnings',
-  'contract',
-  'frame_times',
-  'zoom_hints',
-];
+// DESIGN §9: the hosted job result's keys with `video_id` after `job_id` and `window` after `duration`.
+const ZOOM_KEYS = ['job_id', 'video_id', 'input', 'duration', 'window', ...HOSTED_KEYS.slice(3), ...AID_KEYS];
 const NOT_FOUND = '{"error":"not_found"}';
 const ID = /^[A-Za-z0-9_-]{22}$/;
 const PRICE = { '3x3': 1, '4x4': 2, '5x5': 3, '6x6': 5 } as const;
