@@ -35,6 +35,7 @@ import {
   type TestAccount,
   type TestServer,
 } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 // ---------------------------------------------------------------------------------------------
 // The contract's numbers, written out here (not imported) so the server is checked against the spec.
@@ -279,14 +280,6 @@ function announce(
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 const workEntries = (server: TestServer) => server.leftovers().filter((f) => f.startsWith('work/'));
 

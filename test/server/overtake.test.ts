@@ -20,10 +20,8 @@ import {
   startServer,
   type TestServer,
 } from '../helpers/server.js';
-import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
-
-const STALLED = { status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' };
-const BUSY = { status: 429, body: '{"error":"busy"}' };
+import { BUSY, type SlowUpload, STALLED, slowUpload, wholeUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 let server: TestServer;
 let small: Buffer;
@@ -64,14 +62,6 @@ afterAll(async () => {
 
 const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
 
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
 /** An upload the server is receiving (its work directory exists) after `first` bytes of its file. */
 async function receiving(key: string, from: string, first: number): Promise<SlowUpload> {
   const before = work().length;
@@ -83,15 +73,7 @@ async function receiving(key: string, from: string, first: number): Promise<Slow
 /** A whole upload of the 5 s clip through the slow client; its answer and how long it took. */
 async function whole(key: string, from: string) {
   const started = Date.now();
-  const upload = await slowUpload(server.url, key, {
-    from,
-    size: small.length,
-    fill: small,
-    filename: 'small.mp4',
-  });
-  upload.finish();
-  const answer = await upload.answer();
-  upload.destroy();
+  const answer = await wholeUpload(server.url, key, { bytes: small, from, filename: 'small.mp4' });
   return { answer, ms: Date.now() - started };
 }
 

@@ -21,10 +21,9 @@ import {
   type TestServer,
 } from '../helpers/server.js';
 import { serverDatabase } from '../helpers/server-database.js';
-import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
+import { BUSY, type SlowUpload, STALLED, slowUpload, wholeUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
-const STALLED = { status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' };
-const BUSY = { status: 429, body: '{"error":"busy"}' };
 const SLOTS = 3;
 /** The server's default `VIDSHEET_STALL_S`: the issue's bound on a paying user's wait is this + 10 s. */
 const STALL_S = 20;
@@ -36,14 +35,6 @@ beforeAll(async () => {
   small = readFileSync(await plainClip(5));
 });
 afterAll(removeServerDirs);
-
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 /**
  * Keeps `upload` sending at `perS` bytes a second from now on, whatever the timer's jitter (each tick
@@ -120,15 +111,11 @@ describe.each(BACKENDS)(
         // When the newcomer took the oldest's slot: the issue's bound is on this wait (the job that
         // follows may take longer on a busy machine).
         const overtaken = oldest.answer().then((got) => ({ got, after: Date.now() - started }));
-        const upload = await slowUpload(server.url, payer.key, {
+        const answer = await wholeUpload(server.url, payer.key, {
+          bytes: small,
           from: '127.0.0.69',
-          size: small.length,
-          fill: small,
           filename: 'small.mp4',
         });
-        upload.finish();
-        const answer = await upload.answer();
-        upload.destroy();
         expect(answer?.status, answer?.body).toBe(200);
         expect(JSON.parse(answer?.body ?? '{}').credits_charged).toBe(1);
         // The oldest sender was taken over (cut as a stall is); the others are still being received.

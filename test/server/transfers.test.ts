@@ -25,7 +25,8 @@ import {
   type TestServer,
 } from '../helpers/server.js';
 import { serverDatabase } from '../helpers/server-database.js';
-import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
+import { BUSY, type SlowUpload, STALLED, slowUpload, wholeUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 let server: TestServer;
 let small: Buffer;
@@ -37,14 +38,6 @@ beforeAll(async () => {
 afterAll(removeServerDirs);
 
 const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
-
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 /**
  * A long upload that the server is receiving (its work directory exists). It keeps sending 64 KiB every
@@ -75,18 +68,8 @@ async function refusedUnread(key: string, from: string) {
 }
 
 /** A whole upload of the 5 s clip through the slow client (so it can come from any loopback address). */
-async function whole(key: string, from: string) {
-  const upload = await slowUpload(server.url, key, {
-    from,
-    size: small.length,
-    fill: small,
-    filename: 'small.mp4',
-  });
-  upload.finish();
-  const answer = await upload.answer();
-  upload.destroy();
-  return answer;
-}
+const whole = (key: string, from: string) =>
+  wholeUpload(server.url, key, { bytes: small, from, filename: 'small.mp4' });
 
 describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backend) => {
   const database = serverDatabase(backend);
@@ -129,7 +112,7 @@ describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backen
     try {
       open.push(await held(a.key, '127.0.0.2'), await held(a.key, '127.0.0.3'));
       // Per account: A's third transfer, from a fresh address, is refused unread.
-      expect(await refusedUnread(a.key, '127.0.0.4')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await refusedUnread(a.key, '127.0.0.4')).toEqual(BUSY);
       // The queue has one place in all (VIDSHEET_QUEUE_LENGTH=0), and two slow uploads hold none of it.
       const started = Date.now();
       const done = await whole(b.key, '127.0.0.2');
@@ -138,10 +121,10 @@ describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backen
       expect(Date.now() - started).toBeLessThan(15_000);
       // Per address: 127.0.0.2 holds A's slot; C takes the second; a third from there is refused.
       open.push(await held(c.key, '127.0.0.2'));
-      expect(await refusedUnread(b.key, '127.0.0.2')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await refusedUnread(b.key, '127.0.0.2')).toEqual(BUSY);
       // Per instance (4): a fourth from a fresh client fits, a fifth does not.
       open.push(await held(b.key, '127.0.0.5'));
-      expect(await refusedUnread(c.key, '127.0.0.6')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await refusedUnread(c.key, '127.0.0.6')).toEqual(BUSY);
     } finally {
       for (const upload of open) upload.destroy();
     }
@@ -311,15 +294,12 @@ describe.each(BACKENDS)(
       const upload = await slowUpload(fast.url, a.key, { first: 64 * 1024, from: '127.0.0.30' });
       const answer = await upload.answer();
       const elapsed = Date.now() - started;
-      expect(answer).toEqual({ status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' });
+      expect(answer).toEqual(STALLED);
       expect(elapsed).toBeGreaterThanOrEqual(1900);
       expect(elapsed).toBeLessThan(6000);
       await waitFor(() => upload.closed(), 'the connection to be closed');
       await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
-      const done = await slowUpload(fast.url, a.key, { size: small.length, fill: small, from: '127.0.0.30' });
-      done.finish();
-      expect((await done.answer())?.status).toBe(200);
-      done.destroy();
+      expect((await wholeUpload(fast.url, a.key, { bytes: small, from: '127.0.0.30' }))?.status).toBe(200);
       const shown = await showAccount(fast, a.email);
       // 5 granted, raised to the allowance floor 7 at the one priced job, minus its 1 credit.
       expect(shown.balance).toBe(6);
@@ -333,10 +313,7 @@ describe.each(BACKENDS)(
       const trickle = setInterval(() => upload.send(Buffer.from('x')), 500);
       try {
         const answer = await upload.answer();
-        expect(answer).toEqual({
-          status: 408,
-          body: '{"error":"bad_request","message":"the upload stalled"}',
-        });
+        expect(answer).toEqual(STALLED);
         // Grace 1 s + window 3 s (scaled): cut after about 4 s, well before 8.
         expect(Date.now() - started).toBeGreaterThanOrEqual(3500);
         expect(Date.now() - started).toBeLessThan(8000);

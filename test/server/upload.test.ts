@@ -7,7 +7,6 @@
  */
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
 import {
@@ -17,10 +16,10 @@ import {
   startServer,
   type TestServer,
 } from '../helpers/server.js';
-import { slowUpload } from '../helpers/slow-client.js';
+import { BUSY, STALLED, slowUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MALFORMED = '{"error":"bad_request","message":"the multipart body is truncated or malformed"}';
-const STALLED = '{"error":"bad_request","message":"the upload stalled"}';
 /** Every route that receives an upload. */
 const UPLOAD_ROUTES = ['/v1/vidsheet', '/v1/videos'];
 
@@ -50,14 +49,6 @@ function serverFds(): string[] {
 const intoWork = () => serverFds().filter((target) => target.startsWith(join(server.dataDir, 'work')));
 const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
 
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
 describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
   it('a multipart body that ends mid-file (no closing boundary) is 422 bad_request, never 500; nothing left open', async () => {
     const a = await newAccount(server, 5);
@@ -70,14 +61,14 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
       from: '127.0.0.40',
     });
     // The parser has opened the file: its descriptor points into the work directory.
-    await waitFor(() => intoWork().length > 0, 'the upload file to be open');
+    await waitFor(() => intoWork().length > 0, 'the upload file to be open', 10_000);
     upload.endCut();
     const answer = await upload.answer();
     upload.destroy();
     expect(answer).toEqual({ status: 422, body: MALFORMED });
-    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory');
-    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`);
-    await waitFor(() => work().length === 0, 'the partial file to be deleted');
+    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory', 10_000);
+    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`, 10_000);
+    await waitFor(() => work().length === 0, 'the partial file to be deleted', 10_000);
     expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
@@ -85,13 +76,13 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
     const a = await newAccount(server, 5);
     const baseline = serverFds().length;
     const upload = await slowUpload(server.url, a.key, { path, first: 64 * 1024, from: '127.0.0.41' });
-    await waitFor(() => intoWork().length > 0, 'the upload file to be open');
+    await waitFor(() => intoWork().length > 0, 'the upload file to be open', 10_000);
     const answer = await upload.answer();
     upload.destroy();
-    expect(answer).toEqual({ status: 408, body: STALLED });
-    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory');
-    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`);
-    await waitFor(() => work().length === 0, 'the partial file to be deleted');
+    expect(answer).toEqual(STALLED);
+    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory', 10_000);
+    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`, 10_000);
+    await waitFor(() => work().length === 0, 'the partial file to be deleted', 10_000);
     expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
@@ -102,14 +93,14 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
       await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.44' }),
     ];
     try {
-      await waitFor(() => work().length >= 2, 'both uploads to be received');
+      await waitFor(() => work().length >= 2, 'both uploads to be received', 10_000);
       const third = await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.45' });
       held.push(third);
-      expect(await third.answer()).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await third.answer()).toEqual(BUSY);
     } finally {
       for (const upload of held) upload.destroy();
     }
-    await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
+    await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted', 10_000);
     expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
