@@ -30,19 +30,7 @@ const V0_KEYS = [
   'frame_times',
   'zoom_hints',
 ];
-const V0_WINDOW_KEYS = [
-  'input',
-  'duration',
-  'window',
-  'frames',
-  'sheets',
-  'files',
-  'warnings',
-  'contract',
-  'audio',
-  'frame_times',
-  'zoom_hints',
-];
+const V0_WINDOW_KEYS = ['input', 'duration', 'window', ...V0_KEYS.slice(2)];
 
 let work: string;
 let clip200: string;

@@ -3,9 +3,11 @@
  * temp directory, environment variables only, on loopback, with its JSON log lines collected.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { runNode } from './cli.js';
 import { freePort } from './net.js';
 
@@ -190,4 +192,56 @@ export function postJob(server: TestServer, key: string | undefined, body: FormD
     headers: key ? { authorization: `Bearer ${key}` } : {},
     body,
   });
+}
+
+/** An account made through the operator's commands. */
+export interface TestAccount {
+  email: string;
+  key: string;
+}
+
+/** What `vidsheet-server admin show` prints for an account. */
+export interface ShownAccount {
+  email: string;
+  balance: number;
+  purchased: boolean;
+  keys: Array<{ prefix: string; created_at: string; revoked_at: string | null }>;
+  usage: Array<{
+    job_id: string;
+    surface: string;
+    density: string;
+    sheets: number;
+    credits: number;
+    refunded: boolean;
+    created_at: string;
+  }>;
+}
+
+/**
+ * A new never-purchased account with one key (`admin create-key`) and `credits` granted by the
+ * operator (`admin add-credits`, not a purchase), under a fresh email unless one is given.
+ */
+export async function newAccount(
+  server: TestServer,
+  credits = 0,
+  email = `a-${randomBytes(6).toString('hex')}@example.com`,
+): Promise<TestAccount> {
+  const created = await server.admin('create-key', '--email', email);
+  expect(created.code, created.stderr).toBe(0);
+  const key = created.stdout.trim();
+  expect(key).toMatch(/^vs_live_[0-9a-f]{40}$/);
+  if (credits > 0) {
+    const granted = await server.admin('add-credits', '--email', email, '--credits', String(credits));
+    expect(granted.code, granted.stderr).toBe(0);
+    // It prints the balance: all of it granted now.
+    expect(granted.stdout).toBe(`${credits}\n`);
+  }
+  return { email, key };
+}
+
+/** The account as `admin show` prints it (the operator's own view of balances and usage). */
+export async function showAccount(server: TestServer, email: string): Promise<ShownAccount> {
+  const shown = await server.admin('show', '--email', email);
+  expect({ code: shown.code, stderr: shown.stderr }).toEqual({ code: 0, stderr: '' });
+  return JSON.parse(shown.stdout) as ShownAccount;
 }

@@ -107,3 +107,25 @@ export async function slowUpload(
     destroy: () => socket.destroy(),
   };
 }
+
+/** The refusals a slow client meets, written out as the spec words them ("Errors → Hosted API", DESIGN §5a). */
+export const STALLED = { status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' };
+export const BUSY = { status: 429, body: '{"error":"busy"}' };
+
+/** Sends the whole of `bytes` (and the closing boundary) through a slow client; the server's answer. */
+export async function wholeUpload(
+  url: string,
+  key: string,
+  options: { bytes: Buffer; from?: string; filename?: string },
+) {
+  const upload = await slowUpload(url, key, {
+    from: options.from,
+    size: options.bytes.length,
+    fill: options.bytes,
+    filename: options.filename,
+  });
+  upload.finish();
+  const answer = await upload.answer();
+  upload.destroy();
+  return answer;
+}

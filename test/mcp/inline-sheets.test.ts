@@ -8,13 +8,12 @@
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leftOutWarning, reducedWarning } from '../../src/mcp/inline.js';
-import { BIN } from '../helpers/cli.js';
 import { noiseClip, plainClip } from '../helpers/fixtures.js';
 import { decodeJpeg } from '../helpers/frames.js';
+import { connectMcp } from '../helpers/mcp.js';
 
 const TOOL = 'vidsheet_video';
 const MAX_SIDE = 1568;
@@ -25,20 +24,6 @@ interface Report {
   files: string[];
   sheets: number;
   warnings: string[];
-}
-
-async function connect(env: Record<string, string> = {}): Promise<Client> {
-  const base: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) base[k] = v;
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [BIN, 'mcp'],
-    env: { ...base, VIDSHEET_ENGINE: 'ffmpeg', ...env },
-    stderr: 'pipe',
-  });
-  const client = new Client({ name: 'vidsheet-test', version: '0' });
-  await client.connect(transport);
-  return client;
 }
 
 let work: string;
@@ -63,7 +48,7 @@ beforeAll(async () => {
   copyFileSync(p, plain);
   copyFileSync(n, noise);
   copyFileSync(t, portrait);
-  client = await connect();
+  ({ client } = await connectMcp('ffmpeg'));
 });
 
 afterAll(async () => {
@@ -179,7 +164,7 @@ describe('inline_sheets', () => {
   it('sheets that cannot be fitted (no ffmpeg to re-encode them) are left out, and warnings say which', async () => {
     // The native engine needs no ffmpeg; the ladder does. A sheet that needs no re-encode still fits
     // once the one left out has given its share back; the other is left out.
-    const bare = await connect({ VIDSHEET_ENGINE: 'native', PATH: mkdtempSync(join(work, 'path-')) });
+    const { client: bare } = await connectMcp('native', { PATH: mkdtempSync(join(work, 'path-')) });
     try {
       const out = join(work, 'bare');
       const r = await call({ video_path: noise, density: '6x6', out_dir: out, inline_sheets: 3 }, bare);

@@ -8,8 +8,7 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cellsPerSheet, type Density } from '../../src/core/density.js';
 import { ffmpegInstallHint, runtimeErrors } from '../../src/core/errors.js';
@@ -17,24 +16,14 @@ import { parseTimeMs } from '../../src/core/time.js';
 import { BIN, runCli } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { readJpeg } from '../helpers/frames.js';
+import { connectMcp, mcpEnv } from '../helpers/mcp.js';
 import { expectModelAids } from '../helpers/model-aids.js';
+import { AID_KEYS, MCP_KEYS } from '../helpers/result-keys.js';
 
 const TOOL = 'vidsheet_video';
 const ENGINE = 'ffmpeg';
 // The v0 keys, then the additive ones in their order: `audio`, then DESIGN §10's.
-const KEYS = [
-  'input',
-  'duration',
-  'frames',
-  'sheets',
-  'files',
-  'timecodes',
-  'warnings',
-  'contract',
-  'audio',
-  'frame_times',
-  'zoom_hints',
-];
+const KEYS = [...MCP_KEYS, 'audio', ...AID_KEYS];
 const WINDOW_KEYS = ['input', 'duration', 'window', ...KEYS.slice(2)];
 
 interface Report {
@@ -57,26 +46,6 @@ interface Report {
   zoom_hints: Array<{ start: string; end: string; score: number; signals: string[] }>;
 }
 
-function serverEnv(extra: Record<string, string> = {}): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
-  return { ...env, VIDSHEET_ENGINE: ENGINE, ...extra };
-}
-
-async function connect(env: Record<string, string> = {}): Promise<{ client: Client; stderr: () => string }> {
-  const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [BIN, 'mcp'],
-    env: serverEnv(env),
-    stderr: 'pipe',
-  });
-  let stderr = '';
-  transport.stderr?.on('data', (d) => (stderr += d));
-  const client = new Client({ name: 'vidsheet-test', version: '0' });
-  await client.connect(transport);
-  return { client, stderr: () => stderr };
-}
-
 let work: string;
 /** 20 s with a 440 Hz tone, copied into `work` so sheets land beside it and nowhere shared. */
 let clip: string;
@@ -91,7 +60,7 @@ beforeAll(async () => {
   longClip = join(work, 'long.mp4');
   copyFileSync(short, clip);
   copyFileSync(long, longClip);
-  ({ client } = await connect());
+  ({ client } = await connectMcp(ENGINE));
 });
 
 afterAll(async () => {
@@ -327,7 +296,7 @@ describe('vidsheet mcp', () => {
 
     it('missing ffprobe/ffmpeg: fails fast with the install hint', async () => {
       const emptyPath = mkdtempSync(join(work, 'path-'));
-      const bare = await connect({ PATH: emptyPath });
+      const bare = await connectMcp(ENGINE, { PATH: emptyPath });
       try {
         const { isError, text } = await callText({ video_path: clip }, bare.client);
         expect(isError).toBe(true);
@@ -398,7 +367,7 @@ describe('vidsheet mcp', () => {
 
   it('stdout carries JSON-RPC frames only; stdin ending lets queued work finish, then exits 0', async () => {
     const child = spawn(process.execPath, [BIN, 'mcp'], {
-      env: serverEnv({ NODE_DEBUG: 'vidsheet' }),
+      env: mcpEnv(ENGINE, { NODE_DEBUG: 'vidsheet' }),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let stdout = '';

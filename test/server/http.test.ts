@@ -25,7 +25,17 @@ import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
 import { expectModelAids } from '../helpers/model-aids.js';
 import { freePort } from '../helpers/net.js';
 import { expectedIndex, frameTimes } from '../helpers/oracle.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import { AID_KEYS, HOSTED_KEYS } from '../helpers/result-keys.js';
+import {
+  newAccount as newAdminAccount,
+  removeServerDirs,
+  type ShownAccount,
+  showAccount,
+  startServer,
+  type TestAccount,
+  type TestServer,
+} from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 // ---------------------------------------------------------------------------------------------
 // The contract's numbers, written out here (not imported) so the server is checked against the spec.
@@ -33,23 +43,8 @@ import { removeServerDirs, startServer, type TestServer } from '../helpers/serve
 const CONTRACT = 'vidsheet-http-v0';
 const CELLS: Record<Density, number> = { '3x3': 9, '4x4': 16, '5x5': 25, '6x6': 36 };
 const PRICE: Record<Density, number> = { '3x3': 1, '4x4': 2, '5x5': 3, '6x6': 5 };
-const RESULT_KEYS = [
-  'job_id',
-  'input',
-  'duration',
-  'frames',
-  'sheets',
-  'density',
-  'credits_charged',
-  'credits_remaining',
-  'files',
-  'timecodes',
-  'warnings',
-  'contract',
-  // DESIGN §10, after the last key of §5.
-  'frame_times',
-  'zoom_hints',
-];
+// DESIGN §10's keys after the last key of §5.
+const RESULT_KEYS = [...HOSTED_KEYS, ...AID_KEYS];
 const JOB_ID = /^[A-Za-z0-9_-]{22}$/;
 const LABEL = /^\d+:[0-5]\d(\.\d{1,3})?$/;
 const VERSION = (
@@ -125,51 +120,14 @@ afterAll(async () => {
 // ---------------------------------------------------------------------------------------------
 // Accounts, through the operator's commands (and the ledger itself for a purchase)
 
-interface Account {
-  email: string;
-  key: string;
-}
-
-interface Shown {
-  email: string;
-  balance: number;
-  purchased: boolean;
-  keys: Array<{ prefix: string; created_at: string; revoked_at: string | null }>;
-  usage: Array<{
-    job_id: string;
-    surface: string;
-    density: string;
-    sheets: number;
-    credits: number;
-    refunded: boolean;
-    created_at: string;
-  }>;
-}
-
 /** Every key minted on each server, for the "never logged" check. */
 const mintedKeys = new Map<TestServer, string[]>();
-let accountSeq = 0;
 
 /** A new never-purchased account with one key, and `credits` granted by the operator (not a purchase). */
-async function newAccount(server: TestServer, credits = 0): Promise<Account> {
-  const email = `user${++accountSeq}-${randomBytes(4).toString('hex')}@example.com`;
-  const created = await server.admin('create-key', '--email', email);
-  expect(created.code, created.stderr).toBe(0);
-  const key = created.stdout.trim();
-  expect(key).toMatch(/^vs_live_[0-9a-f]{40}$/);
-  mintedKeys.set(server, [...(mintedKeys.get(server) ?? []), key]);
-  if (credits > 0) {
-    const granted = await server.admin('add-credits', '--email', email, '--credits', String(credits));
-    expect(granted.code, granted.stderr).toBe(0);
-    expect(granted.stdout).toBe(`${credits}\n`);
-  }
-  return { email, key };
-}
-
-async function show(server: TestServer, email: string): Promise<Shown> {
-  const shown = await server.admin('show', '--email', email);
-  expect(shown.code, shown.stderr).toBe(0);
-  return JSON.parse(shown.stdout) as Shown;
+async function newAccount(server: TestServer, credits = 0): Promise<TestAccount> {
+  const account = await newAdminAccount(server, credits);
+  mintedKeys.set(server, [...(mintedKeys.get(server) ?? []), account.key]);
+  return account;
 }
 
 /** A paid pack, the way the payment webhook applies it: the account becomes "purchased" (no allowance). */
@@ -187,10 +145,10 @@ async function purchase(server: TestServer, email: string, credits: number): Pro
 }
 
 /** A purchased account holding exactly `credits`. */
-async function purchasedAccount(server: TestServer, credits: number): Promise<Account> {
+async function purchasedAccount(server: TestServer, credits: number): Promise<TestAccount> {
   const account = await newAccount(server);
   await purchase(server, account.email, credits);
-  const shown = await show(server, account.email);
+  const shown = await showAccount(server, account.email);
   expect({ balance: shown.balance, purchased: shown.purchased }).toEqual({
     balance: credits,
     purchased: true,
@@ -323,14 +281,6 @@ function announce(
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
 const workEntries = (server: TestServer) => server.leftovers().filter((f) => f.startsWith('work/'));
 
 /**
@@ -395,17 +345,17 @@ describe('401 invalid_key: credential missing, malformed, unknown, revoked or no
   ];
 
   // One account for the cases below: after each, it must still be exactly as it was at the start.
-  let account: Account;
-  let before: Shown;
+  let account: TestAccount;
+  let before: ShownAccount;
   beforeAll(async () => {
     account = await newAccount(main, 20);
-    before = await show(main, account.email);
+    before = await showAccount(main, account.email);
   });
 
   it.each(cases)('%s: 401 {"error":"invalid_key"}, nothing charged', async (_name, auth) => {
     const res = await post(main, { auth: auth(account.key), body: form(small) });
     await expectError(res, 401, { error: 'invalid_key' });
-    expect(await show(main, account.email)).toEqual(before);
+    expect(await showAccount(main, account.email)).toEqual(before);
     expect(main.leftovers()).toEqual([]);
   });
 
@@ -448,11 +398,11 @@ describe('401 invalid_key: credential missing, malformed, unknown, revoked or no
     expect(first.credits_remaining).toBe(19);
     const revoked = await main.admin('revoke-key', '--key', account.key);
     expect(revoked.code, revoked.stderr).toBe(0);
-    const before = await show(main, account.email);
+    const before = await showAccount(main, account.email);
     expect(before.keys[0]?.revoked_at).toEqual(expect.any(String));
     const res = await post(main, { key: account.key, body: form(small) });
     await expectError(res, 401, { error: 'invalid_key' });
-    expect(await show(main, account.email)).toEqual(before);
+    expect(await showAccount(main, account.email)).toEqual(before);
     expect(before.balance).toBe(19);
   });
 });
@@ -460,10 +410,10 @@ describe('401 invalid_key: credential missing, malformed, unknown, revoked or no
 describe('402 insufficient_credits', () => {
   it('a purchased account with 1 credit sends a 6x6 job of the 120 s sample (price 10)', async () => {
     const account = await purchasedAccount(main, 1);
-    const before = await show(main, account.email);
+    const before = await showAccount(main, account.email);
     const res = await post(main, { key: account.key, body: form(sample(), [['density', '6x6']]) });
     await expectError(res, 402, { error: 'insufficient_credits' });
-    const after = await show(main, account.email);
+    const after = await showAccount(main, account.email);
     expect(after).toEqual(before);
     expect(after.balance).toBe(1);
     expect(after.usage).toEqual([]);
@@ -479,20 +429,20 @@ describe('413 too_large (VIDSHEET_MAX_UPLOAD_MB=1)', () => {
     'a %s upload streamed past the cap: {"error":"too_large","max_mb":1}, nothing charged',
     async (_n, size) => {
       const account = await newAccount(capped, 20);
-      const before = await show(capped, account.email);
+      const before = await showAccount(capped, account.email);
       const res = await post(capped, {
         key: account.key,
         body: form({ bytes: randomBytes(size), filename: 'x.mp4' }),
       });
       await expectError(res, 413, { error: 'too_large', max_mb: 1 });
-      expect(await show(capped, account.email)).toEqual(before);
+      expect(await showAccount(capped, account.email)).toEqual(before);
       expect(capped.leftovers()).toEqual([]);
     },
   );
 
   it('a Content-Length far above the cap is refused at once, without the body', async () => {
     const account = await newAccount(capped, 20);
-    const before = await show(capped, account.email);
+    const before = await showAccount(capped, account.email);
     const answer = await announce(capped, {
       authorization: `Bearer ${account.key}`,
       'content-type': 'multipart/form-data; boundary=x',
@@ -503,7 +453,7 @@ describe('413 too_large (VIDSHEET_MAX_UPLOAD_MB=1)', () => {
       body: '{"error":"too_large","max_mb":1}',
     });
     expect(answer.ms).toBeLessThan(2000);
-    expect(await show(capped, account.email)).toEqual(before);
+    expect(await showAccount(capped, account.email)).toEqual(before);
     expect(capped.leftovers()).toEqual([]);
   });
 });
@@ -565,18 +515,18 @@ describe('422 bad_request: wrong request shape, or a bad density or response', (
     ],
   ];
 
-  let account: Account;
-  let before: Shown;
+  let account: TestAccount;
+  let before: ShownAccount;
   beforeAll(async () => {
     account = await newAccount(main, 20);
-    before = await show(main, account.email);
+    before = await showAccount(main, account.email);
   });
 
   it.each(cases)('%s: 422 {"error":"bad_request"}, nothing charged', async (_name, make) => {
     const { body, headers } = make();
     const res = await post(main, { key: account.key, body, headers });
     await expectError(res, 422, { error: 'bad_request' });
-    expect(await show(main, account.email)).toEqual(before);
+    expect(await showAccount(main, account.email)).toEqual(before);
     expect(main.leftovers()).toEqual([]);
   });
 
@@ -609,17 +559,17 @@ describe('422 bad_request: wrong request shape, or a bad density or response', (
       credits_remaining: 0,
     });
     expect(result.credits_remaining).toBe(18);
-    expect((await show(main, account.email)).balance).toBe(18);
+    expect((await showAccount(main, account.email)).balance).toBe(18);
   });
 });
 
 describe('422 unreadable_video and too_long', () => {
   it('a text file named clip.mp4: 422 {"error":"unreadable_video"}, nothing charged', async () => {
     const account = await newAccount(main, 20);
-    const before = await show(main, account.email);
+    const before = await showAccount(main, account.email);
     const res = await post(main, { key: account.key, body: form(textClip) });
     await expectError(res, 422, { error: 'unreadable_video' });
-    expect(await show(main, account.email)).toEqual(before);
+    expect(await showAccount(main, account.email)).toEqual(before);
     expect(main.leftovers()).toEqual([]);
   });
 
@@ -632,7 +582,7 @@ describe('422 unreadable_video and too_long', () => {
       ['list.ffconcat', `ffconcat version 1.0\nfile ${samplePath}\n`],
     ];
     const account = await newAccount(main, 20);
-    const before = await show(main, account.email);
+    const before = await showAccount(main, account.email);
     for (const [filename, text] of lists) {
       const res = await post(main, {
         key: account.key,
@@ -640,7 +590,7 @@ describe('422 unreadable_video and too_long', () => {
       });
       await expectError(res, 422, { error: 'unreadable_video' });
     }
-    expect(await show(main, account.email)).toEqual(before);
+    expect(await showAccount(main, account.email)).toEqual(before);
   });
 
   it('every damaged file the CLI calls unreadable: 422 {"error":"unreadable_video"}, nothing charged', async () => {
@@ -656,7 +606,7 @@ describe('422 unreadable_video and too_long', () => {
       ].sort(),
     );
     const account = await newAccount(main, 20);
-    const before = await show(main, account.email);
+    const before = await showAccount(main, account.email);
     for (const file of unreadableDamaged) {
       const res = await post(main, {
         key: account.key,
@@ -670,15 +620,15 @@ describe('422 unreadable_video and too_long', () => {
       });
       expect(main.leftovers(), file.name).toEqual([]);
     }
-    expect(await show(main, account.email)).toEqual(before);
+    expect(await showAccount(main, account.email)).toEqual(before);
   });
 
   it('VIDSHEET_MAX_DURATION_S=60 and the 120 s sample: 422 {"error":"too_long","max_s":60}, nothing charged', async () => {
     const account = await newAccount(capped, 20);
-    const before = await show(capped, account.email);
+    const before = await showAccount(capped, account.email);
     const res = await post(capped, { key: account.key, body: form(sample()) });
     await expectError(res, 422, { error: 'too_long', max_s: 60 });
-    expect(await show(capped, account.email)).toEqual(before);
+    expect(await showAccount(capped, account.email)).toEqual(before);
     expect(capped.leftovers()).toEqual([]);
   });
 });
@@ -687,7 +637,7 @@ describe('429 busy (VIDSHEET_MAX_TRANSFERS=1)', () => {
   it('while a slow upload holds the only transfer slot, a request is refused at once; the place comes back', async () => {
     const holder = await newAccount(queue, 20);
     const account = await newAccount(queue, 20);
-    const before = await show(queue, account.email);
+    const before = await showAccount(queue, account.email);
     const hold = await holdPlace(queue, holder.key);
     try {
       const started = Date.now();
@@ -697,7 +647,7 @@ describe('429 busy (VIDSHEET_MAX_TRANSFERS=1)', () => {
       await expectError(res, 429, { error: 'busy' });
       expect(elapsed).toBeLessThan(2000);
       // Nothing charged, and the refused upload left nothing: only the held upload is on disk.
-      expect(await show(queue, account.email)).toEqual(before);
+      expect(await showAccount(queue, account.email)).toEqual(before);
       expect(workEntries(queue)).toHaveLength(1);
       // The credential is checked first (DESIGN §5), and health is not a job.
       await expectError(await post(queue, { body: form(small) }), 401, { error: 'invalid_key' });
@@ -711,8 +661,8 @@ describe('429 busy (VIDSHEET_MAX_TRANSFERS=1)', () => {
     const result = await job(queue, account.key, small);
     expect(result.credits_charged).toBe(1);
     expect(result.credits_remaining).toBe(19);
-    expect((await show(queue, holder.email)).usage).toEqual([]);
-    expect((await show(queue, holder.email)).balance).toBe(20);
+    expect((await showAccount(queue, holder.email)).usage).toEqual([]);
+    expect((await showAccount(queue, holder.email)).balance).toBe(20);
   });
 });
 
@@ -759,7 +709,7 @@ describe('the success result (response=json)', () => {
       const times = result.timecodes.flat().map((label) => parseTimeMs(label) as number);
       for (let i = 1; i < times.length; i++) expect(times[i]).toBeGreaterThan(times[i - 1] as number);
 
-      const shown = await show(main, account.email);
+      const shown = await showAccount(main, account.email);
       expect(shown.balance).toBe(result.credits_remaining);
       expect(shown.usage).toEqual([
         {
@@ -834,7 +784,7 @@ describe('response=image', () => {
     expect(jobId).toMatch(JOB_ID);
     expect(res.headers.get('x-credits-remaining')).toBe(String(20 - SAMPLE_SHEETS * PRICE['3x3']));
 
-    const shown = await show(main, account.email);
+    const shown = await showAccount(main, account.email);
     expect(String(shown.balance)).toBe(res.headers.get('x-credits-remaining'));
     expect(shown.usage).toEqual([
       {
@@ -863,19 +813,19 @@ describe('response=image', () => {
 describe('the free daily allowance over HTTP', () => {
   it('a never-purchased account with 0 credits: 5, 3, 1, then 402 (no second allowance the same day)', async () => {
     const account = await newAccount(main);
-    expect((await show(main, account.email)).balance).toBe(0);
+    expect((await showAccount(main, account.email)).balance).toBe(0);
     const remaining: number[] = [];
     for (let i = 0; i < 3; i++) {
       const result = await job(main, account.key, sample());
       expect(result.credits_charged).toBe(2);
       remaining.push(result.credits_remaining);
-      expect((await show(main, account.email)).balance).toBe(result.credits_remaining);
+      expect((await showAccount(main, account.email)).balance).toBe(result.credits_remaining);
     }
     expect(remaining).toEqual([5, 3, 1]);
-    const before = await show(main, account.email);
+    const before = await showAccount(main, account.email);
     const res = await post(main, { key: account.key, body: form(sample()) });
     await expectError(res, 402, { error: 'insufficient_credits' });
-    const after = await show(main, account.email);
+    const after = await showAccount(main, account.email);
     expect(after).toEqual(before);
     expect(after.balance).toBe(1);
     expect(after.purchased).toBe(false);

@@ -7,7 +7,6 @@
  * job queued behind it runs on a new worker. On the remote endpoint the failed anonymous job is given
  * back.
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -21,8 +20,10 @@ import { plainClip, slowDecodeClip } from '../helpers/fixtures.js';
 import { processes } from '../helpers/procs.js';
 import {
   type LogLine,
+  newAccount,
   postJob,
   removeServerDirs,
+  showAccount,
   startServer,
   type TestServer,
   videoForm,
@@ -111,27 +112,9 @@ describe.each(BACKENDS.flatMap((backend) => ENGINES.map((engine) => [backend, en
       await server?.stop();
     });
 
-    async function account(credits: number) {
-      const email = `d-${randomBytes(4).toString('hex')}@example.com`;
-      const created = await server.admin('create-key', '--email', email);
-      expect(created.code, created.stderr).toBe(0);
-      const granted = await server.admin('add-credits', '--email', email, '--credits', String(credits));
-      expect(granted.code, granted.stderr).toBe(0);
-      return { email, key: created.stdout.trim() };
-    }
-
-    async function show(email: string) {
-      const shown = await server.admin('show', '--email', email);
-      expect(shown.code, shown.stderr).toBe(0);
-      return JSON.parse(shown.stdout) as {
-        balance: number;
-        usage: Array<{ job_id: string; credits: number; refunded: boolean; sheets: number }>;
-      };
-    }
-
     it('a job past the deadline is killed with its worker and every child, refunded; the queued job runs', async () => {
       // 200 credits, above the allowance floor: the balance moves only by the jobs.
-      const a = await account(200);
+      const a = await newAccount(server, 200);
       const worker = workerPid(server);
       const received = server.logs.filter((l) => l.msg === 'upload received').length;
       const long = postJob(
@@ -170,7 +153,7 @@ describe.each(BACKENDS.flatMap((backend) => ENGINES.map((engine) => [backend, en
       expect(result.credits_remaining).toBe(200 - result.credits_charged);
       expect(workerPid(server)).not.toBe(worker);
 
-      const after = await show(a.email);
+      const after = await showAccount(server, a.email);
       expect(after.balance).toBe(200 - result.credits_charged);
       const failed = after.usage.find((u) => u.job_id !== result.job_id);
       expect(failed).toMatchObject({ credits: 100, refunded: true, sheets: 20 });

@@ -10,9 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
 import {
   type LogLine,
+  newAccount,
   postJob,
   removeServerDirs,
   runServerBin,
+  showAccount,
   startServer,
   type TestServer,
   videoForm,
@@ -22,28 +24,6 @@ afterAll(removeServerDirs);
 
 const SAMPLE = join(import.meta.dirname, '..', '..', 'fixtures', 'sample.mp4');
 const sample = () => ({ bytes: readFileSync(SAMPLE), filename: 'sample.mp4' });
-
-interface Shown {
-  balance: number;
-  purchased: boolean;
-  usage: Array<{ job_id: string; credits: number; refunded: boolean; sheets: number }>;
-}
-
-async function show(server: TestServer, email: string): Promise<Shown> {
-  const r = await server.admin('show', '--email', email);
-  expect(r.stderr).toBe('');
-  return JSON.parse(r.stdout);
-}
-
-/** A new account with a key and `credits` granted by the operator. */
-async function account(server: TestServer, email: string, credits: number): Promise<string> {
-  const created = await server.admin('create-key', '--email', email);
-  expect(created.code).toBe(0);
-  const key = created.stdout.trim();
-  if (credits > 0)
-    expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-  return key;
-}
 
 /** The pid of the worker that is running now (the last one started). */
 function workerPid(server: TestServer): number {
@@ -105,9 +85,9 @@ describe('a worker killed mid-job', () => {
   afterAll(() => server.stop());
 
   it('fails that job with 500 refunded:true, restores the balance, and the next job succeeds', async () => {
-    const key = await account(server, 'crash@example.com', 200);
+    const { key } = await newAccount(server, 200, 'crash@example.com');
     // A purchase-free account at 200 is above the allowance floor: the balance only moves by the job.
-    const before = await show(server, 'crash@example.com');
+    const before = await showAccount(server, 'crash@example.com');
     expect(before.balance).toBe(200);
     const clip = await plainClip(1800);
     const firstWorker = workerPid(server);
@@ -122,7 +102,7 @@ describe('a worker killed mid-job', () => {
     expect(response.status).toBe(500);
     expect(await response.text()).toBe('{"error":"processing_failed","refunded":true}');
 
-    const after = await show(server, 'crash@example.com');
+    const after = await showAccount(server, 'crash@example.com');
     expect(after.balance).toBe(200);
     expect(after.usage).toHaveLength(1);
     expect(after.usage[0]).toMatchObject({ credits: 100, refunded: true, sheets: 20 });
@@ -142,7 +122,7 @@ describe('sheet expiry', () => {
   it('404 once expired even before the sweep; the sweep then deletes the file', async () => {
     const server = await startServer({ VIDSHEET_SHEET_TTL_S: '3', VIDSHEET_SWEEP_S: '10' });
     try {
-      const key = await account(server, 'expiry@example.com', 20);
+      const { key } = await newAccount(server, 20, 'expiry@example.com');
       const response = await postJob(server, key, videoForm(sample()));
       expect(response.status).toBe(200);
       const done = Date.now();
@@ -173,7 +153,7 @@ describe('sheet expiry', () => {
 describe('stopping', () => {
   it('SIGTERM lets the running job finish, answers it, and exits 0', async () => {
     const server = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
-    const key = await account(server, 'stop@example.com', 200);
+    const { key } = await newAccount(server, 200, 'stop@example.com');
     const clip = await plainClip(200);
     const job = postJob(
       server,
@@ -192,7 +172,7 @@ describe('stopping', () => {
 
   it('after a crash (SIGKILL mid-job), the next start refunds the job and deletes the upload', async () => {
     const first = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
-    const key = await account(first, 'recover@example.com', 200);
+    const { key } = await newAccount(first, 200, 'recover@example.com');
     const clip = await plainClip(1800);
     const job = postJob(
       first,
@@ -212,7 +192,7 @@ describe('stopping', () => {
       expect(charged.jobId).toMatch(/^[A-Za-z0-9_-]{8}$/);
       expect(recovered.refundedJobs).toEqual([charged.jobId]);
       expect(second.leftovers()).toEqual([]);
-      const shown = await show(second, 'recover@example.com');
+      const shown = await showAccount(second, 'recover@example.com');
       expect(shown.balance).toBe(200);
       expect(shown.usage[0]).toMatchObject({ refunded: true });
       const fullId = String(shown.usage[0]?.job_id);

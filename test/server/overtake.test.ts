@@ -5,7 +5,6 @@
  * clocks (stall rule unscaled: a 20 s idle cut, so anything answered within a few seconds was the
  * takeover, not the stall rule), two slots in all and room enough per client.
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,11 +13,15 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
-import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
-
-const STALLED = { status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' };
-const BUSY = { status: 429, body: '{"error":"busy"}' };
+import {
+  newAccount,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+} from '../helpers/server.js';
+import { BUSY, type SlowUpload, STALLED, slowUpload, wholeUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 let server: TestServer;
 let small: Buffer;
@@ -57,29 +60,7 @@ afterAll(async () => {
   await removeServerDirs();
 });
 
-async function newAccount(credits: number) {
-  const email = `o-${randomBytes(4).toString('hex')}@example.com`;
-  const created = await server.admin('create-key', '--email', email);
-  expect(created.code, created.stderr).toBe(0);
-  expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-  return { email, key: created.stdout.trim() };
-}
-
-async function show(email: string) {
-  const shown = await server.admin('show', '--email', email);
-  expect(shown.code, shown.stderr).toBe(0);
-  return JSON.parse(shown.stdout) as { balance: number; usage: unknown[] };
-}
-
 const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
-
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 /** An upload the server is receiving (its work directory exists) after `first` bytes of its file. */
 async function receiving(key: string, from: string, first: number): Promise<SlowUpload> {
@@ -92,23 +73,15 @@ async function receiving(key: string, from: string, first: number): Promise<Slow
 /** A whole upload of the 5 s clip through the slow client; its answer and how long it took. */
 async function whole(key: string, from: string) {
   const started = Date.now();
-  const upload = await slowUpload(server.url, key, {
-    from,
-    size: small.length,
-    fill: small,
-    filename: 'small.mp4',
-  });
-  upload.finish();
-  const answer = await upload.answer();
-  upload.destroy();
+  const answer = await wholeUpload(server.url, key, { bytes: small, from, filename: 'small.mp4' });
   return { answer, ms: Date.now() - started };
 }
 
 describe('a newcomer takes the slot of the transfer furthest behind (issue 21)', () => {
   it('two stalled uploads hold both slots: a paying upload succeeds at once, the older stalled one gets 408, its file deleted, nobody else charged', async () => {
-    const a = await newAccount(5);
-    const b = await newAccount(5);
-    const payer = await newAccount(5);
+    const a = await newAccount(server, 5);
+    const b = await newAccount(server, 5);
+    const payer = await newAccount(server, 5);
     const older = await receiving(a.key, '127.0.0.51', 1024);
     await sleep(300);
     const younger = await receiving(b.key, '127.0.0.52', 1024);
@@ -131,15 +104,15 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
       younger.destroy();
     }
     await waitFor(() => work().length === 0, 'the abandoned upload to be deleted');
-    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
-    expect(await show(b.email)).toMatchObject({ balance: 5, usage: [] });
-    expect((await show(payer.email)).balance).toBe(4);
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
+    expect(await showAccount(server, b.email)).toMatchObject({ balance: 5, usage: [] });
+    expect((await showAccount(server, payer.email)).balance).toBe(4);
   }, 40_000);
 
   it('control: two honest uploads in flight (fast but long) are never overtaken; the newcomer gets 429', async () => {
-    const a = await newAccount(5);
-    const b = await newAccount(5);
-    const c = await newAccount(5);
+    const a = await newAccount(server, 5);
+    const b = await newAccount(server, 5);
+    const c = await newAccount(server, 5);
     const first = await receiving(a.key, '127.0.0.54', 64 * 1024);
     const second = await receiving(b.key, '127.0.0.55', 64 * 1024);
     // 64 KiB every 100 ms each (~650 KB/s): far ahead of the pace, never idle.
@@ -163,11 +136,12 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
       second.destroy();
     }
     await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
-    for (const who of [a, b, c]) expect(await show(who.email)).toMatchObject({ balance: 5, usage: [] });
+    for (const who of [a, b, c])
+      expect(await showAccount(server, who.email)).toMatchObject({ balance: 5, usage: [] });
   }, 40_000);
 
   it('two stalled /mcp fetches hold both slots: a paying upload succeeds at once, one fetch fails as a stalled fetch, the anonymous jobs are given back', async () => {
-    const payer = await newAccount(5);
+    const payer = await newAccount(server, 5);
     const calls = [0, 1].map(async () => {
       const client = new Client({ name: 'vidsheet-test', version: '1.0.0' });
       await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
@@ -197,7 +171,7 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
     const ended = await Promise.all(calls);
     expect(ended.every((got) => got.isError)).toBe(true);
     await waitFor(() => work().length === 0, 'the partial downloads to be deleted');
-    expect((await show(payer.email)).balance).toBe(4);
+    expect((await showAccount(server, payer.email)).balance).toBe(4);
     const client = new Client({ name: 'vidsheet-test', version: '1.0.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
     try {

@@ -5,15 +5,14 @@
  * sheets and labels; the same window messages (the hosted body's `message` equals the tool's error text
  * and, for the runtime rules, the CLI's stderr).
  */
-import { randomBytes } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, ENGINES, runCli } from '../helpers/cli.js';
-import { removeServerDirs, startServer, type TestServer, videoForm } from '../helpers/server.js';
+import { ENGINES, runCli } from '../helpers/cli.js';
+import { connectMcp } from '../helpers/mcp.js';
+import { newAccount, removeServerDirs, startServer, type TestServer, videoForm } from '../helpers/server.js';
 
 const CORPUS = join(
   process.env.VIDSHEET_CORPUS_DIR ?? join(process.env.HOME ?? '', '.cache', 'vidsheet', 'corpus'),
@@ -43,19 +42,8 @@ describe.each(ENGINES)('engine %s: kept video vs local tool server vs CLI', (eng
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'vs-sessions-local-'));
     server = await startServer({ VIDSHEET_ENGINE: engine });
-    const email = `l-${randomBytes(4).toString('hex')}@example.com`;
-    key = (await server.admin('create-key', '--email', email)).stdout.trim();
-    await server.admin('add-credits', '--email', email, '--credits', '1000');
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
-    client = new Client({ name: 'vidsheet-test', version: '0' });
-    await client.connect(
-      new StdioClientTransport({
-        command: process.execPath,
-        args: [BIN, 'mcp'],
-        env: { ...env, VIDSHEET_ENGINE: engine },
-      }),
-    );
+    ({ key } = await newAccount(server, 1000));
+    ({ client } = await connectMcp(engine));
   }, 120_000);
   afterAll(async () => {
     await client?.close();

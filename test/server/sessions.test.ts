@@ -16,27 +16,19 @@ import { indexClip, plainClip } from '../helpers/fixtures.js';
 import { decodeIndex, decodeJpeg } from '../helpers/frames.js';
 import { expectModelAids } from '../helpers/model-aids.js';
 import { expectedIndex, frameTimes } from '../helpers/oracle.js';
-import { removeServerDirs, startServer, type TestServer, videoForm } from '../helpers/server.js';
+import { AID_KEYS, HOSTED_KEYS } from '../helpers/result-keys.js';
+import {
+  newAccount,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+  videoForm,
+} from '../helpers/server.js';
 
 const VIDEO_KEYS = ['video_id', 'input', 'duration', 'expires_at', 'contract'];
-const ZOOM_KEYS = [
-  'job_id',
-  'video_id',
-  'input',
-  'duration',
-  'window',
-  'frames',
-  'sheets',
-  'density',
-  'credits_charged',
-  'credits_remaining',
-  'files',
-  'timecodes',
-  'warnings',
-  'contract',
-  'frame_times',
-  'zoom_hints',
-];
+// DESIGN §9: the hosted job result's keys with `video_id` after `job_id` and `window` after `duration`.
+const ZOOM_KEYS = ['job_id', 'video_id', 'input', 'duration', 'window', ...HOSTED_KEYS.slice(3), ...AID_KEYS];
 const NOT_FOUND = '{"error":"not_found"}';
 const ID = /^[A-Za-z0-9_-]{22}$/;
 const PRICE = { '3x3': 1, '4x4': 2, '5x5': 3, '6x6': 5 } as const;
@@ -55,20 +47,6 @@ afterAll(async () => {
   removeServerDirs();
 });
 
-async function account(credits: number) {
-  const email = `v-${randomBytes(4).toString('hex')}@example.com`;
-  const created = await server.admin('create-key', '--email', email);
-  expect(created.code, created.stderr).toBe(0);
-  if (credits)
-    expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-  return { email, key: created.stdout.trim() };
-}
-async function show(email: string) {
-  return JSON.parse((await server.admin('show', '--email', email)).stdout) as {
-    balance: number;
-    usage: Array<{ surface: string; density: string; sheets: number; credits: number; refunded: boolean }>;
-  };
-}
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 
 async function keep(key: string, bytes: Buffer = index, filename = 'index.mp4') {
@@ -103,7 +81,7 @@ function keptFiles(): string[] {
 
 describe('POST /v1/videos, GET, DELETE (DESIGN §9)', () => {
   it('201 with the keys in order; GET answers the same body; nothing charged; DELETE 204 then 404 everywhere', async () => {
-    const a = await account(10);
+    const a = await newAccount(server, 10);
     const before = Date.now();
     const kept = await keep(a.key);
     expect(kept.status, kept.text).toBe(201);
@@ -119,7 +97,7 @@ describe('POST /v1/videos, GET, DELETE (DESIGN §9)', () => {
     expect(expires).toBeGreaterThanOrEqual(before + 21600_000);
     expect(expires).toBeLessThanOrEqual(Date.now() + 21600_000);
     expect(await get(a.key, body.video_id)).toEqual({ status: 200, text: kept.text });
-    expect(await show(a.email)).toMatchObject({ balance: 10, usage: [] });
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 10, usage: [] });
     // Kept in the store under videos/, nothing left in work/.
     expect(keptFiles().some((f) => f.includes(body.video_id))).toBe(true);
     expect(server.leftovers()).toEqual([]);
@@ -132,8 +110,8 @@ describe('POST /v1/videos, GET, DELETE (DESIGN §9)', () => {
   });
 
   it("another account's key gets 404 on every route; an unknown id too; no key is 401", async () => {
-    const owner = await account(10);
-    const other = await account(10);
+    const owner = await newAccount(server, 10);
+    const other = await newAccount(server, 10);
     const kept = JSON.parse((await keep(owner.key)).text);
     for (const key of [other.key]) {
       expect(await get(key, kept.video_id)).toEqual({ status: 404, text: NOT_FOUND });
@@ -147,12 +125,12 @@ describe('POST /v1/videos, GET, DELETE (DESIGN §9)', () => {
     expect(res.status).toBe(401);
     // The owner's video is untouched by all that, and nothing was charged to anyone.
     expect((await get(owner.key, kept.video_id)).status).toBe(200);
-    expect((await show(other.email)).usage).toEqual([]);
+    expect((await showAccount(server, other.email)).usage).toEqual([]);
     expect((await get(owner.key, kept.video_id, 'DELETE')).status).toBe(204);
   });
 
   it('the cap: one video more than VIDSHEET_MAX_VIDEOS is 409 too_many_videos before the body; DELETE frees a place', async () => {
-    const a = await account(10);
+    const a = await newAccount(server, 10);
     const first = JSON.parse((await keep(a.key)).text);
     const second = JSON.parse((await keep(a.key)).text);
     expect([first.video_id, second.video_id]).toEqual([expect.stringMatching(ID), expect.stringMatching(ID)]);
@@ -168,11 +146,11 @@ describe('POST /v1/videos, GET, DELETE (DESIGN §9)', () => {
     expect((await get(a.key, first.video_id, 'DELETE')).status).toBe(204);
     expect((await keep(a.key)).status).toBe(201);
     // Another account has its own cap.
-    expect((await keep((await account(1)).key)).status).toBe(201);
+    expect((await keep((await newAccount(server, 1)).key)).status).toBe(201);
   });
 
   it('an unreadable upload is 422 unreadable_video and nothing is kept', async () => {
-    const a = await account(10);
+    const a = await newAccount(server, 10);
     const kept = await keep(
       a.key,
       Buffer.from('#EXTM3U\n#EXTINF:1,\nhttp://127.0.0.1:9/a.ts\n'),
@@ -187,7 +165,7 @@ describe('POST /v1/videos/{video_id}/sheets: zooms', () => {
   let a: { email: string; key: string };
   let videoId: string;
   beforeAll(async () => {
-    a = await account(100);
+    a = await newAccount(server, 100);
     videoId = JSON.parse((await keep(a.key)).text).video_id;
   });
 
@@ -212,7 +190,7 @@ describe('POST /v1/videos/{video_id}/sheets: zooms', () => {
     expect(moment.sheets).toBe(1);
     expect(moment.frames).toBe(36);
 
-    const shown = await show(a.email);
+    const shown = await showAccount(server, a.email);
     const spent = o.credits_charged + range.credits_charged + moment.credits_charged;
     expect(shown.balance).toBe(100 - spent);
     expect(shown.usage.map((u) => [u.surface, u.density, u.credits])).toEqual([
@@ -232,7 +210,7 @@ describe('POST /v1/videos/{video_id}/sheets: zooms', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('image/jpeg');
     expect(res.headers.get('x-vidsheet-job')).toMatch(ID);
-    expect(Number(res.headers.get('x-credits-remaining'))).toBe((await show(a.email)).balance);
+    expect(Number(res.headers.get('x-credits-remaining'))).toBe((await showAccount(server, a.email)).balance);
     expect(decodeJpeg(new Uint8Array(await res.arrayBuffer())).width).toBeGreaterThan(0);
   });
 
@@ -262,7 +240,7 @@ describe('POST /v1/videos/{video_id}/sheets: zooms', () => {
   });
 
   it('window and time errors: 422 bad_request with the local message verbatim; nothing charged', async () => {
-    const balance = (await show(a.email)).balance;
+    const balance = (await showAccount(server, a.email)).balance;
     const cases: Array<[object, string]> = [
       [{ start: 'soon' }, 'could not parse start "soon" — use seconds (90) or a timecode (1:30, 1:07.3)'],
       [{ end: 'later' }, 'could not parse end "later" — use seconds (90) or a timecode (1:30, 1:07.3)'],
@@ -291,17 +269,17 @@ describe('POST /v1/videos/{video_id}/sheets: zooms', () => {
       text: '{"error":"bad_request"}',
     });
     expect((await zoom(a.key, videoId, '{"start": ')).status).toBe(422);
-    expect((await show(a.email)).balance).toBe(balance - 1);
+    expect((await showAccount(server, a.email)).balance).toBe(balance - 1);
   });
 
   it('402 when the balance cannot pay the zoom; nothing charged', async () => {
-    const poor = await account(1);
+    const poor = await newAccount(server, 1);
     const id = JSON.parse((await keep(poor.key)).text).video_id;
     expect(await zoom(poor.key, id, { density: '6x6' })).toEqual({
       status: 402,
       text: '{"error":"insufficient_credits"}',
     });
-    expect(await show(poor.email)).toMatchObject({ balance: 1, usage: [] });
+    expect(await showAccount(server, poor.email)).toMatchObject({ balance: 1, usage: [] });
   });
 });
 

@@ -7,19 +7,23 @@
  * honest phone-like upload at 100 KB/s is never taken over. A real server on loopback, real sockets
  * sending at a set pace, real clocks (stall rule unscaled), on SQLite and PostgreSQL.
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALL_RULE } from '../../src/server/hosted/stall.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import {
+  newAccount,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+} from '../helpers/server.js';
 import { serverDatabase } from '../helpers/server-database.js';
-import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
+import { BUSY, type SlowUpload, STALLED, slowUpload, wholeUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
-const STALLED = { status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' };
-const BUSY = { status: 429, body: '{"error":"busy"}' };
 const SLOTS = 3;
 /** The server's default `VIDSHEET_STALL_S`: the issue's bound on a paying user's wait is this + 10 s. */
 const STALL_S = 20;
@@ -31,14 +35,6 @@ beforeAll(async () => {
   small = readFileSync(await plainClip(5));
 });
 afterAll(removeServerDirs);
-
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 /**
  * Keeps `upload` sending at `perS` bytes a second from now on, whatever the timer's jitter (each tick
@@ -80,25 +76,10 @@ describe.each(BACKENDS)(
 
     const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
 
-    async function newAccount(credits: number) {
-      const email = `p-${randomBytes(4).toString('hex')}@example.com`;
-      const created = await server.admin('create-key', '--email', email);
-      expect(created.code, created.stderr).toBe(0);
-      const granted = await server.admin('add-credits', '--email', email, '--credits', String(credits));
-      expect(granted.code, granted.stderr).toBe(0);
-      return { email, key: created.stdout.trim() };
-    }
-
-    async function show(email: string) {
-      const shown = await server.admin('show', '--email', email);
-      expect(shown.code, shown.stderr).toBe(0);
-      return JSON.parse(shown.stdout) as { balance: number; usage: unknown[] };
-    }
-
     /** `SLOTS` uploads, one per slot, each from its own address and account, sending `perS` bytes a second. */
     async function fillSlots(perS: number, from: number) {
       const accounts = [];
-      for (let i = 0; i < SLOTS; i++) accounts.push(await newAccount(5));
+      for (let i = 0; i < SLOTS; i++) accounts.push(await newAccount(server, 5));
       const uploads: SlowUpload[] = [];
       const senders: Array<ReturnType<typeof paced>> = [];
       for (const [i, account] of accounts.entries()) {
@@ -117,7 +98,7 @@ describe.each(BACKENDS)(
     }
 
     it('one 3 KB/s sender per slot: a paying upload gets 200 at once, the oldest sender 408, its file deleted, nobody else charged', async () => {
-      const payer = await newAccount(5);
+      const payer = await newAccount(server, 5);
       const attack = await fillSlots(3000, 60);
       try {
         // Past the 2 s grace of the newest.
@@ -130,15 +111,11 @@ describe.each(BACKENDS)(
         // When the newcomer took the oldest's slot: the issue's bound is on this wait (the job that
         // follows may take longer on a busy machine).
         const overtaken = oldest.answer().then((got) => ({ got, after: Date.now() - started }));
-        const upload = await slowUpload(server.url, payer.key, {
+        const answer = await wholeUpload(server.url, payer.key, {
+          bytes: small,
           from: '127.0.0.69',
-          size: small.length,
-          fill: small,
           filename: 'small.mp4',
         });
-        upload.finish();
-        const answer = await upload.answer();
-        upload.destroy();
         expect(answer?.status, answer?.body).toBe(200);
         expect(JSON.parse(answer?.body ?? '{}').credits_charged).toBe(1);
         // The oldest sender was taken over (cut as a stall is); the others are still being received.
@@ -156,12 +133,12 @@ describe.each(BACKENDS)(
       }
       await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
       for (const account of attack.accounts)
-        expect(await show(account.email)).toMatchObject({ balance: 5, usage: [] });
-      expect(await show(payer.email)).toMatchObject({ balance: 4 });
+        expect(await showAccount(server, account.email)).toMatchObject({ balance: 5, usage: [] });
+      expect(await showAccount(server, payer.email)).toMatchObject({ balance: 4 });
     }, 400_000);
 
     it('control: one honest 100 KB/s upload per slot is never taken over; the newcomer gets 429', async () => {
-      const newcomer = await newAccount(5);
+      const newcomer = await newAccount(server, 5);
       const honest = await fillSlots(100_000, 70);
       try {
         // Well past the grace and the 5 s idle figure.
@@ -180,7 +157,7 @@ describe.each(BACKENDS)(
       }
       await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
       for (const account of [...honest.accounts, newcomer])
-        expect(await show(account.email)).toMatchObject({ balance: 5, usage: [] });
+        expect(await showAccount(server, account.email)).toMatchObject({ balance: 5, usage: [] });
     }, 400_000);
   },
 );

@@ -8,7 +8,6 @@
  * - a video that completes when the queue is full is refused then, its file deleted.
  * Each server suite runs on SQLite and on PostgreSQL (charges, refusals and balances are the ledger's).
  */
-import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
@@ -18,9 +17,16 @@ import { BEHIND_RULE, behindBy, STALL_RULE } from '../../src/server/hosted/stall
 import { Transfers } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
+import {
+  newAccount,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+} from '../helpers/server.js';
 import { serverDatabase } from '../helpers/server-database.js';
-import { type SlowUpload, slowUpload } from '../helpers/slow-client.js';
+import { BUSY, type SlowUpload, STALLED, slowUpload, wholeUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 let server: TestServer;
 let small: Buffer;
@@ -31,30 +37,7 @@ beforeAll(async () => {
 
 afterAll(removeServerDirs);
 
-async function newAccount(credits: number) {
-  const email = `t-${randomBytes(4).toString('hex')}@example.com`;
-  const created = await server.admin('create-key', '--email', email);
-  expect(created.code, created.stderr).toBe(0);
-  if (credits > 0)
-    expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-  return { email, key: created.stdout.trim() };
-}
-
-async function show(email: string) {
-  const shown = await server.admin('show', '--email', email);
-  expect(shown.code, shown.stderr).toBe(0);
-  return JSON.parse(shown.stdout) as { balance: number; usage: unknown[] };
-}
-
 const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
-
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 /**
  * A long upload that the server is receiving (its work directory exists). It keeps sending 64 KiB every
@@ -85,18 +68,8 @@ async function refusedUnread(key: string, from: string) {
 }
 
 /** A whole upload of the 5 s clip through the slow client (so it can come from any loopback address). */
-async function whole(key: string, from: string) {
-  const upload = await slowUpload(server.url, key, {
-    from,
-    size: small.length,
-    fill: small,
-    filename: 'small.mp4',
-  });
-  upload.finish();
-  const answer = await upload.answer();
-  upload.destroy();
-  return answer;
-}
+const whole = (key: string, from: string) =>
+  wholeUpload(server.url, key, { bytes: small, from, filename: 'small.mp4' });
 
 describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backend) => {
   const database = serverDatabase(backend);
@@ -115,8 +88,8 @@ describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backen
   });
 
   it('402 before the body for a key that cannot pay the cheapest job; it takes no slot', async () => {
-    const broke = await newAccount(0);
-    const paying = await newAccount(5);
+    const broke = await newAccount(server, 0);
+    const paying = await newAccount(server, 5);
     // Five from the same address: with slots taken they would exceed every cap (2 per client, 4 in all).
     for (let i = 0; i < 5; i++) {
       expect(await refusedUnread(broke.key, '127.0.0.20')).toEqual({
@@ -127,19 +100,19 @@ describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backen
     expect(work()).toEqual([]);
     const done = await whole(paying.key, '127.0.0.20');
     expect(done?.status, done?.body).toBe(200);
-    expect((await show(paying.email)).balance).toBe(4);
-    expect(await show(broke.email)).toMatchObject({ balance: 0, usage: [] });
+    expect((await showAccount(server, paying.email)).balance).toBe(4);
+    expect(await showAccount(server, broke.email)).toMatchObject({ balance: 0, usage: [] });
   });
 
   it('slow uploads hold no queue place; transfers are capped per account, per address, per instance', async () => {
-    const a = await newAccount(10);
-    const b = await newAccount(10);
-    const c = await newAccount(10);
+    const a = await newAccount(server, 10);
+    const b = await newAccount(server, 10);
+    const c = await newAccount(server, 10);
     const open: SlowUpload[] = [];
     try {
       open.push(await held(a.key, '127.0.0.2'), await held(a.key, '127.0.0.3'));
       // Per account: A's third transfer, from a fresh address, is refused unread.
-      expect(await refusedUnread(a.key, '127.0.0.4')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await refusedUnread(a.key, '127.0.0.4')).toEqual(BUSY);
       // The queue has one place in all (VIDSHEET_QUEUE_LENGTH=0), and two slow uploads hold none of it.
       const started = Date.now();
       const done = await whole(b.key, '127.0.0.2');
@@ -148,10 +121,10 @@ describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backen
       expect(Date.now() - started).toBeLessThan(15_000);
       // Per address: 127.0.0.2 holds A's slot; C takes the second; a third from there is refused.
       open.push(await held(c.key, '127.0.0.2'));
-      expect(await refusedUnread(b.key, '127.0.0.2')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await refusedUnread(b.key, '127.0.0.2')).toEqual(BUSY);
       // Per instance (4): a fourth from a fresh client fits, a fifth does not.
       open.push(await held(b.key, '127.0.0.5'));
-      expect(await refusedUnread(c.key, '127.0.0.6')).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await refusedUnread(c.key, '127.0.0.6')).toEqual(BUSY);
     } finally {
       for (const upload of open) upload.destroy();
     }
@@ -159,15 +132,15 @@ describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backen
     // Slots come back with the abandoned uploads, and nothing was charged for them.
     const after = await whole(c.key, '127.0.0.6');
     expect(after?.status, after?.body).toBe(200);
-    expect((await show(a.email)).balance).toBe(10);
-    expect((await show(a.email)).usage).toEqual([]);
-    expect((await show(b.email)).balance).toBe(9);
-    expect((await show(c.email)).balance).toBe(9);
+    expect((await showAccount(server, a.email)).balance).toBe(10);
+    expect((await showAccount(server, a.email)).usage).toEqual([]);
+    expect((await showAccount(server, b.email)).balance).toBe(9);
+    expect((await showAccount(server, c.email)).balance).toBe(9);
   });
 
   it('a video that completes while the queue is full is refused then, its file deleted', async () => {
-    const g = await newAccount(10);
-    const h = await newAccount(10);
+    const g = await newAccount(server, 10);
+    const h = await newAccount(server, 10);
     const first = await slowUpload(server.url, g.key, {
       from: '127.0.0.7',
       size: small.length,
@@ -192,7 +165,10 @@ describe.each(BACKENDS)('transfers and queue places (DESIGN §5) on %s', (backen
     expect(statuses).toEqual([200, 429]);
     expect(answers.find((answer) => answer?.status === 429)?.body).toBe('{"error":"busy"}');
     await waitFor(() => work().length === 0, 'the refused video to be deleted');
-    const balances = [(await show(g.email)).balance, (await show(h.email)).balance].sort((x, y) => x - y);
+    const balances = [
+      (await showAccount(server, g.email)).balance,
+      (await showAccount(server, h.email)).balance,
+    ].sort((x, y) => x - y);
     expect(balances).toEqual([9, 10]);
   });
 });
@@ -312,45 +288,32 @@ describe.each(BACKENDS)(
     });
     const fastWork = () => fast.leftovers().filter((f) => f.startsWith('work/'));
 
-    async function account(credits: number) {
-      const email = `s-${randomBytes(4).toString('hex')}@example.com`;
-      const created = await fast.admin('create-key', '--email', email);
-      expect((await fast.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-      return { email, key: created.stdout.trim() };
-    }
-
     it('an upload body that stops is cut with 408, its file deleted, nothing charged; the next upload succeeds', async () => {
-      const a = await account(5);
+      const a = await newAccount(fast, 5);
       const started = Date.now();
       const upload = await slowUpload(fast.url, a.key, { first: 64 * 1024, from: '127.0.0.30' });
       const answer = await upload.answer();
       const elapsed = Date.now() - started;
-      expect(answer).toEqual({ status: 408, body: '{"error":"bad_request","message":"the upload stalled"}' });
+      expect(answer).toEqual(STALLED);
       expect(elapsed).toBeGreaterThanOrEqual(1900);
       expect(elapsed).toBeLessThan(6000);
       await waitFor(() => upload.closed(), 'the connection to be closed');
       await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
-      const done = await slowUpload(fast.url, a.key, { size: small.length, fill: small, from: '127.0.0.30' });
-      done.finish();
-      expect((await done.answer())?.status).toBe(200);
-      done.destroy();
-      const shown = JSON.parse((await fast.admin('show', '--email', a.email)).stdout);
+      expect((await wholeUpload(fast.url, a.key, { bytes: small, from: '127.0.0.30' }))?.status).toBe(200);
+      const shown = await showAccount(fast, a.email);
       // 5 granted, raised to the allowance floor 7 at the one priced job, minus its 1 credit.
       expect(shown.balance).toBe(6);
       expect(shown.usage).toHaveLength(1);
     });
 
     it('a trickle (a byte every 0.5 s: never idle, too slow) is cut after its grace and one window', async () => {
-      const a = await account(5);
+      const a = await newAccount(fast, 5);
       const upload = await slowUpload(fast.url, a.key, { first: 1, from: '127.0.0.31' });
       const started = Date.now();
       const trickle = setInterval(() => upload.send(Buffer.from('x')), 500);
       try {
         const answer = await upload.answer();
-        expect(answer).toEqual({
-          status: 408,
-          body: '{"error":"bad_request","message":"the upload stalled"}',
-        });
+        expect(answer).toEqual(STALLED);
         // Grace 1 s + window 3 s (scaled): cut after about 4 s, well before 8.
         expect(Date.now() - started).toBeGreaterThanOrEqual(3500);
         expect(Date.now() - started).toBeLessThan(8000);
@@ -359,7 +322,7 @@ describe.each(BACKENDS)(
         upload.destroy();
       }
       await waitFor(() => fastWork().length === 0, 'the partial file to be deleted');
-      expect(JSON.parse((await fast.admin('show', '--email', a.email)).stdout).balance).toBe(5);
+      expect((await showAccount(fast, a.email)).balance).toBe(5);
     });
 
     it('half-sent headers are cut after the (scaled) 3 s headers deadline', async () => {

@@ -5,17 +5,21 @@
  * descriptor of the server process (counted in /proc/<pid>/fd) points into its work directory and the
  * count comes back to where it was, the partial file deleted, nothing charged.
  */
-import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
-import { removeServerDirs, startServer, type TestServer } from '../helpers/server.js';
-import { slowUpload } from '../helpers/slow-client.js';
+import {
+  newAccount,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+} from '../helpers/server.js';
+import { BUSY, STALLED, slowUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MALFORMED = '{"error":"bad_request","message":"the multipart body is truncated or malformed"}';
-const STALLED = '{"error":"bad_request","message":"the upload stalled"}';
 /** Every route that receives an upload. */
 const UPLOAD_ROUTES = ['/v1/vidsheet', '/v1/videos'];
 
@@ -31,21 +35,6 @@ afterAll(async () => {
   removeServerDirs();
 });
 
-async function account(credits: number) {
-  const email = `u-${randomBytes(4).toString('hex')}@example.com`;
-  const created = await server.admin('create-key', '--email', email);
-  expect(created.code, created.stderr).toBe(0);
-  expect((await server.admin('add-credits', '--email', email, '--credits', String(credits))).code).toBe(0);
-  return { email, key: created.stdout.trim() };
-}
-
-async function show(email: string) {
-  return JSON.parse((await server.admin('show', '--email', email)).stdout) as {
-    balance: number;
-    usage: unknown[];
-  };
-}
-
 /** The server process's open descriptors, as their link targets. */
 function serverFds(): string[] {
   const dir = `/proc/${server.process.pid}/fd`;
@@ -60,17 +49,9 @@ function serverFds(): string[] {
 const intoWork = () => serverFds().filter((target) => target.startsWith(join(server.dataDir, 'work')));
 const work = () => server.leftovers().filter((f) => f.startsWith('work/'));
 
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
 describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
   it('a multipart body that ends mid-file (no closing boundary) is 422 bad_request, never 500; nothing left open', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const baseline = serverFds().length;
     const upload = await slowUpload(server.url, a.key, {
       path,
@@ -80,51 +61,51 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
       from: '127.0.0.40',
     });
     // The parser has opened the file: its descriptor points into the work directory.
-    await waitFor(() => intoWork().length > 0, 'the upload file to be open');
+    await waitFor(() => intoWork().length > 0, 'the upload file to be open', 10_000);
     upload.endCut();
     const answer = await upload.answer();
     upload.destroy();
     expect(answer).toEqual({ status: 422, body: MALFORMED });
-    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory');
-    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`);
-    await waitFor(() => work().length === 0, 'the partial file to be deleted');
-    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory', 10_000);
+    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`, 10_000);
+    await waitFor(() => work().length === 0, 'the partial file to be deleted', 10_000);
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
   it('an upload that stalls mid-file is cut (408): its file stream ended, the file deleted, no descriptor left', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const baseline = serverFds().length;
     const upload = await slowUpload(server.url, a.key, { path, first: 64 * 1024, from: '127.0.0.41' });
-    await waitFor(() => intoWork().length > 0, 'the upload file to be open');
+    await waitFor(() => intoWork().length > 0, 'the upload file to be open', 10_000);
     const answer = await upload.answer();
     upload.destroy();
-    expect(answer).toEqual({ status: 408, body: STALLED });
-    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory');
-    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`);
-    await waitFor(() => work().length === 0, 'the partial file to be deleted');
-    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+    expect(answer).toEqual(STALLED);
+    await waitFor(() => intoWork().length === 0, 'no descriptor into the work directory', 10_000);
+    await waitFor(() => serverFds().length <= baseline, `descriptors back to ${baseline}`, 10_000);
+    await waitFor(() => work().length === 0, 'the partial file to be deleted', 10_000);
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
   it('transfer slots: a third upload of one account while two arrive is 429 busy before its body', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const held = [
       await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.43' }),
       await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.44' }),
     ];
     try {
-      await waitFor(() => work().length >= 2, 'both uploads to be received');
+      await waitFor(() => work().length >= 2, 'both uploads to be received', 10_000);
       const third = await slowUpload(server.url, a.key, { path, first: 1024, from: '127.0.0.45' });
       held.push(third);
-      expect(await third.answer()).toEqual({ status: 429, body: '{"error":"busy"}' });
+      expect(await third.answer()).toEqual(BUSY);
     } finally {
       for (const upload of held) upload.destroy();
     }
-    await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted');
-    expect(await show(a.email)).toMatchObject({ balance: 5, usage: [] });
+    await waitFor(() => work().length === 0, 'the abandoned uploads to be deleted', 10_000);
+    expect(await showAccount(server, a.email)).toMatchObject({ balance: 5, usage: [] });
   });
 
   it('after both, a whole upload through the same route still succeeds', async () => {
-    const a = await account(5);
+    const a = await newAccount(server, 5);
     const done = await slowUpload(server.url, a.key, {
       path,
       size: small.length,

@@ -16,6 +16,47 @@ const error = (code: string, description: string, extras: Record<string, object>
 
 const strings = { type: 'array', items: { type: 'string' } } as const;
 
+/** What every upload route declares: the key, and a multipart body whose `video` part is the file. */
+const uploadRoute = { security: [{ bearer: [] }], consumes: ['multipart/form-data'] } as const;
+const videoPart = {
+  type: 'string',
+  format: 'binary',
+  description: 'The video file (at most 300 MB, 30 minutes).',
+} as const;
+
+/**
+ * The refusals of every route that runs a job for a key (spec "Errors → Hosted API"). Status keys are
+ * integers, so a `response` lists them in numeric order whatever the order they are written in.
+ */
+const jobErrors = {
+  401: error('invalid_key', 'The API key is missing, malformed or revoked; the body was not read.'),
+  422: {
+    description: 'bad_request, unreadable_video, or too_long (with max_s).',
+    type: 'object',
+    properties: {
+      error: { type: 'string', enum: ['bad_request', 'unreadable_video', 'too_long'] },
+      max_s: { type: 'integer' },
+      message: { type: 'string', description: 'Why, on some bad_request answers (a malformed body).' },
+    },
+    required: ['error'],
+  },
+  429: error('busy', 'One job runs and the queue is full; retry in 10 to 30 s. Nothing was charged.'),
+  500: error('processing_failed', 'The engine failed after the charge.', { refunded: { type: 'boolean' } }),
+} as const;
+
+/** The refusals of every route that receives an upload, besides `jobErrors` (DESIGN §5a). */
+const uploadErrors = {
+  408: error('bad_request', 'The upload stalled and was cut (DESIGN §5a); nothing was charged.', {
+    message: { type: 'string' },
+  }),
+  413: error('too_large', 'The upload exceeds the cap.', { max_mb: { type: 'integer' } }),
+} as const;
+
+const insufficientCredits = error(
+  'insufficient_credits',
+  'Balance too low (after the free allowance, for never-purchased accounts).',
+);
+
 export const hostedResultSchema = {
   description: 'The hosted job result (response=json).',
   type: 'object',
@@ -55,16 +96,11 @@ export const hostedJobSchema = {
     'One synchronous request per job; the connection stays open until the sheets are made. Every accepted ' +
     'request is a new job and a new charge (1, 2, 3 or 5 credits per sheet for 3x3, 4x4, 5x5, 6x6). ' +
     'Fields `start` and `end` are ignored: a hosted job always covers the whole clip.',
-  security: [{ bearer: [] }],
-  consumes: ['multipart/form-data'],
+  ...uploadRoute,
   body: {
     type: 'object',
     properties: {
-      video: {
-        type: 'string',
-        format: 'binary',
-        description: 'The video file (at most 300 MB, 30 minutes).',
-      },
+      video: videoPart,
       density: { type: 'string', enum: [...DENSITIES], default: '3x3' },
       response: {
         type: 'string',
@@ -76,30 +112,7 @@ export const hostedJobSchema = {
     },
     required: ['video'],
   },
-  response: {
-    200: hostedResultSchema,
-    401: error('invalid_key', 'The API key is missing, malformed or revoked; the body was not read.'),
-    402: error(
-      'insufficient_credits',
-      'Balance too low (after the free allowance, for never-purchased accounts).',
-    ),
-    408: error('bad_request', 'The upload stalled and was cut (DESIGN §5a); nothing was charged.', {
-      message: { type: 'string' },
-    }),
-    413: error('too_large', 'The upload exceeds the cap.', { max_mb: { type: 'integer' } }),
-    422: {
-      description: 'bad_request, unreadable_video, or too_long (with max_s).',
-      type: 'object',
-      properties: {
-        error: { type: 'string', enum: ['bad_request', 'unreadable_video', 'too_long'] },
-        max_s: { type: 'integer' },
-        message: { type: 'string', description: 'Why, on some bad_request answers (a malformed body).' },
-      },
-      required: ['error'],
-    },
-    429: error('busy', 'One job runs and the queue is full; retry in 10 to 30 s. Nothing was charged.'),
-    500: error('processing_failed', 'The engine failed after the charge.', { refunded: { type: 'boolean' } }),
-  },
+  response: { 200: hostedResultSchema, ...jobErrors, ...uploadErrors, 402: insufficientCredits },
 } as const;
 
 export const sheetSchema = {
@@ -160,8 +173,7 @@ const videoIdParams = {
   properties: { videoId: { type: 'string', description: 'The video id from POST /v1/videos.' } },
 } as const;
 
-const NOT_YOURS = 'Unknown, expired or deleted, or another account’s video (never 403).';
-const badRequest422 = hostedJobSchema.response[422];
+const notYours = error('not_found', 'Unknown, expired or deleted, or another account’s video (never 403).');
 
 export const keepVideoSchema = {
   summary: 'Keep a video for zooming (upload once)',
@@ -170,38 +182,21 @@ export const keepVideoSchema = {
     'so it can be zoomed with POST /v1/videos/{video_id}/sheets without another upload. The one exception ' +
     'to "nothing is kept": it serves this account’s zooms and nothing else, and is deleted on DELETE or ' +
     'at expiry. Nothing is charged. At most `VIDSHEET_MAX_VIDEOS` (default 5) unexpired videos per account.',
-  security: [{ bearer: [] }],
-  consumes: ['multipart/form-data'],
-  body: {
-    type: 'object',
-    properties: {
-      video: {
-        type: 'string',
-        format: 'binary',
-        description: 'The video file (at most 300 MB, 30 minutes).',
-      },
-    },
-    required: ['video'],
-  },
+  ...uploadRoute,
+  body: { type: 'object', properties: { video: videoPart }, required: ['video'] },
   response: {
     201: keptVideoSchema,
-    401: hostedJobSchema.response[401],
+    ...jobErrors,
+    ...uploadErrors,
     402: error(
       'insufficient_credits',
       'The balance could not pay even the cheapest zoom; the body was not read.',
     ),
-    408: hostedJobSchema.response[408],
     409: error(
       'too_many_videos',
       'The account already keeps the most videos allowed; the body was not read.',
-      {
-        max_videos: { type: 'integer' },
-      },
+      { max_videos: { type: 'integer' } },
     ),
-    413: hostedJobSchema.response[413],
-    422: badRequest422,
-    429: hostedJobSchema.response[429],
-    500: hostedJobSchema.response[500],
   },
 } as const;
 
@@ -244,22 +239,14 @@ export const videoSheetsSchema = {
       response: { type: 'string', enum: [...RESPONSE_MODES], default: 'json' },
     },
   },
-  response: {
-    200: sessionResultSchema,
-    401: hostedJobSchema.response[401],
-    402: hostedJobSchema.response[402],
-    404: error('not_found', NOT_YOURS),
-    422: badRequest422,
-    429: hostedJobSchema.response[429],
-    500: hostedJobSchema.response[500],
-  },
+  response: { 200: sessionResultSchema, ...jobErrors, 402: insufficientCredits, 404: notYours },
 } as const;
 
 export const getVideoSchema = {
   summary: 'A kept video',
   security: [{ bearer: [] }],
   params: videoIdParams,
-  response: { 200: keptVideoSchema, 401: hostedJobSchema.response[401], 404: error('not_found', NOT_YOURS) },
+  response: { 200: keptVideoSchema, 401: jobErrors[401], 404: notYours },
 } as const;
 
 export const deleteVideoSchema = {
@@ -268,7 +255,7 @@ export const deleteVideoSchema = {
   params: videoIdParams,
   response: {
     204: { description: 'Deleted, from storage and every cache.', type: 'null' },
-    401: hostedJobSchema.response[401],
-    404: error('not_found', NOT_YOURS),
+    401: jobErrors[401],
+    404: notYours,
   },
 } as const;

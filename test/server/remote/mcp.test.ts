@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTimeMs } from '../../../src/core/time.js';
 import { decodeJpeg } from '../../helpers/frames.js';
 import { expectModelAids } from '../../helpers/model-aids.js';
+import { AID_KEYS, MCP_KEYS } from '../../helpers/result-keys.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
 
 afterAll(removeServerDirs);
@@ -21,20 +22,8 @@ afterAll(removeServerDirs);
 const SAMPLE_PATH = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4');
 const SAMPLE = readFileSync(SAMPLE_PATH);
 const TOOL = 'vidsheet_video';
-const KEYS = [
-  'input',
-  'duration',
-  'frames',
-  'sheets',
-  'files',
-  'timecodes',
-  'warnings',
-  'contract',
-  'job_id',
-  'sheet_ttl_hours',
-];
-/** DESIGN §10's keys, after the lane's (the last key of §6). */
-const AIDS = ['frame_times', 'zoom_hints'];
+// The local tool result's keys and the success extras; the lane's keys and DESIGN §10's follow.
+const KEYS = [...MCP_KEYS, 'job_id', 'sheet_ttl_hours'];
 
 interface Listening {
   server: Server;
@@ -183,7 +172,7 @@ describe('remote endpoint', () => {
     await client.close();
     expect(result.isError, textOf(result)).toBeFalsy();
     const report = JSON.parse(textOf(result));
-    expect(Object.keys(report)).toEqual([...KEYS, 'free_jobs_remaining_today', ...AIDS]);
+    expect(Object.keys(report)).toEqual([...KEYS, 'free_jobs_remaining_today', ...AID_KEYS]);
     expect(report).toMatchObject({
       input: videoUrl(),
       duration: 120,
@@ -223,7 +212,7 @@ describe('remote endpoint', () => {
     await client.close();
     expect(result.isError, textOf(result)).toBeFalsy();
     const report = JSON.parse(textOf(result));
-    expect(Object.keys(report)).toEqual([...KEYS, 'credits_charged', 'credits_remaining', ...AIDS]);
+    expect(Object.keys(report)).toEqual([...KEYS, 'credits_charged', 'credits_remaining', ...AID_KEYS]);
     expect(report.credits_charged).toBe(4);
     expect(report.credits_remaining).toBe(96);
     const shown = JSON.parse((await server.admin('show', '--email', 'remote@example.com')).stdout);
