@@ -96,14 +96,23 @@ export async function startServer({ prefix = 'vidsheet-bench-', env: extra = {} 
   const listening = await waitFor((l) => l.msg === 'vidsheet-server listening');
   await waitFor((l) => l.msg === 'job worker ready');
   const dataDir = env.VIDSHEET_DATA_DIR;
-  /** Runs `vidsheet-server admin ...` on the same data; resolves with its stdout, trimmed. */
-  const admin = (...args) =>
-    new Promise((resolve, reject) => {
-      execFile(process.execPath, [SERVER_BIN, 'admin', ...args], { env }, (error, stdout, stderr) => {
-        if (error) reject(new Error(`admin ${args[0]} failed:\n${stderr}`));
-        else resolve(stdout.trim());
+  /**
+   * Runs `vidsheet-server admin ...` on the same data; resolves with its stdout, trimmed. One at a
+   * time: side by side on SQLite, one can fail with "database is locked" (seen in the soak's setup).
+   */
+  let queue = Promise.resolve();
+  const admin = (...args) => {
+    const run = () =>
+      new Promise((resolve, reject) => {
+        execFile(process.execPath, [SERVER_BIN, 'admin', ...args], { env }, (error, stdout, stderr) => {
+          if (error) reject(new Error(`admin ${args[0]} failed:\n${stderr}`));
+          else resolve(stdout.trim());
+        });
       });
-    });
+    const done = queue.then(run, run);
+    queue = done.catch(() => {});
+    return done;
+  };
   let stopping;
   return {
     url: String(listening.address),

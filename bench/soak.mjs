@@ -48,6 +48,7 @@ import { openDatabase } from '../dist/server/db/open.js';
 import { corpusDir, loadManifest } from '../fixtures/corpus.mjs';
 import { ROOT } from './clip.mjs';
 import { openFds, procStatus, sleep, startServer, upload } from './server.mjs';
+import { ledgerBalances, slope } from './soak-checks.mjs';
 
 const argv = process.argv.slice(2);
 const minutesArg = argv[0] !== undefined && /^\d+(\.\d+)?$/.test(argv[0]) ? argv[0] : undefined;
@@ -612,47 +613,19 @@ async function idleCheck(label) {
   paused = false;
 }
 
-/** Per account: balance = sum of its ledger entries, and each entry's balance_after = the running sum. */
+/** The ledger as the database holds it at the end (soak-checks.mjs). */
 async function ledgerCheck() {
   const db = await openDatabase({ dataDir: server.dataDir, databaseUrl: DATABASE_URL });
   try {
-    const accounts = await db.selectFrom('accounts').select(['id', 'email', 'balance']).execute();
-    const entries = await db
-      .selectFrom('ledger')
-      .select(['account_id', 'kind', 'amount', 'balance_after'])
-      .orderBy('id')
-      .execute();
-    const sums = new Map();
-    const kinds = {};
-    let chainBreaks = 0;
-    for (const e of entries) {
-      const sum = (sums.get(e.account_id) ?? 0) + Number(e.amount);
-      sums.set(e.account_id, sum);
-      if (Number(e.balance_after) !== sum) chainBreaks++;
-      kinds[e.kind] = (kinds[e.kind] ?? 0) + 1;
-    }
-    const mismatched = accounts.filter((a) => Number(a.balance) !== (sums.get(a.id) ?? 0));
-    return { accounts: accounts.length, entries: entries.length, kinds, mismatched, chainBreaks };
+    return await ledgerBalances(db);
   } finally {
     await db.destroy();
   }
 }
 
-/** Least-squares slope (per minute) of `ys` over `ts` (seconds), and its standard error. */
-function slope(ts, ys) {
-  const n = ts.length;
-  const xs = ts.map((t) => t / 60);
-  const mx = xs.reduce((a, b) => a + b, 0) / n;
-  const my = ys.reduce((a, b) => a + b, 0) / n;
-  const sxx = xs.reduce((a, x) => a + (x - mx) ** 2, 0);
-  const b = xs.reduce((a, x, i) => a + (x - mx) * (ys[i] - my), 0) / sxx;
-  const residual = ys.reduce((a, y, i) => a + (y - (my + b * (xs[i] - mx))) ** 2, 0);
-  return { perMin: b, se: n > 2 ? Math.sqrt(residual / (n - 2) / sxx) : Number.NaN, mean: my };
-}
-
 // --- the run ---------------------------------------------------------------------------------------
 const start = sample();
-// Made side by side: each admin command is a Node start, slow on a loaded machine. The attackers'
+// The attackers'
 // accounts hold more than the allowance floor (7), so a balance moves only by charges.
 const [honest, [honestMcp, bad, ...stalled]] = await Promise.all([
   Promise.all(Array.from({ length: HONEST_UPLOADERS }, () => server.account(100_000))),
@@ -837,13 +810,13 @@ for (const t of trend) {
 }
 
 console.log(
-  `\nledger: ${ledger.accounts} accounts, ${ledger.entries} entries ${JSON.stringify(ledger.kinds)}; balance ≠ sum of entries: ${ledger.mismatched.length}${ledger.mismatched.length ? ` ${JSON.stringify(ledger.mismatched)}` : ''}; balance_after ≠ running sum: ${ledger.chainBreaks}`,
+  `\nledger: ${ledger.accounts} accounts, ${ledger.entries} entries ${JSON.stringify(ledger.kinds)}; balance ≠ sum of entries: ${ledger.mismatched.length}${ledger.mismatched.length ? ` ${JSON.stringify(ledger.mismatched)}` : ''}; balance_after ≠ running sum: ${ledger.chainBreaks.length}`,
 );
 
 const verdicts = [
   ['RSS and descriptors flat after warm-up', trend.every((t) => t.flat)],
   ['<data>/work empty whenever idle', idleChecks.every((c) => c.files === 0) && end.work === 0],
-  ['ledger balance = sum of its entries', ledger.mismatched.length === 0 && ledger.chainBreaks === 0],
+  ['ledger balance = sum of its entries', ledger.mismatched.length === 0 && ledger.chainBreaks.length === 0],
   ['zero unexpected 5xx', unexpected.length === 0],
   ['nothing charged to stalled senders or bad inputs', charged === 0],
   ['every bad input answered as the spec says', stats.badInputsWrong === 0 && stats.badInputs > 0],
