@@ -20,20 +20,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import {
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createWriteStream, existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CACHE, clip, ROOT } from './clip.mjs';
-import { median, procStatus, sleep, startServer, upload } from './server.mjs';
+import { cleanUp, median, procStatus, sleep, startServer, tempDir, upload } from './server.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -47,23 +37,12 @@ const RSS_TARGET_MB = 150;
 const UPLOAD_BYTES = 299 * 1024 * 1024;
 const EMAIL = 'bench@example.com';
 
-const temps = [];
-const servers = [];
-const tempDir = (prefix) => {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  temps.push(dir);
-  return dir;
-};
-
 /** A server with a funded key (`server.key`). */
 async function start() {
   const server = await startServer({ prefix: 'vidsheet-bench-hosted-' });
-  servers.push(server);
   server.key = (await server.account(1000, EMAIL)).key;
   return server;
 }
-
-const status = procStatus;
 
 /** Resets the kernel's peak-RSS mark (VmHWM) of a process we started; false where unsupported. */
 function resetPeak(pid) {
@@ -190,7 +169,7 @@ async function uploadMemory() {
   await upload(server, server.key, { file: small, fields: { density: '3x3' } });
   await sleep(500);
   const workerPid = server.workerPid();
-  const baseline = { server: status(server.pid, 'VmRSS'), worker: status(workerPid, 'VmRSS') };
+  const baseline = { server: procStatus(server.pid, 'VmRSS'), worker: procStatus(workerPid, 'VmRSS') };
   const clientBaseline = process.memoryUsage.rss() / 1024 / 1024;
   const peak = { server: 0, worker: 0, client: 0 };
   let samples = 0;
@@ -202,8 +181,8 @@ async function uploadMemory() {
   for (let run = 0; run < RUNS; run++) {
     const sample = () => {
       samples++;
-      peak.server = Math.max(peak.server, status(server.pid, 'VmRSS') ?? 0);
-      peak.worker = Math.max(peak.worker, status(server.workerPid(), 'VmRSS') ?? 0);
+      peak.server = Math.max(peak.server, procStatus(server.pid, 'VmRSS') ?? 0);
+      peak.worker = Math.max(peak.worker, procStatus(server.workerPid(), 'VmRSS') ?? 0);
       peak.client = Math.max(peak.client, process.memoryUsage.rss() / 1024 / 1024);
     };
     const timer = setInterval(sample, 20);
@@ -216,8 +195,8 @@ async function uploadMemory() {
     mbPerS.push(UPLOAD_BYTES / 1e6 / (r.ms / 1000));
   }
   if (reset) {
-    hwm.server = status(server.pid, 'VmHWM');
-    hwm.worker = status(server.workerPid(), 'VmHWM');
+    hwm.server = procStatus(server.pid, 'VmHWM');
+    hwm.worker = procStatus(server.workerPid(), 'VmHWM');
   }
   console.error('bench: upload memory done');
   return {
@@ -232,18 +211,13 @@ async function uploadMemory() {
   };
 }
 
-async function cleanup() {
-  for (const server of servers.splice(0)) await server.stop();
-  for (const dir of temps.splice(0)) rmSync(dir, { recursive: true, force: true });
-}
-
 let lat;
 let mem;
 try {
   lat = await latency();
   mem = await uploadMemory();
 } finally {
-  await cleanup();
+  await cleanUp();
 }
 
 console.log(

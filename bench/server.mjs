@@ -23,6 +23,22 @@ import { freePort } from './free-port.mjs';
 
 export const SERVER_BIN = join(ROOT, 'bin', 'vidsheet-server.js');
 
+const temps = [];
+const started = [];
+
+/** A fresh temporary directory, removed by `cleanUp`. */
+export function tempDir(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+}
+
+/** Stops every server `startServer` started and removes every `tempDir`. */
+export async function cleanUp() {
+  for (const server of started.splice(0)) await server.stop();
+  for (const dir of temps.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
 /**
  * Starts the server with its defaults for everything but where it listens and keeps its data (no
  * VIDSHEET_* is inherited), plus `env`; resolves once its job worker is ready. `stop()` ends it and
@@ -114,7 +130,7 @@ export async function startServer({ prefix = 'vidsheet-bench-', env: extra = {} 
     return done;
   };
   let stopping;
-  return {
+  const server = {
     url: String(listening.address),
     port,
     pid: child.pid,
@@ -145,6 +161,8 @@ export async function startServer({ prefix = 'vidsheet-bench-', env: extra = {} 
       return stopping;
     },
   };
+  started.push(server);
+  return server;
 }
 
 /**

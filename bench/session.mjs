@@ -13,12 +13,11 @@
  * (from the copy). Everything goes to 127.0.0.1 only.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, openAsBlob, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { openAsBlob, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { clip, ROOT } from './clip.mjs';
 import { freePort } from './free-port.mjs';
-import { sleep, startServer } from './server.mjs';
+import { cleanUp, sleep, startServer, tempDir } from './server.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -35,14 +34,7 @@ const STEPS = [
   { name: '2 s moment 6x6', density: '6x6', start: 630, end: 632 },
 ];
 
-const temps = [];
 const children = [];
-const servers = [];
-const tempDir = (prefix) => {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  temps.push(dir);
-  return dir;
-};
 const ms = (t0) => Math.round(performance.now() - t0);
 
 /** A server with a funded key (`server.key`); `env` adds to the defaults. */
@@ -52,7 +44,6 @@ async function start(env = {}) {
     // A long synthetic clip may pass the default 300 MB upload cap; the cap is not what is measured.
     env: { VIDSHEET_MAX_UPLOAD_MB: '4000', ...env },
   });
-  servers.push(server);
   server.key = (await server.account(100000, EMAIL)).key;
   return server;
 }
@@ -162,8 +153,7 @@ try {
     }
   }
 } finally {
-  for (const server of servers) await server.stop();
   for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
   await sleep(500);
-  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+  await cleanUp();
 }
