@@ -20,23 +20,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import {
-  createReadStream,
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { createWriteStream, existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { CACHE, clip, ROOT } from './clip.mjs';
-import { freePort } from './free-port.mjs';
+import { cleanUp, median, procStatus, sleep, startServer, tempDir, upload } from './server.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -44,167 +31,17 @@ const flag = (name, fallback) => {
   return i >= 0 ? argv[i + 1] : fallback;
 };
 const RUNS = Number(flag('runs', '3'));
-const SERVER_BIN = join(ROOT, 'bin', 'vidsheet-server.js');
 const CLI_BIN = join(ROOT, 'bin', 'vidsheet.js');
 const LATENCY_TARGET_MS = 150;
 const RSS_TARGET_MB = 150;
 const UPLOAD_BYTES = 299 * 1024 * 1024;
 const EMAIL = 'bench@example.com';
 
-const now = () => performance.timeOrigin + performance.now(); // epoch ms, comparable to pino `time`
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-const temps = [];
-const servers = [];
-const tempDir = (prefix) => {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  temps.push(dir);
-  return dir;
-};
-
-/** Starts `vidsheet-server` on a free loopback port with a fresh data directory and a funded key. */
-async function startServer() {
-  const root = tempDir('vidsheet-bench-hosted-');
-  const port = await freePort();
-  // Defaults for everything but where it listens and keeps its data: no VIDSHEET_* is inherited.
-  const env = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.startsWith('VIDSHEET_')),
-  );
-  Object.assign(env, {
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    VIDSHEET_BASE_URL: `http://127.0.0.1:${port}`,
-    VIDSHEET_DATA_DIR: join(root, 'data'),
-    TMPDIR: join(root, 'tmp'),
-  });
-  mkdirSync(env.TMPDIR, { recursive: true });
-  const child = spawn(process.execPath, [SERVER_BIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise((resolve) => child.on('close', resolve));
-  servers.push({ child, exited });
-  const logs = [];
-  const waiters = [];
-  let raw = '';
-  let pending = '';
-  child.stdout.on('data', (chunk) => {
-    raw += chunk;
-    pending += chunk;
-    const lines = pending.split('\n');
-    pending = lines.pop() ?? '';
-    for (const text of lines) {
-      let line;
-      try {
-        line = JSON.parse(text);
-      } catch {
-        continue; // the worker's own debug output, if any
-      }
-      logs.push(line);
-      for (const w of [...waiters]) {
-        if (w.match(line)) {
-          waiters.splice(waiters.indexOf(w), 1);
-          w.resolve(line);
-        }
-      }
-    }
-  });
-  child.stderr.on('data', (chunk) => (raw += chunk));
-  const waitFor = (match, timeoutMs = 60_000) => {
-    const seen = logs.find(match);
-    if (seen) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching log line; output:\n${raw}`)), timeoutMs);
-      waiters.push({
-        match,
-        resolve: (line) => {
-          clearTimeout(timer);
-          resolve(line);
-        },
-      });
-      void exited.then(() => reject(new Error(`server exited early; output:\n${raw}`)));
-    });
-  };
-  const listening = await waitFor((l) => l.msg === 'vidsheet-server listening');
-  await waitFor((l) => l.msg === 'job worker ready');
-  const admin = (...args) => {
-    const r = spawnSync(process.execPath, [SERVER_BIN, 'admin', ...args], { env, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`admin ${args[0]} failed:\n${r.stderr}`);
-    return r.stdout.trim();
-  };
-  const key = admin('create-key', '--email', EMAIL);
-  admin('add-credits', '--email', EMAIL, '--credits', '1000');
-  return {
-    url: String(listening.address),
-    pid: child.pid,
-    /** The worker now running jobs (the latest one started). */
-    workerPid: () => logs.findLast((l) => l.msg === 'job worker started')?.workerPid,
-    key,
-    logs,
-    waitFor,
-  };
-}
-
-/**
- * POST /v1/vidsheet with `file` streamed from disk inside a hand-built multipart body (text fields
- * first, then the `video` part), with a Content-Length. Resolves when the whole answer is read.
- */
-function upload(server, file, fields) {
-  const boundary = `----vidsheet-bench-${randomBytes(12).toString('hex')}`;
-  let head = '';
-  for (const [name, value] of Object.entries(fields)) {
-    head += `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
-  }
-  head +=
-    `--${boundary}\r\nContent-Disposition: form-data; name="video"; filename="${basename(file)}"\r\n` +
-    'Content-Type: application/octet-stream\r\n\r\n';
-  const tail = `\r\n--${boundary}--\r\n`;
-  const length = Buffer.byteLength(head) + statSync(file).size + Buffer.byteLength(tail);
-  return new Promise((resolve, reject) => {
-    const start = now();
-    const req = request(`${server.url}/v1/vidsheet`, {
-      method: 'POST',
-      agent: false,
-      headers: {
-        authorization: `Bearer ${server.key}`,
-        'content-type': `multipart/form-data; boundary=${boundary}`,
-        'content-length': String(length),
-      },
-    });
-    req.on('error', reject);
-    req.on('response', (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const end = now();
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          body = text;
-        }
-        resolve({ status: res.statusCode, body, start, end, ms: end - start });
-      });
-    });
-    req.write(head);
-    const source = createReadStream(file);
-    source.on('error', reject);
-    source.on('end', () => req.end(tail));
-    source.pipe(req, { end: false });
-  });
-}
-
-/** `VmRSS` / `VmHWM` of a process in MB, or undefined once it is gone. */
-function status(pid, field) {
-  try {
-    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : undefined;
-  } catch {
-    return undefined;
-  }
+/** A server with a funded key (`server.key`). */
+async function start() {
+  const server = await startServer({ prefix: 'vidsheet-bench-hosted-' });
+  server.key = (await server.account(1000, EMAIL)).key;
+  return server;
 }
 
 /** Resets the kernel's peak-RSS mark (VmHWM) of a process we started; false where unsupported. */
@@ -265,7 +102,7 @@ function runEngine(path) {
 /** One hosted job; its phases from the server's own log lines. */
 async function runServer(server, path) {
   const from = server.logs.length;
-  const r = await upload(server, path, { density: '3x3' });
+  const r = await upload(server, server.key, { file: path, fields: { density: '3x3' } });
   if (r.status !== 200) throw new Error(`server answered ${r.status}: ${JSON.stringify(r.body)}`);
   if (r.body.sheets !== 1) throw new Error(`server made ${r.body.sheets} sheets, expected 1`);
   const after = (msg) => server.waitFor((l) => l.msg === msg && server.logs.indexOf(l) >= from);
@@ -290,7 +127,7 @@ const verdict = (ok) => (ok ? 'PASS' : 'FAIL');
 async function latency() {
   const path = clip('1080p-60s', { seconds: 60, size: '1920x1080' });
   const megabytes = statSync(path).size / 1e6;
-  const server = await startServer();
+  const server = await start();
   const outRoot = tempDir('vidsheet-bench-cli-');
   const methods = {
     cli: (run) => runCli(path, join(outRoot, `run-${run}`)),
@@ -325,14 +162,14 @@ async function latency() {
 
 async function uploadMemory() {
   const big = await randomFile();
-  const server = await startServer();
+  const server = await start();
   // Warm-up, unmeasured: one small upload, so the first multipart request's code is loaded.
   const small = join(tempDir('vidsheet-bench-small-'), 'small.bin');
   writeFileSync(small, randomBytes(1024 * 1024));
-  await upload(server, small, { density: '3x3' });
+  await upload(server, server.key, { file: small, fields: { density: '3x3' } });
   await sleep(500);
   const workerPid = server.workerPid();
-  const baseline = { server: status(server.pid, 'VmRSS'), worker: status(workerPid, 'VmRSS') };
+  const baseline = { server: procStatus(server.pid, 'VmRSS'), worker: procStatus(workerPid, 'VmRSS') };
   const clientBaseline = process.memoryUsage.rss() / 1024 / 1024;
   const peak = { server: 0, worker: 0, client: 0 };
   let samples = 0;
@@ -344,13 +181,13 @@ async function uploadMemory() {
   for (let run = 0; run < RUNS; run++) {
     const sample = () => {
       samples++;
-      peak.server = Math.max(peak.server, status(server.pid, 'VmRSS') ?? 0);
-      peak.worker = Math.max(peak.worker, status(server.workerPid(), 'VmRSS') ?? 0);
+      peak.server = Math.max(peak.server, procStatus(server.pid, 'VmRSS') ?? 0);
+      peak.worker = Math.max(peak.worker, procStatus(server.workerPid(), 'VmRSS') ?? 0);
       peak.client = Math.max(peak.client, process.memoryUsage.rss() / 1024 / 1024);
     };
     const timer = setInterval(sample, 20);
     sample();
-    const r = await upload(server, big, { density: '3x3' });
+    const r = await upload(server, server.key, { file: big, fields: { density: '3x3' } });
     sample();
     clearInterval(timer);
     uploadMs += r.ms;
@@ -358,8 +195,8 @@ async function uploadMemory() {
     mbPerS.push(UPLOAD_BYTES / 1e6 / (r.ms / 1000));
   }
   if (reset) {
-    hwm.server = status(server.pid, 'VmHWM');
-    hwm.worker = status(server.workerPid(), 'VmHWM');
+    hwm.server = procStatus(server.pid, 'VmHWM');
+    hwm.worker = procStatus(server.workerPid(), 'VmHWM');
   }
   console.error('bench: upload memory done');
   return {
@@ -374,21 +211,13 @@ async function uploadMemory() {
   };
 }
 
-async function cleanup() {
-  for (const { child, exited } of servers.splice(0)) {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await exited;
-  }
-  for (const dir of temps.splice(0)) rmSync(dir, { recursive: true, force: true });
-}
-
 let lat;
 let mem;
 try {
   lat = await latency();
   mem = await uploadMemory();
 } finally {
-  await cleanup();
+  await cleanUp();
 }
 
 console.log(

@@ -12,12 +12,12 @@
  * cold (one download into the instance's cache, what another instance's first zoom pays) and then warm
  * (from the copy). Everything goes to 127.0.0.1 only.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openAsBlob, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync, spawn } from 'node:child_process';
+import { openAsBlob, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { clip, ROOT } from './clip.mjs';
 import { freePort } from './free-port.mjs';
+import { cleanUp, sleep, startServer, tempDir } from './server.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -26,7 +26,6 @@ const flag = (name, fallback) => {
 };
 const SIZE = flag('size', '1920x1080');
 const MINUTES = Number(flag('minutes', '30'));
-const SERVER_BIN = join(ROOT, 'bin', 'vidsheet-server.js');
 const CLI_BIN = join(ROOT, 'bin', 'vidsheet.js');
 const EMAIL = 'bench@example.com';
 const STEPS = [
@@ -35,58 +34,18 @@ const STEPS = [
   { name: '2 s moment 6x6', density: '6x6', start: 630, end: 632 },
 ];
 
-const temps = [];
 const children = [];
-const tempDir = (prefix) => {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  temps.push(dir);
-  return dir;
-};
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const ms = (t0) => Math.round(performance.now() - t0);
 
-async function startServer(extraEnv = {}) {
-  const root = tempDir('vidsheet-bench-session-');
-  const port = await freePort();
-  const env = Object.fromEntries(Object.entries(process.env).filter(([n]) => !n.startsWith('VIDSHEET_')));
-  Object.assign(env, {
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    VIDSHEET_BASE_URL: `http://127.0.0.1:${port}`,
-    VIDSHEET_DATA_DIR: join(root, 'data'),
-    TMPDIR: join(root, 'tmp'),
+/** A server with a funded key (`server.key`); `env` adds to the defaults. */
+async function start(env = {}) {
+  const server = await startServer({
+    prefix: 'vidsheet-bench-session-',
     // A long synthetic clip may pass the default 300 MB upload cap; the cap is not what is measured.
-    VIDSHEET_MAX_UPLOAD_MB: '4000',
-    ...extraEnv,
+    env: { VIDSHEET_MAX_UPLOAD_MB: '4000', ...env },
   });
-  mkdirSync(env.TMPDIR, { recursive: true });
-  const child = spawn(process.execPath, [SERVER_BIN], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  const logs = [];
-  let pending = '';
-  child.stdout.on('data', (chunk) => {
-    pending += chunk;
-    const lines = pending.split('\n');
-    pending = lines.pop() ?? '';
-    for (const text of lines) {
-      try {
-        logs.push(JSON.parse(text));
-      } catch {}
-    }
-  });
-  for (;;) {
-    if (child.exitCode !== null) throw new Error('the server exited at start');
-    if (logs.some((l) => l.msg === 'job worker ready')) break;
-    await sleep(50);
-  }
-  const admin = (...args) => {
-    const r = spawnSync(process.execPath, [SERVER_BIN, 'admin', ...args], { env, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`admin ${args[0]} failed:\n${r.stderr}`);
-    return r.stdout.trim();
-  };
-  const key = admin('create-key', '--email', EMAIL);
-  admin('add-credits', '--email', EMAIL, '--credits', '100000');
-  return { url: `http://127.0.0.1:${port}`, key, logs, admin };
+  server.key = (await server.account(100000, EMAIL)).key;
+  return server;
 }
 
 async function post(server, path, body, headers = {}) {
@@ -157,7 +116,7 @@ async function startMoto() {
 const file = clip(`${SIZE.split('x')[1]}p-${MINUTES}min`, { seconds: MINUTES * 60, size: SIZE });
 const mb = (statSync(file).size / 1024 / 1024).toFixed(0);
 try {
-  const server = await startServer();
+  const server = await start();
   const rows = [];
   const up = await keep(server, file);
   const videoId = up.body.video_id;
@@ -179,7 +138,7 @@ try {
     // One instance over the bucket: its first zoom is what any other instance's cold zoom pays (one
     // download into its cache), its second a warm one. The sharing itself is tested with PostgreSQL
     // and two instances (test/server/sessions-scale-out.test.ts).
-    const a = await startServer(env);
+    const a = await start(env);
     const shared = await keep(a, file);
     console.log(`\nS3 (moto on loopback), kept through A in ${shared.ms} ms:`);
     console.log('| zoom on the kept video | ms | copy |');
@@ -196,5 +155,5 @@ try {
 } finally {
   for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
   await sleep(500);
-  for (const dir of temps) rmSync(dir, { recursive: true, force: true });
+  await cleanUp();
 }

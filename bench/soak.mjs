@@ -2,11 +2,19 @@
 /**
  * Soak bench (`npm run bench -- --soak [minutes]`, default 2; `--postgres <url>` for a PostgreSQL
  * ledger; `--stalled-uploads N`, `--paced-uploads N`, `--abandoned N`, `--stalled-fetches N` change the
- * attackers' mix, default 4, 2, 2, 4): one `vidsheet-server` on loopback with its default limits (real stall timings: cut after
- * 20 s idle, or 64 KiB short in 30 s after 10 s), under a mixed load for N minutes:
- *   - honest paying uploaders (each from its own 127.0.1.x address) posting the committed sample,
- *     retrying a `429 busy` after 0.5 s;
- *   - an honest keyed `/mcp` client (its own address) fetching a small clip from a local origin;
+ * attackers' mix, default 4, 2, 2, 4): one `vidsheet-server` on loopback with its default limits (real
+ * stall timings: cut after 20 s idle, or 64 KiB short in 30 s after 10 s), under a mixed load for N
+ * minutes (issue #21 "Soak"):
+ *   - honest paying uploaders (each from its own 127.0.1.x address) posting real files in turn: the
+ *     committed sample and a handful of small corpus files (fixtures/corpus.json, checked against
+ *     their sha256), retrying a `429 busy` after 0.5 s;
+ *   - an honest keyed `/mcp` client (its own address) fetching the same files from a local origin;
+ *   - keys-page sign-ins, one every 30 s (under the 30 codes per address per 10 min): the page, `Send
+ *     code`, the code from the mail an SMTP server in this process receives, `Sign in`, `Create key`
+ *     (the key shown once), `Sign out`, as form posts with a cookie jar;
+ *   - bad inputs, one every 2 s, each answer checked: an HLS playlist and a text named .mp4 (422
+ *     unreadable_video), a multipart body without its closing boundary and a bad density (422
+ *     bad_request), a wrong key (401 invalid_key);
  *   - stalled uploaders (keys with credits, each from its own 127.0.0.x address): 64 KiB then
  *     silence, or a byte a second, reconnecting when cut;
  *   - paced uploaders (likewise): 3 KB/s, just above the stall pace (64 KiB per 30 s, ~2.2 KB/s), so
@@ -14,32 +22,39 @@
  *   - abandoned uploads (half a body, then the socket dropped);
  *   - stalled anonymous `/mcp` fetches (the origin sends headers and then nothing, or a byte every
  *     0.5 s), each from its own address.
- * Printed every 30 s: the server's and its worker's RSS, the server's open descriptors, files under
- * `<data>/work`, honest jobs served and refused. At the end, one table: honest requests served, their
- * p50/p95 latency, the longest an honest client waited for a place (first attempt to the accepted
- * one), stalled senders cut, credits charged to stalled senders (must be 0), descriptors and RSS at
- * start and end. Everything goes to 127.0.0.0/8 only.
+ * Every 10 minutes (once, at half time, in a shorter run) and at the end the load pauses until no
+ * client request is in flight, and `<data>/work` must then be empty (within 60 s: the server may still
+ * be cutting a fetch its client gave up on).
+ * Printed every minute: the server's and its worker's RSS, the server's open descriptors, files under
+ * `<data>/work`, jobs done and refused, senders cut, sign-ins, bad inputs, 5xx. At the end: a table
+ * (honest service, attackers, answers by status with 5xx split into provoked and unexpected), the
+ * ledger check (each account's balance equals the sum of its entries, and each entry's balance_after
+ * the running sum, read from the database), and the trend check (least-squares slope of RSS and
+ * descriptors over the last 20 minutes, or the last two thirds of a shorter run), each with a verdict.
+ * Exit status 0 only when every target holds. Everything goes to 127.0.0.0/8 only.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer as createHttpServer, request } from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { simpleParser } from 'mailparser';
+import { SMTPServer } from 'smtp-server';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { openDatabase } from '../dist/server/db/open.js';
+import { corpusDir, loadManifest } from '../fixtures/corpus.mjs';
 import { ROOT } from './clip.mjs';
-import { freePort } from './free-port.mjs';
+import { openFds, procStatus, sleep, startServer, upload } from './server.mjs';
+import { ledgerBalances, slope } from './soak-checks.mjs';
 
 const argv = process.argv.slice(2);
 const minutesArg = argv[0] !== undefined && /^\d+(\.\d+)?$/.test(argv[0]) ? argv[0] : undefined;
 const MINUTES = Number(minutesArg ?? '2');
 const pgIndex = argv.indexOf('--postgres');
 const DATABASE_URL = pgIndex >= 0 ? argv[pgIndex + 1] : undefined;
-const SERVER_BIN = join(ROOT, 'bin', 'vidsheet-server.js');
-const SAMPLE = readFileSync(join(ROOT, 'fixtures', 'sample.mp4'));
 const count = (name, fallback) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? Number(argv[i + 1]) : fallback;
@@ -50,18 +65,60 @@ const STALLED_UPLOADERS = count('stalled-uploads', 4);
 const PACED_UPLOADERS = count('paced-uploads', 2);
 const ABANDONERS = count('abandoned', 2);
 const STALLED_FETCHERS = count('stalled-fetches', 4);
+const SIGN_IN_EVERY_MS = 30_000;
+const BAD_INPUT_EVERY_MS = 2_000;
+/** Trend window: the last 20 minutes, or the last two thirds of a shorter run. */
+const TREND_MINUTES = MINUTES >= 30 ? 20 : (MINUTES * 2) / 3;
+/** Flat: the fitted line rises less than this across the window. */
+const FLAT = { rssMb: 10, fds: 3 };
+const IDLE_EMPTY_WITHIN_MS = 60_000;
+/** 5xx the load provokes on purpose: none (no input is meant to fail after its charge). */
+const PROVOKED_5XX = new Set();
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const percentile = (xs, p) => {
   if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
 };
+const mb = (value) => (value === undefined ? Number.NaN : Math.round(value));
+
+// --- the files honest clients send ---------------------------------------------------------------
+/** Small real files of several containers and codecs, each a few hundred KB at most. */
+const CORPUS_PICKS = [
+  'imageio-realshort.mp4',
+  'mimetype-webm.webm',
+  'mimetype-mov.mov',
+  'devede-base_ntsc.mpg',
+  'gem-homer.avi',
+  'mimetype-3gp.3gp',
+];
+async function realFiles() {
+  const manifest = await loadManifest();
+  const dir = corpusDir();
+  const files = [{ name: 'sample.mp4', bytes: readFileSync(join(ROOT, 'fixtures', 'sample.mp4')) }];
+  for (const name of CORPUS_PICKS) {
+    const entry = manifest.files.find((f) => f.name === name);
+    let bytes;
+    try {
+      bytes = readFileSync(join(dir, name));
+    } catch {
+      throw new Error(`corpus file ${name} is missing from ${dir}: run \`node fixtures/corpus.mjs\` first`);
+    }
+    if (createHash('sha256').update(bytes).digest('hex') !== entry?.sha256) {
+      throw new Error(`corpus file ${name} does not match its sha256 in fixtures/corpus.json`);
+    }
+    files.push({ name, bytes });
+  }
+  return files;
+}
+const FILES = await realFiles();
 
 // --- the origin the /mcp fetches go to --------------------------------------------------------
+const SAMPLE = FILES[0].bytes;
 const origin = createHttpServer((req, res) => {
-  if (req.url === '/sample.mp4') {
-    res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': SAMPLE.length }).end(SAMPLE);
+  const file = FILES.find((f) => req.url === `/${f.name}`);
+  if (file) {
+    res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': file.bytes.length }).end(file.bytes);
   } else if (req.url === '/silent.mp4') {
     res.writeHead(200, { 'content-type': 'video/mp4' });
     res.write(SAMPLE.subarray(0, 1024));
@@ -74,88 +131,53 @@ const origin = createHttpServer((req, res) => {
 await new Promise((resolve) => origin.listen(0, '127.0.0.1', resolve));
 const originPort = origin.address().port;
 
+// --- the mailbox the sign-in codes arrive in ------------------------------------------------------
+const mails = [];
+const smtp = new SMTPServer({
+  authOptional: true,
+  disabledCommands: ['STARTTLS'],
+  logger: false,
+  onData(stream, session, callback) {
+    simpleParser(stream)
+      .then((parsed) => {
+        mails.push({ to: session.envelope.rcptTo.map((r) => r.address).join(','), text: parsed.text ?? '' });
+        callback();
+      })
+      .catch(callback);
+  },
+});
+await new Promise((resolve) => smtp.listen(0, '127.0.0.1', resolve));
+
 // --- the server ---------------------------------------------------------------------------------
-const root = mkdtempSync(join(tmpdir(), 'vidsheet-soak-'));
-const port = await freePort();
-const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('VIDSHEET_')));
-Object.assign(env, {
-  HOST: '127.0.0.1',
-  PORT: String(port),
-  VIDSHEET_BASE_URL: `http://127.0.0.1:${port}`,
-  VIDSHEET_DATA_DIR: join(root, 'data'),
-  VIDSHEET_FETCH_ALLOW: `127.0.0.1:${originPort}`,
-  // The load's own honest calls must not be flood-limited; the stalled ones come from many addresses.
-  VIDSHEET_MCP_FLOOD_PER_MIN: '600',
-  TMPDIR: join(root, 'tmp'),
-  ...(DATABASE_URL ? { VIDSHEET_DATABASE_URL: DATABASE_URL } : {}),
+const server = await startServer({
+  prefix: 'vidsheet-soak-',
+  env: {
+    VIDSHEET_FETCH_ALLOW: `127.0.0.1:${originPort}`,
+    // The load's own honest calls must not be flood-limited; the stalled ones come from many addresses.
+    VIDSHEET_MCP_FLOOD_PER_MIN: '600',
+    VIDSHEET_SMTP_URL: `smtp://127.0.0.1:${smtp.server.address().port}`,
+    VIDSHEET_MAIL_FROM: 'vidsheet soak <noreply@vidsheet.test>',
+    ...(DATABASE_URL ? { VIDSHEET_DATABASE_URL: DATABASE_URL } : {}),
+  },
 });
-mkdirSync(env.TMPDIR, { recursive: true });
-const child = spawn(process.execPath, [SERVER_BIN], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-const logs = [];
-let pending = '';
-let listening;
-const ready = new Promise((resolve) => {
-  listening = resolve;
-});
-child.stdout.on('data', (chunk) => {
-  pending += chunk;
-  const lines = pending.split('\n');
-  pending = lines.pop() ?? '';
-  for (const text of lines) {
-    try {
-      const line = JSON.parse(text);
-      logs.push(line);
-      if (line.msg === 'vidsheet-server listening') listening(line.address);
-    } catch {
-      // not a log line
-    }
-  }
-});
-const url = await ready;
-const admin = (...args) => {
-  const r = spawnSync(process.execPath, [SERVER_BIN, 'admin', ...args], { env, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`admin ${args[0]} failed:\n${r.stderr}`);
-  return r.stdout.trim();
-};
-const newAccount = (credits) => {
-  const email = `soak-${randomBytes(4).toString('hex')}@example.com`;
-  const key = admin('create-key', '--email', email);
-  admin('add-credits', '--email', email, '--credits', String(credits));
-  return { email, key, credits };
-};
+const { url, port } = server;
 
 // --- measuring the server -----------------------------------------------------------------------
-const rssMb = (pid) => {
-  try {
-    const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
-    return Math.round(kb / 1024);
-  } catch {
-    return Number.NaN;
-  }
-};
-const fds = (pid) => {
-  try {
-    return readdirSync(`/proc/${pid}/fd`).length;
-  } catch {
-    return Number.NaN;
-  }
-};
-const workerPid = () => logs.findLast((l) => l.msg === 'job worker started')?.workerPid;
-const workFiles = () => readdirSync(join(root, 'data', 'work')).length;
 const sample = () => ({
-  server: rssMb(child.pid),
-  worker: rssMb(workerPid()),
-  fds: fds(child.pid),
-  work: workFiles(),
+  server: mb(procStatus(server.pid, 'VmRSS')),
+  worker: mb(procStatus(server.workerPid(), 'VmRSS')),
+  fds: openFds(server.pid) ?? Number.NaN,
+  work: server.workFiles(),
 });
 
-// --- the load -----------------------------------------------------------------------------------
+// --- the load's bookkeeping ---------------------------------------------------------------------
 const stats = {
   honestServed: 0,
   honestBusy: 0,
   honestMcpBusy: 0,
   honestMcpServed: 0,
   honestFailed: 0,
+  failures: [],
   latencies: [],
   maxWaitForPlace: 0,
   uploadsCut: 0,
@@ -165,49 +187,61 @@ const stats = {
   abandoned: 0,
   fetchesCut: 0,
   fetchesRefused: 0,
-  statuses: {},
+  signIns: 0,
+  signInsFailed: 0,
+  badInputs: 0,
+  badInputsBusy: 0,
+  badInputsCut: 0,
+  badInputsWrong: 0,
 };
+/** Answers by lane and status (HTTP status, or `tool error` / `no answer` where there is none). */
+const statuses = {};
+const note = (lane, status) => {
+  statuses[lane] ??= {};
+  statuses[lane][status] = (statuses[lane][status] ?? 0) + 1;
+};
+/** Per honest file: answers by status. */
+const byFile = Object.fromEntries(FILES.map((f) => [f.name, {}]));
+const wrong = (what) => {
+  if (stats.failures.length < 20) stats.failures.push(what);
+};
+
 let running = true;
+/** Set while an idle check waits for the clients to finish (no new request starts). */
+let paused = false;
+/** Client requests in flight, by lane (an idle check waits for none). */
+const inFlight = {};
+const busyLanes = () => Object.keys(inFlight).filter((lane) => inFlight[lane] > 0);
 /** Set when the load starts (after the accounts are made). */
 let until = Number.POSITIVE_INFINITY;
-
-/** One multipart upload of `body` from `localAddress`: resolves with the status and the text. */
-function post(key, body, localAddress) {
-  const boundary = `soak-${randomBytes(8).toString('hex')}`;
-  const head = Buffer.from(
-    `--${boundary}\r\nContent-Disposition: form-data; name="video"; filename="sample.mp4"\r\nContent-Type: video/mp4\r\n\r\n`,
-  );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  return new Promise((resolve) => {
-    const req = request(`${url}/v1/vidsheet`, {
-      method: 'POST',
-      agent: false,
-      localAddress,
-      headers: {
-        authorization: `Bearer ${key}`,
-        'content-type': `multipart/form-data; boundary=${boundary}`,
-        'content-length': String(head.length + body.length + tail.length),
-      },
-    });
-    req.on('error', (error) => resolve({ status: 0, text: error.message }));
-    req.on('response', (res) => {
-      let text = '';
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode, text }));
-      res.on('error', (error) => resolve({ status: 0, text: error.message }));
-    });
-    req.end(Buffer.concat([head, body, tail]));
-  });
+const active = () => running && !paused && Date.now() < until;
+/** Waits out a pause; false once the soak is over. */
+async function proceed() {
+  while (paused) await sleep(200);
+  return running && Date.now() < until;
+}
+async function tracked(lane, work) {
+  inFlight[lane] = (inFlight[lane] ?? 0) + 1;
+  try {
+    return await work();
+  } finally {
+    inFlight[lane]--;
+  }
 }
 
+// --- honest clients -------------------------------------------------------------------------------
 async function honestUploader(i, account) {
   const from = `127.0.1.${10 + i}`;
-  while (running && Date.now() < until) {
+  for (let n = i; await proceed(); n++) {
+    const file = FILES[n % FILES.length];
     const first = Date.now();
-    for (;;) {
+    while (active()) {
       const started = Date.now();
-      const answer = await post(account.key, SAMPLE, from);
-      stats.statuses[answer.status] = (stats.statuses[answer.status] ?? 0) + 1;
+      const answer = await tracked('upload', () =>
+        upload(server, account.key, { bytes: file.bytes, filename: file.name, localAddress: from }),
+      );
+      note('upload', answer.status);
+      byFile[file.name][answer.status] = (byFile[file.name][answer.status] ?? 0) + 1;
       if (answer.status === 429) {
         stats.honestBusy++;
         await sleep(500);
@@ -217,15 +251,18 @@ async function honestUploader(i, account) {
       if (answer.status === 200) {
         stats.honestServed++;
         stats.latencies.push(Date.now() - first);
-      } else stats.honestFailed++;
+      } else {
+        stats.honestFailed++;
+        wrong(`upload ${file.name}: ${answer.status} ${answer.text.slice(0, 200)}`);
+      }
       break;
     }
   }
 }
 
 const agents = [];
-/** An MCP client whose every request leaves from `localAddress`. */
-async function mcpClient(localAddress, headers = {}) {
+/** An undici dispatcher whose every connection leaves from `localAddress`. */
+function boundDispatcher(localAddress) {
   // undici ignores a `localAddress` connect option: the socket is made here, bound to it.
   const dispatcher = new Agent({
     connect: (options, callback) => {
@@ -235,6 +272,12 @@ async function mcpClient(localAddress, headers = {}) {
     },
   });
   agents.push(dispatcher);
+  return dispatcher;
+}
+
+/** An MCP client whose every request leaves from `localAddress`. */
+async function mcpClient(localAddress, headers = {}) {
+  const dispatcher = boundDispatcher(localAddress);
   const client = new Client({ name: 'vidsheet-soak', version: '1.0.0' });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
@@ -245,25 +288,32 @@ async function mcpClient(localAddress, headers = {}) {
   return client;
 }
 
-const callTool = (client, path) =>
-  client.callTool(
-    { name: 'vidsheet_video', arguments: { video_url: `http://127.0.0.1:${originPort}${path}` } },
-    undefined,
-    { timeout: 600_000 },
-  );
+/** One `vidsheet_video` call; a thrown error becomes a result, its HTTP status noted when it has one. */
+async function callTool(lane, client, path, signal) {
+  try {
+    const result = await client.callTool(
+      { name: 'vidsheet_video', arguments: { video_url: `http://127.0.0.1:${originPort}${path}` } },
+      undefined,
+      { timeout: 600_000, signal },
+    );
+    note(lane, result.isError ? 'tool error' : 200);
+    return { isError: Boolean(result.isError), text: result.content?.[0]?.text ?? '' };
+  } catch (error) {
+    const text = String(error);
+    note(lane, /\bHTTP (\d{3})\b/.exec(text)?.[1] ?? (signal?.aborted ? 'gave up' : 'no answer'));
+    return { isError: true, text };
+  }
+}
 
 async function honestFetcher(account) {
   const client = await mcpClient('127.0.1.50', { authorization: `Bearer ${account.key}` });
-  while (running && Date.now() < until) {
+  for (let n = 0; await proceed(); n++) {
+    const file = FILES[n % FILES.length];
     const first = Date.now();
-    for (;;) {
+    while (active()) {
       const started = Date.now();
-      const result = await callTool(client, '/sample.mp4').catch((error) => ({
-        isError: true,
-        content: [{ text: String(error) }],
-      }));
-      const text = result.content?.[0]?.text ?? '';
-      if (result.isError && text.includes('retry')) {
+      const result = await tracked('mcp', () => callTool('mcp', client, `/${file.name}`));
+      if (result.isError && result.text.includes('retry')) {
         stats.honestBusy++;
         stats.honestMcpBusy++;
         await sleep(500);
@@ -274,13 +324,156 @@ async function honestFetcher(account) {
         stats.honestServed++;
         stats.honestMcpServed++;
         stats.latencies.push(Date.now() - first);
-      } else stats.honestFailed++;
+      } else {
+        stats.honestFailed++;
+        wrong(`/mcp ${file.name}: ${result.text.slice(0, 200)}`);
+      }
       break;
     }
   }
   await client.close();
 }
 
+/** A browser-less keys-page visitor: a cookie jar, the CSRF token of each page, no redirects followed. */
+let keysDispatcher;
+function visitor() {
+  const jar = new Map();
+  keysDispatcher ??= boundDispatcher('127.0.1.60');
+  const dispatcher = keysDispatcher;
+  const send = async (path, init = {}) => {
+    const cookie = [...jar].map(([n, v]) => `${n}=${v}`).join('; ');
+    const res = await undiciFetch(`${url}${path}`, {
+      ...init,
+      dispatcher,
+      redirect: 'manual',
+      headers: { ...init.headers, cookie },
+    });
+    for (const line of res.headers.getSetCookie()) {
+      const [name, value] = line.split(';')[0].split('=');
+      if (value === '') jar.delete(name);
+      else jar.set(name, value);
+    }
+    const html = await res.text();
+    note('keys page', res.status);
+    return { status: res.status, html, csrf: /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '' };
+  };
+  return {
+    get: (path = '/keys') => send(path),
+    post: async (path, fields) =>
+      send(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ _csrf: (await send('/keys')).csrf, ...fields }).toString(),
+      }),
+  };
+}
+
+async function mailTo(to, after) {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const mail = mails.slice(after).find((m) => m.to === to);
+    if (mail) return mail;
+    await sleep(50);
+  }
+  return undefined;
+}
+
+/** One whole sign-in; resolves with what went wrong, or undefined. */
+async function signInOnce(n) {
+  const email = `signer-${n}-${randomBytes(3).toString('hex')}@example.com`;
+  const v = visitor();
+  const before = mails.length;
+  const sent = await v.post('/keys/code', { email });
+  if (sent.status !== 200) return `Send code: ${sent.status}`;
+  const code = /\b(\d{6})\b/.exec((await mailTo(email, before))?.text ?? '')?.[1];
+  if (!code) return 'no code mailed';
+  const signedIn = await v.post('/keys/sign-in', { email, code });
+  if (signedIn.status !== 303) return `Sign in: ${signedIn.status}`;
+  if (!(await v.get()).html.includes(`Signed in as ${email}`)) return 'not signed in after Sign in';
+  const created = await v.post('/keys/create-key', {});
+  if (created.status !== 303) return `Create key: ${created.status}`;
+  if (!/vs_live_[0-9a-f]{40}/.test((await v.get()).html)) return 'the new key was not shown';
+  const out = await v.post('/keys/sign-out', {});
+  if (out.status !== 303) return `Sign out: ${out.status}`;
+  if ((await v.get()).html.includes('Signed in as')) return 'still signed in after Sign out';
+  return undefined;
+}
+
+async function signer() {
+  for (let n = 0; await proceed(); n++) {
+    const started = Date.now();
+    const failed = await tracked('sign-in', () => signInOnce(n).catch((error) => String(error)));
+    if (failed) {
+      stats.signInsFailed++;
+      wrong(`sign-in: ${failed}`);
+    } else stats.signIns++;
+    while (active() && Date.now() - started < SIGN_IN_EVERY_MS) await sleep(200);
+  }
+}
+
+// --- bad inputs -------------------------------------------------------------------------------------
+const hls = Buffer.from(
+  '#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nfile:///tmp/vidsheet-soak-canary.ts\n#EXT-X-ENDLIST\n',
+);
+/** Each bad input and the answer it must get (spec "Errors"). */
+const BAD_INPUTS = [
+  {
+    kind: 'HLS playlist named .mp4',
+    send: { bytes: hls, filename: 'holiday.mp4' },
+    status: 422,
+    error: 'unreadable_video',
+  },
+  {
+    kind: 'text named .mp4',
+    send: {
+      bytes: Buffer.from('This is not a video, only some text named like one.\n'),
+      filename: 'notes.mp4',
+    },
+    status: 422,
+    error: 'unreadable_video',
+  },
+  {
+    kind: 'multipart without its closing boundary',
+    send: { bytes: SAMPLE.subarray(0, 64 * 1024), filename: 'cut.mp4', truncate: true },
+    status: 422,
+    error: 'bad_request',
+  },
+  {
+    kind: 'bad density',
+    send: { bytes: SAMPLE, filename: 'sample.mp4', fields: { density: '99x99' } },
+    status: 422,
+    error: 'bad_request',
+  },
+  {
+    kind: 'wrong key',
+    key: `vs_live_${'0'.repeat(40)}`,
+    send: { bytes: SAMPLE, filename: 'sample.mp4' },
+    status: 401,
+    error: 'invalid_key',
+  },
+];
+
+async function badInputs(account) {
+  for (let n = 0; await proceed(); n++) {
+    const bad = BAD_INPUTS[n % BAD_INPUTS.length];
+    const answer = await tracked('bad input', () =>
+      upload(server, bad.key ?? account.key, { ...bad.send, localAddress: '127.0.0.90' }),
+    );
+    note('bad input', answer.status);
+    if (answer.status === 429) stats.badInputsBusy++;
+    // Its slot taken by a newcomer while the server had not read it all yet (stall.ts BEHIND_RULE,
+    // 2 s grace): counted apart, as a refusal, not as a wrong answer.
+    else if (answer.status === 408 && answer.body?.message === 'the upload stalled') stats.badInputsCut++;
+    else if (answer.status === bad.status && answer.body?.error === bad.error) stats.badInputs++;
+    else {
+      stats.badInputsWrong++;
+      wrong(`bad input (${bad.kind}): ${answer.status} ${answer.text.slice(0, 200)}`);
+    }
+    await sleep(BAD_INPUT_EVERY_MS);
+  }
+}
+
+// --- attackers ------------------------------------------------------------------------------------
 /**
  * A raw upload that sends 64 KiB of an 8 MiB body, then nothing (`idle`), a byte a second (`trickle`),
  * or 3 KB/s (`paced`: just above the stall pace, topped up every 100 ms).
@@ -312,9 +505,9 @@ function stalledUpload(key, from, mode) {
         }, 100);
       }
     });
-    // Stop at the end of the soak too: the attacker gives up with the bench (a paced upload that is
-    // never cut would otherwise hold the bench open for the 46 min its body takes).
-    const giveUp = setInterval(() => (!running || Date.now() >= until) && socket.destroy(), 200);
+    // Stop at a pause and at the end of the soak too: the attacker gives up with the bench (a paced
+    // upload that is never cut would otherwise hold the bench open for the 46 min its body takes).
+    const giveUp = setInterval(() => !active() && socket.destroy(), 200);
     socket.on('close', () => {
       clearInterval(timer);
       clearInterval(giveUp);
@@ -325,8 +518,11 @@ function stalledUpload(key, from, mode) {
 
 async function stalledUploader(i, account) {
   const from = `127.0.0.${10 + i}`;
-  while (running && Date.now() < until) {
-    const status = await stalledUpload(account.key, from, i % 2 ? 'trickle' : 'idle');
+  while (await proceed()) {
+    const status = await tracked('stalled upload', () =>
+      stalledUpload(account.key, from, i % 2 ? 'trickle' : 'idle'),
+    );
+    note('stalled upload', status || 'gave up');
     if (status === 408) stats.uploadsCut++;
     else if (status === 429) stats.uploadsRefused++;
     if (status === 429) await sleep(1000);
@@ -335,8 +531,9 @@ async function stalledUploader(i, account) {
 
 async function pacedUploader(i, account) {
   const from = `127.0.0.${70 + i}`;
-  while (running && Date.now() < until) {
-    const status = await stalledUpload(account.key, from, 'paced');
+  while (await proceed()) {
+    const status = await tracked('paced upload', () => stalledUpload(account.key, from, 'paced'));
+    note('paced upload', status || 'gave up');
     if (status === 408) stats.pacedCut++;
     else if (status === 429) {
       stats.pacedRefused++;
@@ -347,18 +544,24 @@ async function pacedUploader(i, account) {
 
 async function abandoner(i, account) {
   const from = `127.0.0.${30 + i}`;
-  while (running && Date.now() < until) {
-    const socket = connect({ port, host: '127.0.0.1', localAddress: from });
-    socket.on('error', () => {});
-    await new Promise((resolve) => socket.on('connect', resolve));
-    socket.write(
-      `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${account.key}\r\n` +
-        `Content-Type: multipart/form-data; boundary=b\r\nContent-Length: ${SAMPLE.length + 200}\r\n\r\n` +
-        '--b\r\nContent-Disposition: form-data; name="video"; filename="a.mp4"\r\n\r\n',
-    );
-    socket.write(SAMPLE.subarray(0, SAMPLE.length / 2));
-    await sleep(2000);
-    socket.destroy();
+  while (await proceed()) {
+    await tracked('abandoned', async () => {
+      const socket = connect({ port, host: '127.0.0.1', localAddress: from });
+      socket.on('error', () => {});
+      // A connection that fails closes without connecting: nothing to abandon then.
+      await new Promise((resolve) => {
+        socket.on('connect', resolve);
+        socket.on('close', resolve);
+      });
+      socket.write(
+        `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${account.key}\r\n` +
+          `Content-Type: multipart/form-data; boundary=b\r\nContent-Length: ${SAMPLE.length + 200}\r\n\r\n` +
+          '--b\r\nContent-Disposition: form-data; name="video"; filename="a.mp4"\r\n\r\n',
+      );
+      socket.write(SAMPLE.subarray(0, SAMPLE.length / 2));
+      await sleep(2000);
+      socket.destroy();
+    });
     stats.abandoned++;
     await sleep(1000);
   }
@@ -366,45 +569,131 @@ async function abandoner(i, account) {
 
 async function stalledFetcher(i) {
   const client = await mcpClient(`127.0.0.${50 + i}`);
-  while (running && Date.now() < until) {
-    const result = await callTool(client, i % 2 ? '/trickle.mp4' : '/silent.mp4').catch((error) => ({
-      isError: true,
-      content: [{ text: String(error) }],
-    }));
-    const text = result.content?.[0]?.text ?? '';
-    if (text.startsWith('could not fetch the video')) stats.fetchesCut++;
-    else if (text.includes('retry')) {
+  while (await proceed()) {
+    // The client gives up at a pause or the end (the server's own cut comes later).
+    const controller = new AbortController();
+    const giveUp = setInterval(() => !active() && controller.abort(), 200);
+    const result = await tracked('stalled fetch', () =>
+      callTool('stalled fetch', client, i % 2 ? '/trickle.mp4' : '/silent.mp4', controller.signal),
+    );
+    clearInterval(giveUp);
+    if (result.text.startsWith('could not fetch the video')) stats.fetchesCut++;
+    else if (result.text.includes('retry')) {
       stats.fetchesRefused++;
       await sleep(1000);
     }
   }
-  await client.close();
+  await client.close().catch(() => {});
 }
 
+// --- idle checks, the ledger, the trend -------------------------------------------------------------
+const idleChecks = [];
+/** Pauses the load until no client request is in flight; `<data>/work` must then empty. */
+async function idleCheck(label) {
+  paused = true;
+  const t0 = Date.now();
+  // A client that is not done in 2 minutes is named, and the check goes on without it.
+  while (busyLanes().length > 0 && Date.now() - t0 < 120_000) await sleep(100);
+  const stuck = busyLanes();
+  const quiet = Date.now();
+  const atQuiet = server.workFiles();
+  let files = atQuiet;
+  while (files > 0 && Date.now() - quiet < IDLE_EMPTY_WITHIN_MS) {
+    await sleep(250);
+    files = server.workFiles();
+  }
+  idleChecks.push({
+    label,
+    stuck,
+    drainS: (quiet - t0) / 1000,
+    atQuiet,
+    emptyAfterS: (Date.now() - quiet) / 1000,
+    files,
+  });
+  paused = false;
+}
+
+/** The ledger as the database holds it at the end (soak-checks.mjs). */
+async function ledgerCheck() {
+  const db = await openDatabase({ dataDir: server.dataDir, databaseUrl: DATABASE_URL });
+  try {
+    return await ledgerBalances(db);
+  } finally {
+    await db.destroy();
+  }
+}
+
+// --- the run ---------------------------------------------------------------------------------------
 const start = sample();
-const honest = Array.from({ length: HONEST_UPLOADERS }, () => newAccount(1000));
-const honestMcp = newAccount(1000);
-// Above the allowance floor (7), so a balance moves only by charges.
-const stalled = Array.from({ length: STALLED_UPLOADERS + ABANDONERS + PACED_UPLOADERS }, () =>
-  newAccount(50),
-);
+// The attackers'
+// accounts hold more than the allowance floor (7), so a balance moves only by charges.
+const [honest, [honestMcp, bad, ...stalled]] = await Promise.all([
+  Promise.all(Array.from({ length: HONEST_UPLOADERS }, () => server.account(100_000))),
+  Promise.all([
+    server.account(100_000),
+    ...Array.from({ length: 1 + STALLED_UPLOADERS + ABANDONERS + PACED_UPLOADERS }, () => server.account(50)),
+  ]),
+]);
 const began = Date.now();
 until = began + MINUTES * 60_000;
 console.log(
-  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}); attackers: ${STALLED_UPLOADERS} stalled uploads, ${PACED_UPLOADERS} paced uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches`,
+  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}); honest files: ${FILES.map((f) => f.name).join(', ')}; attackers: ${STALLED_UPLOADERS} stalled uploads, ${PACED_UPLOADERS} paced uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches; a sign-in every ${SIGN_IN_EVERY_MS / 1000} s, a bad input every ${BAD_INPUT_EVERY_MS / 1000} s; load average at start ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
 );
-console.log('  t(s)  server RSS MB  worker RSS MB  server fds  work files  honest served  honest 429  cut');
-const minute = setInterval(() => {
-  const s = sample();
-  const t = Math.round((Date.now() - began) / 1000);
-  console.log(
-    `  ${String(t).padStart(4)}  ${String(s.server).padStart(13)}  ${String(s.worker).padStart(13)}  ${String(s.fds).padStart(10)}  ${String(s.work).padStart(10)}  ${String(stats.honestServed).padStart(13)}  ${String(stats.honestBusy).padStart(10)}  ${String(stats.uploadsCut + stats.pacedCut + stats.fetchesCut).padStart(3)}`,
+const HEADER = [
+  't(min)',
+  'server RSS MB',
+  'worker RSS MB',
+  'server fds',
+  'work files',
+  'jobs done',
+  'refused 429',
+  'cut',
+  'sign-ins',
+  'bad inputs',
+  '5xx',
+  'load 1m',
+];
+console.log(`| ${HEADER.join(' | ')} |\n|${HEADER.map(() => '---:|').join('')}`);
+const fiveXx = () =>
+  Object.values(statuses).reduce(
+    (sum, lane) => sum + Object.entries(lane).reduce((s, [k, v]) => s + (/^5\d\d$/.test(k) ? v : 0), 0),
+    0,
   );
-}, 30_000);
+const samples = [];
+const row = (label) => {
+  const s = { t: (Date.now() - began) / 1000, paused: paused || label !== undefined, ...sample() };
+  samples.push(s);
+  const cells = [
+    label ?? (s.t / 60).toFixed(0),
+    s.server,
+    s.worker,
+    s.fds,
+    s.work,
+    stats.honestServed,
+    stats.honestBusy,
+    stats.uploadsCut + stats.pacedCut + stats.fetchesCut,
+    stats.signIns,
+    stats.badInputs,
+    fiveXx(),
+    loadavg()[0].toFixed(2),
+  ];
+  console.log(`| ${cells.join(' | ')} |`);
+};
+const minute = setInterval(() => row(), 60_000);
+// Idle checks every 10 minutes, or once at half time in a shorter run.
+const checkAt =
+  MINUTES >= 20
+    ? Array.from({ length: Math.floor((MINUTES - 1) / 10) }, (_, i) => (i + 1) * 10)
+    : [MINUTES / 2];
+const idleTimers = checkAt.map((m) => setTimeout(() => void idleCheck(`at ${m} min`), m * 60_000));
 
 await Promise.all([
   ...honest.map((account, i) => honestUploader(i, account)),
   honestFetcher(honestMcp),
+  signer(),
+  badInputs(bad),
   ...Array.from({ length: STALLED_UPLOADERS }, (_, i) => stalledUploader(i, stalled[i])),
   ...Array.from({ length: ABANDONERS }, (_, i) => abandoner(i, stalled[STALLED_UPLOADERS + i])),
   ...Array.from({ length: PACED_UPLOADERS }, (_, i) =>
@@ -413,25 +702,40 @@ await Promise.all([
   ...Array.from({ length: STALLED_FETCHERS }, (_, i) => stalledFetcher(i)),
 ]);
 running = false;
+for (const timer of idleTimers) clearTimeout(timer);
 clearInterval(minute);
+row('end');
+await idleCheck('at the end');
 // The clients' kept-alive connections go too: the end measure is the server's own.
 await Promise.all(agents.map((agent) => agent.destroy()));
-// Idle: give the server a moment to finish its cleanups and close the dropped sockets, then measure.
 await sleep(5000);
 const end = sample();
-const charged = stalled.reduce((sum, account) => {
-  const shown = JSON.parse(admin('show', '--email', account.email));
-  return sum + (account.credits - shown.balance) + shown.usage.length;
-}, 0);
+let charged = 0;
+for (const account of [...stalled, bad]) {
+  const shown = JSON.parse(await server.admin('show', '--email', account.email));
+  charged += account.credits - shown.balance + shown.usage.length;
+}
+const ledger = await ledgerCheck();
+const serverErrors = server.logs.filter((l) => l.level >= 50);
 
 const rows = [
-  ['honest requests served', stats.honestServed],
+  ['honest requests served (uploads + /mcp)', stats.honestServed],
   ['honest requests failed (not 200, not 429)', stats.honestFailed],
+  [
+    'idle checks: clients still in flight after 2 min',
+    idleChecks.flatMap((c) => c.stuck).join(', ') || 'none',
+  ],
   ['honest 429 busy (retried)', stats.honestBusy],
   ['of which honest /mcp: served / busy', `${stats.honestMcpServed} / ${stats.honestMcpBusy}`],
   ['honest latency p50 (ms, first attempt to answer)', percentile(stats.latencies, 50)],
   ['honest latency p95 (ms)', percentile(stats.latencies, 95)],
   ['max wait for a queue place (ms)', stats.maxWaitForPlace],
+  ['honest uploads by file and status', JSON.stringify(byFile)],
+  ['keys-page sign-ins completed / failed', `${stats.signIns} / ${stats.signInsFailed}`],
+  [
+    'bad inputs answered as the spec says / refused busy / cut (408, slot taken over) / wrong answer',
+    `${stats.badInputs} / ${stats.badInputsBusy} / ${stats.badInputsCut} / ${stats.badInputsWrong}`,
+  ],
   ['stalled uploads cut (408)', stats.uploadsCut],
   ['stalled uploads refused (429)', stats.uploadsRefused],
   ['paced uploads taken over (408)', stats.pacedCut],
@@ -439,20 +743,91 @@ const rows = [
   ['abandoned uploads', stats.abandoned],
   ['stalled fetches cut', stats.fetchesCut],
   ['stalled fetches refused (busy)', stats.fetchesRefused],
-  ['credits charged to stalled senders (must be 0)', charged],
+  ['credits charged to stalled senders and bad inputs (must be 0)', charged],
   ['server open fds start / end', `${start.fds} / ${end.fds}`],
   ['server RSS MB start / end', `${start.server} / ${end.server}`],
   ['worker RSS MB start / end', `${start.worker} / ${end.worker}`],
-  ['files under <data>/work at the end', end.work],
-  ['honest answers by status', JSON.stringify(stats.statuses)],
+  ['server log lines at level error or above', serverErrors.length],
+  [
+    'load average at the end (1, 5, 15 min)',
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' '),
+  ],
 ];
 console.log('');
 console.log('| measure | value |\n|---|---|');
 for (const [name, value] of rows) console.log(`| ${name} | ${value} |`);
 
-child.kill('SIGTERM');
-await new Promise((resolve) => child.on('close', resolve));
+console.log('\nanswers by lane and status:');
+for (const [lane, counts] of Object.entries(statuses)) console.log(`  ${lane}: ${JSON.stringify(counts)}`);
+const all5xx = Object.entries(statuses).flatMap(([lane, counts]) =>
+  Object.entries(counts)
+    .filter(([status]) => /^5\d\d$/.test(status))
+    .map(([status, n]) => ({ lane, status, n })),
+);
+const provoked = all5xx.filter((x) => PROVOKED_5XX.has(`${x.lane} ${x.status}`));
+const unexpected = all5xx.filter((x) => !PROVOKED_5XX.has(`${x.lane} ${x.status}`));
+const sumN = (xs) => xs.reduce((s, x) => s + x.n, 0);
+console.log(
+  `  5xx: provoked ${sumN(provoked)} (none by design), unexpected ${sumN(unexpected)}${unexpected.length ? ` ${JSON.stringify(unexpected)}` : ''}`,
+);
+if (stats.failures.length) console.log(`failures (first 20):\n  ${stats.failures.join('\n  ')}`);
+if (serverErrors.length) {
+  console.log(
+    `server errors (first 5):\n  ${serverErrors
+      .slice(0, 5)
+      .map((l) => JSON.stringify(l))
+      .join('\n  ')}`,
+  );
+}
+
+console.log('\nidle checks (load paused until no client request was in flight):');
+for (const c of idleChecks) {
+  console.log(
+    `  ${c.label}: clients done after ${c.drainS.toFixed(1)} s${c.stuck.length ? ` (still in flight: ${c.stuck.join(', ')})` : ''}; work files then ${c.atQuiet}, ${c.files} after ${c.emptyAfterS.toFixed(1)} s`,
+  );
+}
+
+// Samples taken while an idle check held the load back are not load samples: left out of the trend.
+const windowed = samples.filter((s) => !s.paused && s.t >= samples.at(-1).t - TREND_MINUTES * 60 - 1);
+const trend = ['server', 'worker', 'fds'].map((field) => {
+  const points = windowed.filter((s) => Number.isFinite(s[field]));
+  const fit = slope(
+    points.map((s) => s.t),
+    points.map((s) => s[field]),
+  );
+  const limit = field === 'fds' ? FLAT.fds : FLAT.rssMb;
+  const rise = fit.perMin * TREND_MINUTES;
+  return { field, points: points.length, ...fit, rise, limit, flat: points.length >= 3 && rise < limit };
+});
+console.log(`\ntrend over the last ${TREND_MINUTES.toFixed(0)} min (least squares, one sample a minute):`);
+for (const t of trend) {
+  const unit = t.field === 'fds' ? 'fds' : 'MB';
+  console.log(
+    `  ${t.field === 'fds' ? 'server fds' : `${t.field} RSS`}: ${t.perMin.toFixed(3)} ${unit}/min (± ${t.se.toFixed(3)}), ${t.rise.toFixed(1)} ${unit} across the window over ${t.points} samples (mean ${t.mean.toFixed(1)}): ${t.flat ? 'FLAT' : 'GROWING'} (limit ${t.limit} ${unit})`,
+  );
+}
+
+console.log(
+  `\nledger: ${ledger.accounts} accounts, ${ledger.entries} entries ${JSON.stringify(ledger.kinds)}; balance ≠ sum of entries: ${ledger.mismatched.length}${ledger.mismatched.length ? ` ${JSON.stringify(ledger.mismatched)}` : ''}; balance_after ≠ running sum: ${ledger.chainBreaks.length}`,
+);
+
+const verdicts = [
+  ['RSS and descriptors flat after warm-up', trend.every((t) => t.flat)],
+  ['<data>/work empty whenever idle', idleChecks.every((c) => c.files === 0) && end.work === 0],
+  ['ledger balance = sum of its entries', ledger.mismatched.length === 0 && ledger.chainBreaks.length === 0],
+  ['zero unexpected 5xx', unexpected.length === 0],
+  ['nothing charged to stalled senders or bad inputs', charged === 0],
+  ['every bad input answered as the spec says', stats.badInputsWrong === 0 && stats.badInputs > 0],
+  ['every sign-in completed', stats.signInsFailed === 0 && stats.signIns > 0],
+  ['every honest request served', stats.honestFailed === 0 && stats.honestServed > 0],
+];
+console.log('\ntargets:');
+for (const [name, ok] of verdicts) console.log(`  ${ok ? 'PASS' : 'FAIL'}  ${name}`);
+
+await server.stop();
 origin.closeAllConnections();
 origin.close();
-rmSync(root, { recursive: true, force: true });
-process.exit(charged === 0 && end.work === 0 ? 0 : 1);
+await new Promise((resolve) => smtp.close(resolve));
+process.exit(verdicts.every(([, ok]) => ok) ? 0 : 1);
