@@ -156,7 +156,11 @@ async function renderSheets(
   const parts =
     d.sampleTable && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
   let wholeStream: Promise<Packets> | undefined;
-  const whole = () => (wholeStream ??= listAllPackets(plan.input, d, stop.signal));
+  // The whole stream's list once it is in: set before any `whole()` caller resumes, so a part can
+  // tell whether it already has it without waiting for a listing still running for the hints.
+  let wholeList: Packets | undefined;
+  const whole = () =>
+    (wholeStream ??= listAllPackets(plan.input, d, stop.signal).then((list) => (wholeList = list)));
   // The zoom hints' packets (core/zoom.ts): what the listings below read. MP4/MOV lists only the
   // neighbourhood of each target, which leaves most gaps unseen, so its whole list (demux only, a
   // few % of a render, measured in bench/run.mjs --hints) is read alongside the decoding, as the
@@ -189,7 +193,7 @@ async function renderSheets(
         const listed = list.keyframes[lastAtOrBefore(list.keyframes, (k) => k <= pts)];
         return listed !== undefined && !usable.includes(listed) && !usable.some((k) => k <= pts);
       });
-    if (packets !== (await wholeStream) && needsEarlier(packets, keyframes)) {
+    if (packets !== wholeList && needsEarlier(packets, keyframes)) {
       packets = await whole();
       if (hinting && !wholeForHints) logs.push(packets.log);
       keyframes = await usableKeyframes(packets);

@@ -21,6 +21,8 @@ interface Case {
   name: string;
   window: [number, number];
   decimals: number;
+  /** The demuxer's name (absent: an MP4's). */
+  container?: string;
   cells: Array<[string, number, number | null, number | null]>;
   stream: Stream;
   audio?: {
@@ -31,31 +33,37 @@ interface Case {
   expect: Array<{ start: string; end: string; score: number; signals: string[] }>;
 }
 
-/** The vectors' packets are a whole listing, as an MP4's (core/zoom.ts packetSource). */
+/** A vector's container unless it names one: a whole listing, as an MP4's (core/zoom.ts packetSource). */
 const MP4 = 'mov,mp4,m4a,3gp,3g2,mj2';
 
 const vectors = JSON.parse(
   readFileSync(new URL('../../fixtures/vectors/zoom-hints.json', import.meta.url), 'utf8'),
 ) as { cases: Case[] };
 
-/** The packets a vector's `stream` describes (the expansion rule in the file's description). */
+/**
+ * The packets a vector's `stream` describes (the expansion rule in the file's description): only
+ * those within its spans are listed; in Matroska the index holds every keyframe, listed or not.
+ */
 function packetsOf(c: Case): PacketLog {
   const s = c.stream;
   const n = Math.round((s.to - s.from) * s.fps);
-  const index = Array.from({ length: n }, (_, i) => i);
+  const spans = (s.spans ?? [[null, null]]).map(([a, b]) => [
+    a ?? Number.NEGATIVE_INFINITY,
+    b ?? Number.POSITIVE_INFINITY,
+  ]);
+  const time = (i: number) => s.from + i / s.fps;
+  const isKey = (i: number) => (s.keyEvery > 0 && i % s.keyEvery === 0) || (s.keys ?? []).includes(i);
+  const all = Array.from({ length: n }, (_, i) => i);
+  const listed = all.filter((i) =>
+    spans.some(([a, b]) => time(i) >= (a as number) && time(i) <= (b as number)),
+  );
+  const cues = /\b(matroska|webm)\b/.test(c.container ?? MP4);
   return {
-    times: Float64Array.from(index.map((i) => s.from + i / s.fps)),
-    sizes: Float64Array.from(index.map((i) => s.sizes?.[String(i)] ?? s.size)),
-    keys: Uint8Array.from(
-      index.map((i) => ((s.keyEvery > 0 && i % s.keyEvery === 0) || (s.keys ?? []).includes(i) ? 1 : 0)),
-    ),
-    indexKeys: new Float64Array(0),
-    spans: Float64Array.from(
-      (s.spans ?? [[null, null]]).flatMap(([a, b]) => [
-        a ?? Number.NEGATIVE_INFINITY,
-        b ?? Number.POSITIVE_INFINITY,
-      ]),
-    ),
+    times: Float64Array.from(listed.map(time)),
+    sizes: Float64Array.from(listed.map((i) => s.sizes?.[String(i)] ?? s.size)),
+    keys: Uint8Array.from(listed.map((i) => (isKey(i) ? 1 : 0))),
+    indexKeys: Float64Array.from(cues ? all.filter(isKey).map(time) : []),
+    spans: Float64Array.from(spans.flat()),
     cells: Float64Array.from(c.cells.map((cell) => cell[3] ?? Number.NaN)),
   };
 }
@@ -73,7 +81,7 @@ describe('zoom hints (zoom-hints.json)', () => {
       cells: c.cells.map(([label, timeMs, frameTime]) => ({ label, timeMs, frameTime })),
       window: { startMs: c.window[0], endMs: c.window[1] },
       decimals: c.decimals,
-      container: MP4,
+      container: c.container ?? MP4,
       packets: packetsOf(c),
       audio: audioOf(c),
     });

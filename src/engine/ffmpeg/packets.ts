@@ -39,6 +39,55 @@ const num = (value: string | undefined) => {
   return Number.isFinite(n) ? n : undefined;
 };
 
+/** The fields of a packet line that the listing asks for (`-show_entries` below). */
+interface Fields {
+  pts?: string;
+  dts?: string;
+  duration?: string;
+  flags?: string;
+  pos?: string;
+  size?: string;
+}
+
+/**
+ * The fields of one line of the compact listing (`key=value|key=value...`). A whole stream is
+ * tens of thousands of lines, read while frames decode on every core: one scan per line, no
+ * array or map per field.
+ */
+function fieldsOf(line: string): Fields {
+  const fields: Fields = {};
+  for (let at = 0; at < line.length; ) {
+    const bar = line.indexOf('|', at);
+    const end = bar < 0 ? line.length : bar;
+    const eq = line.indexOf('=', at);
+    if (eq >= 0 && eq < end) {
+      const value = line.slice(eq + 1, end);
+      switch (line.slice(at, eq)) {
+        case 'pts':
+          fields.pts = value;
+          break;
+        case 'dts':
+          fields.dts = value;
+          break;
+        case 'duration':
+          fields.duration = value;
+          break;
+        case 'flags':
+          fields.flags = value;
+          break;
+        case 'pos':
+          fields.pos = value;
+          break;
+        case 'size':
+          fields.size = value;
+          break;
+      }
+    }
+    at = end + 1;
+  }
+  return fields;
+}
+
 /**
  * Read intervals per ffprobe run: hundreds of targets must not make one argument longer than the
  * kernel takes (128 KiB per argument), so a long list is read in several runs, in order.
@@ -81,12 +130,12 @@ async function readRows(
       { timeoutMs: 300_000, signal },
     );
     for (const line of stdout.toString().split('\n')) {
-      const fields = new Map(line.split('|').map((kv) => kv.split('=') as [string, string]));
+      const fields = fieldsOf(line);
       // Not a packet (a blank line: ffprobe ends a packet with side data with one).
-      if (!fields.has('size')) continue;
-      let dts = int(fields.get('dts'));
-      const duration = int(fields.get('duration'));
-      if (dts !== undefined || int(fields.get('pts')) !== undefined) clock = null;
+      if (fields.size === undefined) continue;
+      let dts = int(fields.dts);
+      const duration = int(fields.duration);
+      if (dts !== undefined || int(fields.pts) !== undefined) clock = null;
       else if (clock !== null && duration !== undefined && duration > 0n) {
         dts = clock;
         clock += duration;
@@ -98,20 +147,21 @@ async function readRows(
         ? dts === undefined
           ? undefined
           : dts + BigInt(d.reorderDelay) * (duration && duration > 0n ? duration : 1n)
-        : int(fields.get('pts'));
+        : int(fields.pts);
       if (pts === undefined && dts === undefined) {
         hole ||= rows.length > 0;
         continue;
       }
-      rows.push({
-        ...(hole ? { hole } : {}),
+      const row: Row = {
         pts,
         dts,
         duration,
-        key: fields.get('flags')?.startsWith('K') ?? false,
-        pos: num(fields.get('pos')),
-        size: num(fields.get('size')),
-      });
+        key: fields.flags?.startsWith('K') ?? false,
+        pos: num(fields.pos),
+        size: num(fields.size),
+      };
+      if (hole) row.hole = true;
+      rows.push(row);
       hole = false;
     }
   }
@@ -170,8 +220,10 @@ export const labelSeconds = (ts: bigint, d: VideoDetails) =>
  * Matroska its presentation timestamp, the only one the container stores (the demuxer guesses
  * decode times, and not right after the native engine's seeks).
  */
-const logTime = (r: Row & { pts: bigint }, d: VideoDetails) =>
-  labelSeconds(/\bmatroska\b/.test(d.demuxer) ? r.pts : (r.dts ?? r.pts), d);
+const logTimes = (rows: Array<Row & { pts: bigint }>, d: VideoDetails) => {
+  const byPts = /\bmatroska\b/.test(d.demuxer);
+  return Float64Array.from(rows, (r) => labelSeconds(byPts ? r.pts : (r.dts ?? r.pts), d));
+};
 
 /**
  * `spans`: the runs of rows read without a hole, as [first, last] row indices; a run from the
@@ -182,12 +234,7 @@ function toPackets(
   d: VideoDetails,
   spans: Array<{ from: number; to: number; fromStart?: boolean; toEnd?: boolean }>,
 ): Packets {
-  const asc = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
-  const bytes = new Map<bigint, { pos: number; size: number }>();
-  for (const { pts, pos, size } of rows)
-    if (pos !== undefined && size !== undefined) bytes.set(pts, { pos, size });
-  const times = new Float64Array(rows.map((r) => logTime(r, d)));
-  const decodeTime = new Map(rows.map((r, i) => [r.pts, times[i] as number]));
+  const times = logTimes(rows, d);
   const edges: number[] = [];
   // A hole (packets left out for want of a timestamp) ends a span: the rows after it start another.
   const whole: typeof spans = [];
@@ -215,15 +262,39 @@ function toPackets(
   const indexKeys = /\bmatroska\b/.test(d.demuxer)
     ? rows.filter((r) => r.key).map((r) => labelSeconds(r.pts, d))
     : [];
+  // What the frame rule needs is made on first use: a whole-stream listing read for the hints
+  // alone (ffmpeg.ts) never needs it, and it is the costlier part of a long stream's listing.
+  const asc = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
+  const once = <T>(make: () => T) => {
+    let made: T | undefined;
+    return () => (made ??= make());
+  };
+  const pts = once(() => [...new Set(rows.map((r) => r.pts))].sort(asc));
+  const keyframes = once(() => [...new Set(rows.filter((r) => r.key).map((r) => r.pts))].sort(asc));
+  const bytes = once(() => {
+    const at = new Map<bigint, { pos: number; size: number }>();
+    for (const { pts, pos, size } of rows)
+      if (pos !== undefined && size !== undefined) at.set(pts, { pos, size });
+    return at;
+  });
+  const decodeTime = once(() => new Map(rows.map((r, i) => [r.pts, times[i] as number])));
   return {
-    pts: [...new Set(rows.map((r) => r.pts))].sort(asc),
-    keyframes: [...new Set(rows.filter((r) => r.key).map((r) => r.pts))].sort(asc),
-    bytes,
-    decodeTime,
+    get pts() {
+      return pts();
+    },
+    get keyframes() {
+      return keyframes();
+    },
+    get bytes() {
+      return bytes();
+    },
+    get decodeTime() {
+      return decodeTime();
+    },
     log: {
       times,
-      sizes: new Float64Array(rows.map((r) => r.size ?? 0)),
-      keys: new Uint8Array(rows.map((r) => (r.key ? 1 : 0))),
+      sizes: Float64Array.from(rows, (r) => r.size ?? 0),
+      keys: Uint8Array.from(rows, (r) => (r.key ? 1 : 0)),
       spans: new Float64Array(edges),
       indexKeys: new Float64Array(indexKeys),
     },
