@@ -2,7 +2,7 @@
  * Engine truth, round two (issue 24), end to end through the built CLI on every engine, on
  * synthesised files that lie the way real-world files did in the hidden corpus: a long-GOP MXF
  * cut to a fortieth of its length, an HEVC MP4 whose edit list presents a quarter of its samples,
- * and an H.264 transport stream joined mid intra-refresh. Each run is judged by the corpus oracle
+ * an H.264 transport stream joined mid intra-refresh, and an HEVC one joined mid-GOP. Each run is judged by the corpus oracle
  * (fixtures/oracle.mjs: every cell against a single-threaded sequential ffmpeg decode, the clip's
  * extent against ffprobe's packet list by DESIGN §2, frame_times, unreadable cells), and each
  * fixture's lie is checked first, so a test cannot pass because a fixture stopped being hostile.
@@ -16,6 +16,7 @@ import {
   cutLongGopMxf,
   EDIT_LIST_MP4,
   editListMp4,
+  hevcCutTs,
   INTRA_REFRESH_TS,
   intraRefreshTs,
 } from '../helpers/fixtures.js';
@@ -94,6 +95,27 @@ describe('fixtures reproduce the real-world lies', () => {
       expect(Math.min(...shown) - start).toBeGreaterThan(0.5);
     },
   );
+
+  it(
+    'cut HEVC TS: a sequential decode shows pictures before the first keyframe, not its leading ones',
+    FIXTURE,
+    async () => {
+      const path = await hevcCutTs();
+      const lines = await packets(path);
+      const pts = lines.map((l) => Number(l.split(',')[0]));
+      const firstKey = lines.findIndex((l) => l.split(',')[2]?.startsWith('K'));
+      expect(firstKey).toBeGreaterThan(0);
+      const key = pts[firstKey] as number;
+      const shown = await decodedTimes(path);
+      // Shown although decoded before any keyframe...
+      expect(Math.min(...shown)).toBeLessThan(key);
+      // ...while a leading picture of that keyframe (after it in decode order, before it in time)
+      // is listed but never shown.
+      const leading = pts.slice(firstKey + 1).filter((t) => t < key);
+      expect(leading.length).toBeGreaterThan(0);
+      for (const t of leading) expect(shown.some((s) => Math.abs(s - t) < 0.001)).toBe(false);
+    },
+  );
 });
 
 describe.concurrent('every engine shows what a sequential decode shows (corpus oracle)', () => {
@@ -117,6 +139,7 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     ],
     ['edit-list HEVC MP4 (samples to 8.08 s, presents 2.27 s)', editListMp4, {}],
     ['intra-refresh TS joined mid-refresh (no IDR)', intraRefreshTs, {}],
+    ['HEVC TS cut at 30 % (opens mid-GOP, open GOPs)', hevcCutTs, {}],
   ];
   for (const [name, make, known] of subjects) {
     for (const engine of ENGINES) {
