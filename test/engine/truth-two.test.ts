@@ -2,7 +2,8 @@
  * Engine truth, round two (issue 24), end to end through the built CLI on every engine, on
  * synthesised files that lie the way real-world files did in the hidden corpus: a long-GOP MXF
  * cut to a fortieth of its length, an HEVC MP4 whose edit list presents a quarter of its samples,
- * and an H.264 transport stream joined mid intra-refresh. Each run is judged by the corpus oracle
+ * an H.264 transport stream joined mid intra-refresh, an HEVC one joined mid-GOP, and a transport
+ * stream with its middle zeroed (views: 3x3, 6x6, a window). Each run is judged by the corpus oracle
  * (fixtures/oracle.mjs: every cell against a single-threaded sequential ffmpeg decode, the clip's
  * extent against ffprobe's packet list by DESIGN §2, frame_times, unreadable cells), and each
  * fixture's lie is checked first, so a test cannot pass because a fixture stopped being hostile.
@@ -14,8 +15,10 @@ import { ENGINES } from '../helpers/cli.js';
 import {
   CUT_MXF,
   cutLongGopMxf,
+  DAMAGED,
   EDIT_LIST_MP4,
   editListMp4,
+  hevcCutTs,
   INTRA_REFRESH_TS,
   intraRefreshTs,
 } from '../helpers/fixtures.js';
@@ -94,6 +97,38 @@ describe('fixtures reproduce the real-world lies', () => {
       expect(Math.min(...shown) - start).toBeGreaterThan(0.5);
     },
   );
+
+  it(
+    'cut HEVC TS: a sequential decode shows pictures before the first keyframe, not its leading ones',
+    FIXTURE,
+    async () => {
+      const path = await hevcCutTs();
+      const lines = await packets(path);
+      const pts = lines.map((l) => Number(l.split(',')[0]));
+      const firstKey = lines.findIndex((l) => l.split(',')[2]?.startsWith('K'));
+      expect(firstKey).toBeGreaterThan(0);
+      const key = pts[firstKey] as number;
+      const shown = await decodedTimes(path);
+      // Shown although decoded before any keyframe...
+      expect(Math.min(...shown)).toBeLessThan(key);
+      // ...while a leading picture of that keyframe (after it in decode order, before it in time)
+      // is listed but never shown.
+      const leading = pts.slice(firstKey + 1).filter((t) => t < key);
+      expect(leading.length).toBeGreaterThan(0);
+      for (const t of leading) expect(shown.some((s) => Math.abs(s - t) < 0.001)).toBe(false);
+    },
+  );
+
+  it(
+    'zeroed-middle TS: around the damage the decoder hands a picture out after a later one',
+    FIXTURE,
+    async () => {
+      const damaged = DAMAGED.find((f) => f.name === 'zeroed-middle.ts');
+      const shown = await decodedTimes(await (damaged as { make: () => Promise<string> }).make());
+      // In output order, a picture timed before the one just handed out (and not a repeat of it).
+      expect(shown.some((t, i) => i > 0 && t < (shown[i - 1] as number))).toBe(true);
+    },
+  );
 });
 
 describe.concurrent('every engine shows what a sequential decode shows (corpus oracle)', () => {
@@ -102,7 +137,9 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
    * and every one must match `only` (anything else is a new bug).
    */
   type Known = Partial<Record<string, { why: string; only: RegExp }>>;
-  const subjects: Array<[string, () => Promise<string>, Known]> = [
+  /** What a run is asked for: the 3x3 overview unless said. */
+  type View = { density?: string; start?: number; end?: number };
+  const subjects: Array<[string, () => Promise<string>, Known, View?]> = [
     [
       'cut long-GOP MXF (declares 13.44 s, 0.24 s of data)',
       cutLongGopMxf,
@@ -117,12 +154,31 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     ],
     ['edit-list HEVC MP4 (samples to 8.08 s, presents 2.27 s)', editListMp4, {}],
     ['intra-refresh TS joined mid-refresh (no IDR)', intraRefreshTs, {}],
+    ['HEVC TS cut at 30 % (opens mid-GOP, open GOPs)', hevcCutTs, {}],
   ];
-  for (const [name, make, known] of subjects) {
+  // A TS with 10 % of its bytes zeroed in the middle: around the damage the decoder hands a
+  // picture out late, after later ones (so skipping non-reference pictures on the way to a target
+  // hid the one on screen, and a decode cut short at the target lost the late one).
+  const zeroedTs = DAMAGED.find((f) => f.name === 'zeroed-middle.ts');
+  if (!zeroedTs) throw new Error('no zeroed-middle.ts among the damaged fixtures');
+  const lateAt29: Known = {
+    native: {
+      why:
+        'at 0:02.9 the sequential decode shows a picture the decoder hands out late (after one ' +
+        'timed later); native stops at the first frame past the target and shows the one before',
+      only: /^sheet 1 frame \d+ \(0:02\.9\)(: frame_times says| shows the frame at)/,
+    },
+  };
+  subjects.push(
+    ['damaged zeroed-middle.ts', zeroedTs.make, lateAt29],
+    ['damaged zeroed-middle.ts 6x6', zeroedTs.make, {}, { density: '6x6' }],
+    ['damaged zeroed-middle.ts 0:01-0:03', zeroedTs.make, lateAt29, { start: 1, end: 3 }],
+  );
+  for (const [name, make, known, view] of subjects) {
     for (const engine of ENGINES) {
       it(`${name} [${engine}]`, { timeout: TEST_TIMEOUT_MS }, async () => {
         const file = await make();
-        const { problems, facts } = await judgeRun({ file, engine, cache });
+        const { problems, facts } = await judgeRun({ file, engine, cache, ...view });
         expect(facts.exit).toBe(0);
         const bug = known[engine];
         if (bug) {

@@ -1518,3 +1518,33 @@ export function intraRefreshTs(): Promise<string> {
     });
   });
 }
+
+/** What {@link hevcCutTs} holds: a 12 s recording, of which the part after `cut` is kept. */
+export const HEVC_CUT_TS = { seconds: 12, keyint: 50, cut: 0.3 } as const;
+
+/**
+ * An HEVC transport stream (libx265, open GOPs of `keyint` pictures: CRA keyframes with leading
+ * pictures; 320x240 25 fps testsrc2, MP2 audio) whose first 30 % of packets are cut away, as a
+ * capture joined mid-broadcast: it opens mid-GOP. FFmpeg's HEVC decoder still shows the pictures
+ * before the first keyframe (it invents their missing references) and drops the CRA's leading
+ * pictures, so what a sequential decode shows is not what the packet list suggests.
+ */
+export function hevcCutTs(): Promise<string> {
+  const o = HEVC_CUT_TS;
+  return cached('hevc-cut', 'ts', o, async (out) => {
+    await withTemp('ts', async (full) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${o.seconds}`],
+        ...['-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=48000:duration=${o.seconds}`],
+        ...['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', `keyint=${o.keyint}:log-level=error`],
+        ...['-pix_fmt', 'yuv420p', '-c:a', 'mp2', '-f', 'mpegts'],
+        ...BITEXACT,
+        full,
+      ]);
+      const b = await readFile(full);
+      const from = Math.floor((b.length * o.cut) / 188) * 188; // on a TS packet boundary
+      await writeFile(out, b.subarray(from));
+    });
+  });
+}

@@ -86,6 +86,9 @@ interface Run {
 /** Where a run starts decoding: a keyframe (index into req.keyframes) or the stream start. */
 type Start = number | 'stream';
 
+/** How far past its last target a decode from the start goes for frames handed out late (s). */
+const LATE_FRAMES_SECONDS = 10;
+
 /**
  * Returns the group's frames by pts, as the paths of PPM files of exactly the cell size (see
  * readFrame); a target missing from the map could not be decoded.
@@ -225,10 +228,16 @@ async function extractOnce(
   const seek = start === 'stream' ? null : seekTo(d, req.keyframes, start, pts[0] as bigint, eps);
   const span = Math.max(0, (times[times.length - 1] as number) - d.startTime - (seek ?? 0));
   const select = anyOf(times.map((t) => `lt(abs(t-${t.toPrecision(17)})\\,${eps.toPrecision(6)})`));
+  // A decode from the start is final, and the frames it gives decide the stand-ins (withStandIns):
+  // it goes on past the last target, since around damage the decoder hands frames out of order
+  // (a picture held back comes out after later ones, timed before them) and trim ends the run at
+  // the first frame past its end, which would lose them (and time them anew as it flushes).
+  const [tbNum, tbDen] = d.timeBase;
+  const lateBy = start === 'stream' ? (BigInt(LATE_FRAMES_SECONDS) * tbDen) / tbNum : 0n;
   const filters = [
     // The last target (the group ascends), in the stream time base the filter graph starts in:
     // seconds would round to its ticks. First, since bwdif halves the time base.
-    `trim=end_pts=${(pts[pts.length - 1] as bigint) + 1n}`,
+    `trim=end_pts=${(pts[pts.length - 1] as bigint) + 1n + lateBy}`,
     // Interlaced frames (flagged per frame by the decoder) are deinterlaced, progressive ones pass.
     ...(d.mayBeInterlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
     `select='${select}'`,
@@ -284,7 +293,7 @@ async function extractOnce(
     // Bounded (a hostile file must not hang the job), but long enough for the video decoded: up
     // to a second per second of it, whatever its resolution.
     {
-      timeoutMs: 60_000 + group.length * 5_000 + span * 1000,
+      timeoutMs: 60_000 + group.length * 5_000 + (span + (lateBy ? LATE_FRAMES_SECONDS : 0)) * 1000,
       signal: req.signal,
       onStderr: log.feed,
     },

@@ -173,10 +173,11 @@ async function readRows(
       if (r.dts !== undefined)
         r.pts = r.dts + BigInt(d.reorderDelay) * (r.duration && r.duration > 0n ? r.duration : 1n);
   }
-  // Read from the stream's start, packets before its first keyframe (a capture that opens mid-GOP)
-  // never decode, not even in a sequential decode: the stream's first frame is the keyframe's.
-  const firstKey = rows.findIndex((r) => r.key);
-  return withPts(fromStart && firstKey > 0 ? rows.slice(firstKey) : rows);
+  // Packets before the stream's first keyframe (a capture that opens mid-GOP) stay listed: whether
+  // they give a picture is the decoder's to say (HEVC's does, H.264's waits for a recovery point),
+  // and a target whose picture a decode from the start does not give shows the frame a sequential
+  // decode leaves on screen (extract.ts withStandIns).
+  return withPts(rows);
 }
 
 /**

@@ -122,6 +122,8 @@ pub(crate) struct VideoSource {
     pub skip_nonref: bool,
     /// Packets sent with AVDISCARD_NONREF.
     pub skippable_sent: u64,
+    /// `skippable_sent` at the last repositioning.
+    skippable_at_reposition: u64,
 
     /// Where decoding entered the stream since the last repositioning: the first packet's dts
     /// (else pts).
@@ -214,6 +216,9 @@ impl VideoSource {
             self.decode_until(target_us, early);
             if self.cur.is_some() {
                 if self.restart_on_trouble() {
+                    continue;
+                }
+                if self.skip_hid_the_answer(ts) {
                     continue;
                 }
                 if self.drained && self.next.is_none() {

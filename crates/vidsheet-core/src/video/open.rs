@@ -187,6 +187,7 @@ impl VideoSource {
             seen_pts: BTreeSet::new(),
             skip_nonref: true,
             skippable_sent: 0,
+            skippable_at_reposition: 0,
             entry: None,
             landing: false,
             watch: recover::Watch::default(),

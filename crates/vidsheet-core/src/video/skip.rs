@@ -1,7 +1,7 @@
 //! Pictures no target can show: decoded with AVDISCARD_NONREF (a non-reference picture is then
 //! not decoded at all), which saves most B-frames of a GOP crossed on the way to a target.
 
-use std::ops::Bound::{Excluded, Unbounded};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 
 use ff::Packet;
 use ffmpeg_next as ff;
@@ -42,6 +42,40 @@ impl VideoSource {
             Some(&t_min) => witness <= t_min,
             None => true,
         }
+    }
+
+    /// Called once a target's frame is chosen (and settled): whether skipping may have hidden the
+    /// answer, in which case skipping is given up for this stream and the target decoded again
+    /// from where decoding last began (returns true). Skipping a picture rests on a later one
+    /// (its witness) coming out at its pts, at or before the target; around damage the decoder
+    /// may hold that one back and hand it out later, timed elsewhere, and the skipped picture was
+    /// then the one on screen at the target. So when pictures were skipped since the last
+    /// repositioning and a packet was read whose pts lies after the chosen frame, at or before
+    /// the target, yet no frame came out at it, the choice is not trusted.
+    pub(super) fn skip_hid_the_answer(&mut self, target: i64) -> bool {
+        if !self.skip_nonref || self.skippable_sent == self.skippable_at_reposition {
+            return false;
+        }
+        let Some(chosen) = self.cur.as_ref().map(|c| c.pts) else {
+            return false;
+        };
+        if chosen >= target
+            || self
+                .seen_pts
+                .range((Excluded(chosen), Included(target)))
+                .next()
+                .is_none()
+        {
+            return false;
+        }
+        self.skip_nonref = false;
+        if self.from_start {
+            self.rewind();
+        } else {
+            let at = self.entry.unwrap_or(chosen);
+            self.seek_back(at);
+        }
+        true
     }
 
     /// Remembers a packet's pts as a witness for [`Self::may_skip`] (bounded: older witnesses
