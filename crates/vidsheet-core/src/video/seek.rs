@@ -108,6 +108,7 @@ impl VideoSource {
         self.last_pts = None;
         self.last_key_pts = None;
         self.seen_pts.clear();
+        self.first_field = None;
         self.entry = None;
         // Trouble is watched from a seek until a target is answered; from the start there is no
         // seek artefact to watch for.
