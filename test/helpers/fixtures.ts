@@ -1458,7 +1458,8 @@ export function fieldPicturesMp4(): Promise<string> {
         const tick = 1_200_000 / o.fps;
         const gop = GOP_DECODE_ORDER.length;
         let display = String(GOP_DECODE_ORDER.at(-1));
-        for (let i = gop - 2; i >= 0; i--) display = `if(eq(mod(N,${gop}),${i}),${GOP_DECODE_ORDER[i]},${display})`;
+        for (let i = gop - 2; i >= 0; i--)
+          display = `if(eq(mod(N,${gop}),${i}),${GOP_DECODE_ORDER[i]},${display})`;
         const pts = `(${gop}*floor(N/${gop})+${display})*${tick}`.replaceAll(',', '\\,');
         await run('ffmpeg', [
           ...[...FFMPEG, '-f', 'mpegvideo', '-i', m2v, '-c', 'copy'],
@@ -1493,16 +1494,20 @@ function splitFieldSamples(buf: Buffer): Buffer {
     for (let k = 0; k < buf.readUInt32BE(ctts.body + 8 + 8 * i); k++)
       offsets.push(buf.readUInt32BE(ctts.body + 12 + 8 * i));
   const syncs = new Set(
-    Array.from({ length: buf.readUInt32BE(stss.body + 4) }, (_, i) => buf.readUInt32BE(stss.body + 8 + 4 * i)),
+    Array.from({ length: buf.readUInt32BE(stss.body + 4) }, (_, i) =>
+      buf.readUInt32BE(stss.body + 8 + 4 * i),
+    ),
   );
   const samples = mp4Samples(buf, trak);
-  if (offsets.length !== samples.length) throw new Error('splitFieldSamples: ctts does not cover every sample');
+  if (offsets.length !== samples.length)
+    throw new Error('splitFieldSamples: ctts does not cover every sample');
   const fields: Array<{ offset: number; size: number; cts: number; sync: boolean }> = [];
   const picture = Buffer.from([0, 0, 1, 0]);
   for (const [i, s] of samples.entries()) {
     const data = buf.subarray(s.offset, s.offset + s.size);
     const second = data.indexOf(picture, data.indexOf(picture) + 4);
-    if (data.indexOf(picture) < 0 || second < 0) throw new Error(`splitFieldSamples: sample ${i} is not a field pair`);
+    if (data.indexOf(picture) < 0 || second < 0)
+      throw new Error(`splitFieldSamples: sample ${i} is not a field pair`);
     const cts = offsets[i] as number;
     fields.push({ offset: s.offset, size: second, cts, sync: syncs.has(i + 1) });
     fields.push({ offset: s.offset + second, size: s.size - second, cts, sync: false });
@@ -1520,7 +1525,13 @@ function splitFieldSamples(buf: Buffer): Buffer {
   };
   const moov = mp4Child(buf, mp4File(buf), 'moov');
   const head = buf.subarray(0, moov.start);
-  return Buffer.concat([head, mp4Box('moov', mp4Rebuild(buf, moov, (b) => tables[b.type]))]);
+  return Buffer.concat([
+    head,
+    mp4Box(
+      'moov',
+      mp4Rebuild(buf, moov, (b) => tables[b.type]),
+    ),
+  ]);
 }
 
 // --- 5. Engine truth, round two (issue 24): real-world lies the first round did not cover -------

@@ -90,14 +90,40 @@ export function encodeFieldStream(s: FieldStream): Buffer {
     // Sequence header (25 fps, square pixels), sequence extension (Main@Main, interlaced 4:2:0),
     // a closed GOP.
     w.startCode(0xb3);
-    for (const [v, n] of [[width, 12], [height, 12], [1, 4], [3, 4], [2500, 18], [1, 1], [112, 10], [0, 3]])
+    for (const [v, n] of [
+      [width, 12],
+      [height, 12],
+      [1, 4],
+      [3, 4],
+      [2500, 18],
+      [1, 1],
+      [112, 10],
+      [0, 3],
+    ])
       w.put(v as number, n as number);
     w.startCode(0xb5);
-    for (const [v, n] of [[1, 4], [0x48, 8], [0, 1], [1, 2], [0, 16], [1, 1], [0, 8], [0, 1], [0, 7]])
+    for (const [v, n] of [
+      [1, 4],
+      [0x48, 8],
+      [0, 1],
+      [1, 2],
+      [0, 16],
+      [1, 1],
+      [0, 8],
+      [0, 1],
+      [0, 7],
+    ])
       w.put(v as number, n as number);
     w.startCode(0xb8);
     const second = g / 25;
-    for (const [v, n] of [[0, 12], [1, 1], [Math.floor(second) % 60, 6], [g % 25, 6], [1, 1], [0, 1]])
+    for (const [v, n] of [
+      [0, 12],
+      [1, 1],
+      [Math.floor(second) % 60, 6],
+      [g % 25, 6],
+      [1, 1],
+      [0, 1],
+    ])
       w.put(v as number, n as number);
     for (const k of GOP_DECODE_ORDER) {
       const frame = g + k;

@@ -160,7 +160,9 @@ function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: bigint }
     const free = [...shown].filter((t) => !claimed.has(t));
     if ([...claimed].every((t) => shown.has(t)) && free.length === rows.length - known.length) {
       let next = 0;
-      return rows.map((r) => (r.pts === undefined ? { ...r, pts: free[next++] as bigint } : (r as Row & { pts: bigint })));
+      return rows.map((r) =>
+        r.pts === undefined ? { ...r, pts: free[next++] as bigint } : (r as Row & { pts: bigint }),
+      );
     }
   }
   return known;

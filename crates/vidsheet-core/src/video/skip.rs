@@ -131,7 +131,11 @@ mod tests {
     #[test]
     fn anything_else_is_no_field() {
         assert_eq!(lone_field(&[]), None);
-        assert_eq!(lone_field(&[0, 0, 1, 0x00, 0, 0, 1, 0xb5, 0x8f]), None, "cut short");
+        assert_eq!(
+            lone_field(&[0, 0, 1, 0x00, 0, 0, 1, 0xb5, 0x8f]),
+            None,
+            "cut short"
+        );
         let mut sequence_ext = picture(0x01);
         sequence_ext[12] = 0x1f; // extension identifier 1: not a picture coding extension
         assert_eq!(lone_field(&sequence_ext), None);
