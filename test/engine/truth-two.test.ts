@@ -9,6 +9,7 @@
  * fixture's lie is checked first, so a test cannot pass because a fixture stopped being hostile.
  */
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ENGINES } from '../helpers/cli.js';
@@ -18,6 +19,8 @@ import {
   DAMAGED,
   EDIT_LIST_MP4,
   editListMp4,
+  FIELD_MP4,
+  fieldPicturesMp4,
   hevcCutTs,
   INTRA_REFRESH_TS,
   intraRefreshTs,
@@ -86,6 +89,38 @@ describe('fixtures reproduce the real-world lies', () => {
   );
 
   it(
+    'field-picture MPEG-2 MP4: two 20 ms samples per frame, each one field picture, one frame per pair',
+    FIXTURE,
+    async () => {
+      const path = await fieldPicturesMp4();
+      const frames = FIELD_MP4.seconds * FIELD_MP4.fps;
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'error', '-select_streams', '0', '-show_entries', 'packet=duration_time,pos,size'],
+        ...['-of', 'csv=p=0', path],
+      ]);
+      const file = await readFile(path);
+      // Each packet: 20 ms holding one picture, a field (picture_structure, the low two bits of the
+      // coding extension's third byte: 1 top, 2 bottom), top and bottom in turn.
+      const fields = stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => {
+          const [duration, size, pos] = line.split(',').map(Number) as [number, number, number];
+          const data = file.subarray(pos, pos + size);
+          const pictures = data.toString('hex').match(/00000100/g)?.length ?? 0;
+          const ext = data.indexOf(Buffer.from([0, 0, 1, 0xb5]), data.indexOf(Buffer.from([0, 0, 1, 0])));
+          return { duration, pictures, structure: (data[ext + 6] ?? 0) & 3 };
+        });
+      expect(fields.length).toBe(2 * frames);
+      expect(fields.every((f) => f.duration === 0.02 && f.pictures === 1)).toBe(true);
+      expect(fields.map((f) => f.structure)).toEqual(fields.map((_, i) => 1 + (i % 2)));
+      const shown = await decodedTimes(path);
+      expect(shown.length).toBe(frames);
+      expect(shown.slice(0, 3)).toEqual([0, 0.04, 0.08]);
+    },
+  );
+
+  it(
     'intra-refresh TS: joined mid-refresh, the decoder shows nothing for its first second',
     FIXTURE,
     async () => {
@@ -140,21 +175,11 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
   /** What a run is asked for: the 3x3 overview unless said. */
   type View = { density?: string; start?: number; end?: number };
   const subjects: Array<[string, () => Promise<string>, Known, View?]> = [
-    [
-      'cut long-GOP MXF (declares 13.44 s, 0.24 s of data)',
-      cutLongGopMxf,
-      {
-        ffmpeg: {
-          why:
-            'the extent is right, but after a seek the MXF demuxer gives the I and P pictures no pts, ' +
-            'and the fallback times them one to two frames off what a sequential decode shows',
-          only: /^sheet 1 frame \d \([^)]*\)(: frame_times says| shows the frame at)/,
-        },
-      },
-    ],
+    ['cut long-GOP MXF (declares 13.44 s, 0.24 s of data)', cutLongGopMxf, {}],
     ['edit-list HEVC MP4 (samples to 8.08 s, presents 2.27 s)', editListMp4, {}],
     ['intra-refresh TS joined mid-refresh (no IDR)', intraRefreshTs, {}],
     ['HEVC TS cut at 30 % (opens mid-GOP, open GOPs)', hevcCutTs, {}],
+    ['field-picture MPEG-2 MP4 (each field its own sample)', fieldPicturesMp4, {}],
   ];
   // A TS with 10 % of its bytes zeroed in the middle: around the damage the decoder hands a
   // picture out late, after later ones (so skipping non-reference pictures on the way to a target

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { INDEX_LAYOUT } from './frames.js';
+import { encodeFieldStream, GOP_DECODE_ORDER } from './mpeg2-fields.js';
 
 const execFileP = promisify(execFile);
 
@@ -1414,6 +1415,123 @@ export function undecodableClip(kind: UndecodableKind = 'zeroed-bitstream'): Pro
     }
     await writeFile(out, b);
   });
+}
+
+// --- 4a. Field pictures (issue 24) ----------------------------------------------------------
+
+/** What {@link fieldPicturesMp4} holds: 352x288 25 fps, every frame two field samples. */
+export const FIELD_MP4 = { seconds: 6, fps: 25, width: 352, height: 288 } as const;
+
+/**
+ * Field-coded MPEG-2 in MP4 with each field picture its own sample, as some broadcast and camera
+ * muxers store it: 300 samples of 20 ms for 150 frames (closed GOPs I B B P B B P B B P B P, coded
+ * by mpeg2-fields.ts). A frame is shown at its first field's time; its second field's sample sits
+ * 20 ms later and is no frame of its own. Only the I field's sample is a sync sample.
+ *
+ * The picture: a bright bar 4 blocks wide that moves 2 blocks (16 px) every field over a
+ * horizontal ramp, so neighbouring frames differ everywhere the bar passes, and the frame number
+ * in binary along the top.
+ */
+export function fieldPicturesMp4(): Promise<string> {
+  const o = FIELD_MP4;
+  return cached('field-pictures', 'mp4', o, async (out) => {
+    const cols = o.width / 8;
+    const es = encodeFieldStream({
+      width: o.width,
+      height: o.height,
+      frames: o.seconds * o.fps,
+      picture: (frame, field) => ({
+        y: (col, row) => {
+          if (row < 3) return col < 40 && (frame >> (7 - Math.floor(col / 5))) & 1 ? 235 : 16;
+          const bar = (((col - 2 * (2 * frame + field)) % cols) + cols) % cols < 4;
+          return bar ? 235 : 40 + 4 * col;
+        },
+        cb: (_col, row) => 88 + ((row * 10 + frame * 3) % 80),
+        cr: (col) => 88 + ((col * 5) % 80),
+      }),
+    });
+    await withTemp('m2v', async (m2v) => {
+      await writeFile(m2v, es);
+      await withTemp('mp4', async (framed) => {
+        // The raw stream has no timestamps: each packet (a frame, both fields: FFmpeg's parser
+        // pairs them) is stamped from the GOP's decode order, in the raw demuxer's 1/1200000.
+        const tick = 1_200_000 / o.fps;
+        const gop = GOP_DECODE_ORDER.length;
+        let display = String(GOP_DECODE_ORDER.at(-1));
+        for (let i = gop - 2; i >= 0; i--)
+          display = `if(eq(mod(N,${gop}),${i}),${GOP_DECODE_ORDER[i]},${display})`;
+        const pts = `(${gop}*floor(N/${gop})+${display})*${tick}`.replaceAll(',', '\\,');
+        await run('ffmpeg', [
+          ...[...FFMPEG, '-f', 'mpegvideo', '-i', m2v, '-c', 'copy'],
+          ...['-bsf:v', `setts=pts=${pts}:dts=(N-1)*${tick}:duration=${tick}`],
+          ...BITEXACT,
+          framed,
+        ]);
+        await writeFile(out, splitFieldSamples(await readFile(framed)));
+      });
+    });
+  });
+}
+
+/**
+ * An MP4 of frame samples that each hold two field pictures, rewritten with each field its own
+ * sample: half the duration each, the frame's composition offset for both, the sync flag on the
+ * first field only. The media data stays where it is (one sample per chunk).
+ */
+function splitFieldSamples(buf: Buffer): Buffer {
+  assertMoovLast(buf);
+  const [trak] = mp4Tracks(buf, 'vide');
+  if (!trak) throw new Error('splitFieldSamples: no video track');
+  const stbl = mp4Child(buf, trak, 'mdia', 'minf', 'stbl');
+  const stts = mp4Child(buf, stbl, 'stts');
+  const ctts = mp4Child(buf, stbl, 'ctts');
+  const stss = mp4Child(buf, stbl, 'stss');
+  if (buf.readUInt32BE(stts.body + 4) !== 1) throw new Error('splitFieldSamples: expected one stts entry');
+  const delta = buf.readUInt32BE(stts.body + 12);
+  if (delta % 2) throw new Error('splitFieldSamples: odd frame duration');
+  const offsets: number[] = [];
+  for (let i = 0; i < buf.readUInt32BE(ctts.body + 4); i++)
+    for (let k = 0; k < buf.readUInt32BE(ctts.body + 8 + 8 * i); k++)
+      offsets.push(buf.readUInt32BE(ctts.body + 12 + 8 * i));
+  const syncs = new Set(
+    Array.from({ length: buf.readUInt32BE(stss.body + 4) }, (_, i) =>
+      buf.readUInt32BE(stss.body + 8 + 4 * i),
+    ),
+  );
+  const samples = mp4Samples(buf, trak);
+  if (offsets.length !== samples.length)
+    throw new Error('splitFieldSamples: ctts does not cover every sample');
+  const fields: Array<{ offset: number; size: number; cts: number; sync: boolean }> = [];
+  const picture = Buffer.from([0, 0, 1, 0]);
+  for (const [i, s] of samples.entries()) {
+    const data = buf.subarray(s.offset, s.offset + s.size);
+    const second = data.indexOf(picture, data.indexOf(picture) + 4);
+    if (data.indexOf(picture) < 0 || second < 0)
+      throw new Error(`splitFieldSamples: sample ${i} is not a field pair`);
+    const cts = offsets[i] as number;
+    fields.push({ offset: s.offset, size: second, cts, sync: syncs.has(i + 1) });
+    fields.push({ offset: s.offset + second, size: s.size - second, cts, sync: false });
+  }
+  const tables: Record<string, Buffer> = {
+    stts: mp4FullBox('stts', [1, fields.length, delta / 2]),
+    ctts: mp4FullBox('ctts', [fields.length, ...fields.flatMap((f) => [1, f.cts])]),
+    stsz: mp4FullBox('stsz', [0, fields.length, ...fields.map((f) => f.size)]),
+    stsc: mp4FullBox('stsc', [1, 1, 1, 1]),
+    stco: mp4FullBox('stco', [fields.length, ...fields.map((f) => f.offset)]),
+    stss: mp4FullBox('stss', [
+      fields.filter((f) => f.sync).length,
+      ...fields.flatMap((f, i) => (f.sync ? [i + 1] : [])),
+    ]),
+  };
+  const moov = mp4Child(buf, mp4File(buf), 'moov');
+  const head = buf.subarray(0, moov.start);
+  return Buffer.concat([
+    head,
+    mp4Box(
+      'moov',
+      mp4Rebuild(buf, moov, (b) => tables[b.type]),
+    ),
+  ]);
 }
 
 // --- 5. Engine truth, round two (issue 24): real-world lies the first round did not cover -------

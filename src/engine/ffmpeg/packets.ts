@@ -177,17 +177,21 @@ async function readRows(
   // they give a picture is the decoder's to say (HEVC's does, H.264's waits for a recovery point),
   // and a target whose picture a decode from the start does not give shows the frame a sequential
   // decode leaves on screen (extract.ts withStandIns).
-  return withPts(rows);
+  return withPts(rows, d.reorderDelay);
 }
 
 /**
- * Rows with a pts each. Some packets of a program stream carry only a dts (no PES timestamp);
- * their frames are still shown. The times frames are shown at are the decode times shifted by the
- * decoder's delay (the earliest pts minus the earliest dts), one per packet: the times of that set
- * no packet claims belong to the packets without a pts. Used only when it fits exactly (every
- * known pts in the set, one free time per packet without one); else those packets are left out.
+ * Rows with a pts each. Some packets carry only a dts (a program stream's without a PES timestamp;
+ * MXF's I and P pictures of a long-GOP stream); their frames are still shown, stamped by the
+ * decoder with the dts of the packet it is sent when the frame comes out. So the times frames are
+ * shown at are the decode times shifted by the decoder's delay, one per packet: the times of that
+ * set no packet claims belong to the packets without a pts, in decode order. The delay is the
+ * frames the decoder holds back (`reorderDelay` packet durations); where that does not fit a
+ * stream that misstates it, the earliest pts minus the earliest dts. Used only when it fits
+ * exactly (every known pts in the set, one free time per packet without one); else those packets
+ * are left out.
  */
-function withPts(rows: Row[]): Array<Row & { pts: bigint }> {
+function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: bigint }> {
   const known = rows.filter((r): r is Row & { pts: bigint } => r.pts !== undefined);
   if (known.length === rows.length) return known;
   // BigInts: Math.min does not take them.
@@ -200,12 +204,19 @@ function withPts(rows: Row[]): Array<Row & { pts: bigint }> {
   if (dtss.length !== rows.length) return known;
   // No pts at all: frames are shown in decode slots.
   if (known.length === 0) return rows.map((r) => ({ ...r, pts: r.dts as bigint }));
-  const shift = min(known.map((r) => r.pts)) - min(dtss);
-  const shown = new Set(dtss.map((t) => t + shift));
+  const step = rows[0]?.duration && rows[0].duration > 0n ? rows[0].duration : 1n;
   const claimed = new Set(known.map((r) => r.pts));
-  const free = [...shown].filter((t) => !claimed.has(t));
-  const fits = [...claimed].every((t) => shown.has(t)) && free.length === rows.length - known.length;
-  return fits ? [...known, ...free.map((pts) => ({ pts, key: false }))] : known;
+  for (const shift of [BigInt(reorderDelay) * step, min(known.map((r) => r.pts)) - min(dtss)]) {
+    const shown = new Set(dtss.map((t) => t + shift));
+    const free = [...shown].filter((t) => !claimed.has(t));
+    if ([...claimed].every((t) => shown.has(t)) && free.length === rows.length - known.length) {
+      let next = 0;
+      return rows.map((r) =>
+        r.pts === undefined ? { ...r, pts: free[next++] as bigint } : (r as Row & { pts: bigint }),
+      );
+    }
+  }
+  return known;
 }
 
 /**

@@ -118,6 +118,9 @@ pub(crate) struct VideoSource {
     target_pos: usize,
     /// Pts of packets read since the last repositioning (witnesses for skipping).
     seen_pts: BTreeSet<i64>,
+    /// The last packet held a lone MPEG-2 field picture that opens a frame: its structure and
+    /// whether it was skipped (its second field, the next packet, follows that decision).
+    first_field: Option<(u8, bool)>,
     /// Skip non-reference frames that no pending target can show (on by default).
     pub skip_nonref: bool,
     /// Packets sent with AVDISCARD_NONREF.

@@ -185,6 +185,7 @@ impl VideoSource {
             targets: Vec::new(),
             target_pos: 0,
             seen_pts: BTreeSet::new(),
+            first_field: None,
             skip_nonref: true,
             skippable_sent: 0,
             skippable_at_reposition: 0,

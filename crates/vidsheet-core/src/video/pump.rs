@@ -92,7 +92,7 @@ impl VideoSource {
                         if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
                             self.pts_faulty |= p < d;
                         }
-                        let skip = self.may_skip(&packet);
+                        let skip = self.skip_decision(&packet);
                         self.witness(packet.pts());
                         self.skippable_sent += skip as u64;
                         if self.entry.is_none() {
