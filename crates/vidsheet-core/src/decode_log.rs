@@ -24,6 +24,10 @@ use ffmpeg_next as ff;
 const MAX_ERRORS: usize = 4096;
 /// H.264's debug line when it fills a frame_num gap with invented reference pictures.
 const FRAME_NUM_GAP: &[u8] = b"Frame num gap";
+/// H.264's error line when told to forget a short-term picture it does not have: what an open
+/// GOP entered at its keyframe logs when the encoder drops the pictures before it (see
+/// [`crate::video`]'s recovery). Kept apart from the other errors so recovery can tell the two.
+const MMCO_UNREF: &[u8] = b"mmco: unref short failure";
 
 /// What a log line says about the decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +40,19 @@ enum Kind {
 struct Lines {
     errors: Vec<i64>,
     gaps: Vec<i64>,
+    /// Errors that were [`MMCO_UNREF`] lines (not in `errors`).
+    unrefs: Vec<i64>,
+}
+
+/// Serials of the packets during whose decoding the log said something, by what it said.
+#[derive(Default)]
+pub(crate) struct Logged {
+    /// An error other than [`MMCO_UNREF`].
+    pub errors: Vec<i64>,
+    /// The decoder invented reference pictures before this packet.
+    pub gaps: Vec<i64>,
+    /// [`MMCO_UNREF`] (an error too).
+    pub unrefs: Vec<i64>,
 }
 
 struct Shared {
@@ -82,7 +99,7 @@ unsafe extern "C" fn callback(
                 CStr::from_ptr(fmt).to_bytes()
             };
             if let Some(kind) = classify(source, level, message) {
-                record(id, kind, serial);
+                record(id, kind, serial, message.starts_with(MMCO_UNREF));
             }
         }
     }
@@ -137,7 +154,7 @@ fn classify(source: Source, level: c_int, message: &[u8]) -> Option<Kind> {
     }
 }
 
-fn record(id: usize, kind: Kind, serial: i64) {
+fn record(id: usize, kind: Kind, serial: i64, unref: bool) {
     let registry = lock(&REGISTRY);
     let Some(shared) = registry.iter().find(|s| s.id == id) else {
         return;
@@ -148,6 +165,7 @@ fn record(id: usize, kind: Kind, serial: i64) {
     shared.any.store(true, Ordering::Relaxed);
     let mut lines = lock(&shared.lines);
     let list = match kind {
+        Kind::Error if unref => &mut lines.unrefs,
         Kind::Error => &mut lines.errors,
         Kind::Gap => &mut lines.gaps,
     };
@@ -195,11 +213,14 @@ impl DecodeLog {
         self.shared.any.load(Ordering::Relaxed)
     }
 
-    /// Serials of the packets whose decoding logged an error, and of those before which the
-    /// decoder invented reference pictures, since the last [`Self::watch`].
-    pub(crate) fn read(&self) -> (Vec<i64>, Vec<i64>) {
+    /// What was recorded since the last [`Self::watch`].
+    pub(crate) fn read(&self) -> Logged {
         let lines = lock(&self.shared.lines);
-        (lines.errors.clone(), lines.gaps.clone())
+        Logged {
+            errors: lines.errors.clone(),
+            gaps: lines.gaps.clone(),
+            unrefs: lines.unrefs.clone(),
+        }
     }
 }
 

@@ -78,6 +78,8 @@ pub fn render_on(
     let hinting = std::env::var_os("VIDSHEET_BENCH_NO_HINTS").is_none_or(|v| v != "1");
     let indexed = source.index_packets().filter(|_| hinting);
     let record = hinting && indexed.is_none();
+    // What one decoder proves about the stream's open GOPs holds for all of them.
+    let proofs = source.proofs();
     // The planning source decodes alone when one worker does everything (with a decoder of the
     // threads it is given); partition workers open their own single-purpose decoders.
     let mut first_source = (parts.len() == 1)
@@ -101,6 +103,7 @@ pub fn render_on(
                 tx: tx.clone(),
                 cancel: &cancel,
                 record,
+                proofs: std::sync::Arc::clone(&proofs),
             };
             std::thread::Builder::new()
                 .name(format!("vidsheet-video-{k}"))

@@ -59,6 +59,8 @@ pub(super) struct Worker<'a> {
     pub cancel: &'a AtomicBool,
     /// Record the packets read (the zoom hints' material, when the index does not list them).
     pub record: bool,
+    /// Shared by the job's decoders: see [`VideoSource::share_proofs`].
+    pub proofs: std::sync::Arc<crate::video::OpenGops>,
 }
 
 impl Worker<'_> {
@@ -100,6 +102,7 @@ impl Worker<'_> {
                 return (RenderStats::default(), PacketLog::default());
             }
         };
+        source.share_proofs(std::sync::Arc::clone(&self.proofs));
         let targets: Vec<i64> = self.cells.iter().map(|c| c.0).collect();
         source.set_targets(&targets);
         if self.record {

@@ -39,6 +39,7 @@ use crate::media::Container;
 use crate::orientation::Orientation;
 
 pub(crate) use cost::DecodeRun;
+pub(crate) use recover::OpenGops;
 
 /// Seeks further back tried when a seek lands past the target, before decoding from the start.
 const MAX_SEEK_RETRIES: u32 = 3;
@@ -138,6 +139,9 @@ pub(crate) struct VideoSource {
     watch: recover::Watch,
     /// Restarts further back for the current target.
     recovery: Option<recover::Recovery>,
+    /// This stream's open-GOP entries were proven clean ([`recover`]); shared by the job's
+    /// decoders of the stream.
+    open_gops: std::sync::Arc<recover::OpenGops>,
     /// Seeking in this stream gave decoder trouble that only decoding from the start cured: later
     /// targets are reached by decoding forward.
     forward_only: bool,
@@ -148,6 +152,17 @@ pub(crate) struct VideoSource {
 }
 
 impl VideoSource {
+    /// The flag saying this stream's open-GOP entries were proven clean, to share with another
+    /// decoder of the same stream ([`Self::share_proofs`]).
+    pub(crate) fn proofs(&self) -> std::sync::Arc<OpenGops> {
+        std::sync::Arc::clone(&self.open_gops)
+    }
+
+    /// Shares what another decoder of the same stream proves, and proves for it ([`recover`]).
+    pub(crate) fn share_proofs(&mut self, proofs: std::sync::Arc<OpenGops>) {
+        self.open_gops = proofs;
+    }
+
     /// Pictures decoded so far.
     pub(crate) fn decoded_frames(&self) -> u64 {
         self.serial
@@ -299,7 +314,7 @@ impl VideoSource {
                     if early_left > 0 && !self.le(n.pts.saturating_add(self.frame_step), target_us)
                     {
                         early_left -= 1;
-                        if self.needs_print() {
+                        if n.print.is_none() && self.needs_print() {
                             n.print = recover::fingerprint(&n.frame);
                         }
                         if early(&n) {

@@ -193,6 +193,7 @@ impl VideoSource {
             landing: false,
             watch: recover::Watch::default(),
             recovery: None,
+            open_gops: Default::default(),
             forward_only: false,
             packets: None,
             recent: Default::default(),

@@ -209,12 +209,13 @@ impl VideoSource {
         }
         // SAFETY: a frame the decoder just returned; the opaque is the serial of its own packet.
         let packet = unsafe { (*f.as_ptr()).reordered_opaque };
+        let print = self.print_to_prove(&f, pts);
         Decoded {
             decode_time: self.decode_time_of(packet),
             frame: f,
             pts,
             serial: self.serial,
-            print: None,
+            print,
         }
     }
 }

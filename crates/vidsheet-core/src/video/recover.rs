@@ -23,19 +23,41 @@
 //! decoding started from; none from its leading pictures (decoded after it, shown before it: no
 //! later frame references them) unless the chosen frame is itself shown before that keyframe;
 //! everything else.
+//!
+//! Open GOPs, proven once per stream. Entering H.264 at a keyframe that is not an IDR (an open
+//! GOP's recovery point) always looks like trouble: the decoder invents the reference pictures
+//! before it, and fails to forget pictures the encoder drops there (`mmco: unref short failure`).
+//! Whether later pictures really reference across that keyframe (a false sync sample, like
+//! test/engine/truth.test.ts's false-sync.mp4, whose I-frames even carry a recovery point SEI)
+//! only a second decode tells, which for a legitimate open GOP costs a whole GOP per target. So
+//! the first such entry of a stream is verified as above, and when that verification proves the
+//! entry clean, later entries of the stream whose only trouble is that kind ([`Findings::entry`])
+//! are accepted without one. The proof ([`proves`]): decoded from the keyframe and from a start
+//! at least the reference reach earlier, every picture shown from the keyframe to the chosen
+//! frame came out the same, over at least the reference reach. Past the reach the pictures
+//! invented at the keyframe are out of the decoder's reference window, so that entry is clean
+//! for every later frame; an encoder that references across some keyframes does so within the
+//! reach of one of them, and a stream whose keyframes are closer together than the reach (like
+//! false-sync.mp4) is never proven. The proof is shared by the job's decoders of the stream.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use ff::ffi;
 use ffmpeg_next as ff;
 
 use super::VideoSource;
+use crate::decode_log::Logged;
 
 /// Packets remembered after a seek while watching. A target further away is reached by a long
 /// forward decode; its oldest packets are forgotten (their trouble with them).
 const MAX_SENT: usize = 1 << 16;
 /// Restarts further back tried for one target before decoding from the start.
 const MAX_RESTARTS: u32 = 16;
+/// The longest a decoder waits for another one's proof (a backstop: the prover releases its
+/// claim when its verification ends, or when it stops).
+const PROOF_WAIT: Duration = Duration::from_secs(30);
 
 /// A packet's identity across attempts: its byte position and pts (i64::MIN when unknown).
 type PacketId = (i64, i64);
@@ -58,6 +80,8 @@ pub(super) struct Watch {
     failed: Vec<u64>,
     /// Frames that came out flagged corrupt or with decode errors: their packet's serial, their pts.
     flagged: Vec<(u64, i64)>,
+    /// Digests of the pictures that came out, (pts, digest), while an entry is being proven.
+    prints: Vec<(i64, u64)>,
 }
 
 /// What reached the chosen frame of one attempt.
@@ -67,6 +91,10 @@ struct Findings {
     trouble: BTreeSet<PacketId>,
     /// The decoder invented reference pictures.
     invented: bool,
+    /// Everything found is what entering at a keyframe that is not an IDR produces, for a frame
+    /// shown from that keyframe on: pictures invented at the keyframe itself, failures to forget
+    /// pictures that were never there (see the module comment).
+    entry: bool,
 }
 
 impl Watch {
@@ -76,6 +104,7 @@ impl Watch {
         self.key = None;
         self.failed.clear();
         self.flagged.clear();
+        self.prints.clear();
     }
 
     pub(super) fn sent(&mut self, serial: u64, pts: Option<i64>, pos: i64, key: bool) {
@@ -100,6 +129,12 @@ impl Watch {
     pub(super) fn flagged(&mut self, serial: u64, pts: i64) {
         if self.active && self.flagged.len() < MAX_SENT {
             self.flagged.push((serial, pts));
+        }
+    }
+
+    pub(super) fn printed(&mut self, pts: i64, print: u64) {
+        if self.active && self.prints.len() < MAX_SENT {
+            self.prints.push((pts, print));
         }
     }
 
@@ -130,34 +165,46 @@ impl Watch {
     }
 
     /// What can reach the frame chosen for the target (pts `chosen`), given the serials the
-    /// decoder's log named (`errors`, `gaps`).
-    fn findings(&self, errors: &[i64], gaps: &[i64], chosen: i64) -> Findings {
+    /// decoder's log named.
+    fn findings(&self, logged: &Logged, chosen: i64) -> Findings {
         let mut out = Findings::default();
         // A serial from before the seek (or long forgotten) says nothing about this decode.
-        let known = |serials: &mut dyn Iterator<Item = u64>| -> Vec<&Sent> {
+        let known = |serials: &[i64]| -> Vec<&Sent> {
             serials
+                .iter()
+                .filter_map(|&s| u64::try_from(s).ok())
                 .filter_map(|s| self.find(s))
                 .filter(|s| self.reaches(s.serial, s.pts, chosen))
                 .collect()
         };
-        let as_u64 = |v: &[i64]| {
-            v.iter()
-                .filter_map(|&s| u64::try_from(s).ok())
-                .collect::<Vec<_>>()
-        };
-        let mut failures = as_u64(errors)
-            .into_iter()
-            .chain(self.failed.iter().copied());
-        for s in known(&mut failures) {
-            out.trouble.insert((s.pos, s.pts.unwrap_or(i64::MIN)));
+        let id = |s: &Sent| (s.pos, s.pts.unwrap_or(i64::MIN));
+        let failed: Vec<i64> = self.failed.iter().map(|&s| s as i64).collect();
+        let mut other = false;
+        for s in known(&logged.errors).into_iter().chain(known(&failed)) {
+            out.trouble.insert(id(s));
+            other = true;
+        }
+        for s in known(&logged.unrefs) {
+            out.trouble.insert(id(s));
         }
         for &(serial, pts) in &self.flagged {
             if self.reaches(serial, Some(pts), chosen) {
                 let pos = self.find(serial).map_or(-1, |s| s.pos);
                 out.trouble.insert((pos, pts));
+                other = true;
             }
         }
-        out.invented = !known(&mut as_u64(gaps).into_iter()).is_empty();
+        let invented = known(&logged.gaps);
+        out.invented = !invented.is_empty();
+        out.entry = match self.key {
+            Some((key, Some(key_pts))) => {
+                out.invented
+                    && !other
+                    && chosen >= key_pts
+                    && invented.iter().all(|s| s.serial == key)
+            }
+            _ => false,
+        };
         out
     }
 }
@@ -173,6 +220,12 @@ struct Attempt {
     /// The chosen frame's pts and a digest of its picture (None: unknown).
     frame: i64,
     print: Option<u64>,
+    /// The pts of the keyframe decoding started from, and whether all its trouble was what
+    /// entering there produces ([`Findings::entry`]).
+    key: Option<i64>,
+    entry: bool,
+    /// Digests of the pictures shown, (pts, digest), when kept to prove an entry.
+    prints: Vec<(i64, u64)>,
 }
 
 /// The recovery ladder's verdict on an attempt.
@@ -229,11 +282,125 @@ impl Ladder {
     }
 }
 
+/// Whether `earlier`, a later attempt for the same target, proves `first`'s entry clean (see the
+/// module comment): `first` found nothing but what entering at its keyframe produces and chose a
+/// frame at least `reach` after that keyframe; `earlier` started at least `reach` before it, chose
+/// the very same picture, and every picture both showed from the keyframe to the chosen frame is
+/// the same. (Pictures only one decode showed are non-reference ones it chose to skip: nothing
+/// depends on them.) None when the two cannot tell (`first` is not such an entry, or `earlier`
+/// did not start far enough back); Some(false) when they disprove it.
+fn proves(first: &Attempt, earlier: &Attempt, reach: i64) -> Option<bool> {
+    let key = first.key?;
+    if !first.entry
+        || first.frame.saturating_sub(key) < reach
+        || first.start.saturating_sub(earlier.start) < reach
+    {
+        return None;
+    }
+    let theirs: BTreeMap<i64, u64> = earlier.prints.iter().copied().collect();
+    let compared: Vec<bool> = first
+        .prints
+        .iter()
+        .filter(|(pts, _)| (key..=first.frame).contains(pts))
+        .filter_map(|(pts, print)| theirs.get(pts).map(|other| other == print))
+        .collect();
+    Some(
+        first.print.is_some()
+            && (first.frame, first.print) == (earlier.frame, earlier.print)
+            && !compared.is_empty()
+            && compared.iter().all(|&same| same),
+    )
+}
+
+/// What is known of a stream's open-GOP entries (see the module comment), shared by the job's
+/// decoders of the stream: one of them verifies an entry at a time, so that two decoders meeting
+/// their first entry together do not both pay for the proof.
+#[derive(Default)]
+pub(crate) struct OpenGops {
+    state: Mutex<Proof>,
+    changed: Condvar,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Proof {
+    #[default]
+    Unknown,
+    /// A decoder is verifying an entry that can prove it.
+    Proving,
+    Proven,
+    /// An entry of the kind was verified and is not clean: none is trusted.
+    Disproven,
+}
+
+impl OpenGops {
+    fn lock(&self) -> MutexGuard<'_, Proof> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn proven(&self) -> bool {
+        *self.lock() == Proof::Proven
+    }
+
+    /// Whether the stream's verdict is still to come.
+    fn open(&self) -> bool {
+        matches!(*self.lock(), Proof::Unknown | Proof::Proving)
+    }
+
+    /// For an entry of the kind: while another decoder holds the claim, waits for its verdict;
+    /// then claims the proof when this entry can give it (`can_prove`). None when the stream's
+    /// verdict is in, the entry cannot prove, or on time out.
+    fn claim(self: &Arc<Self>, can_prove: bool) -> Option<Claim> {
+        let deadline = Instant::now() + PROOF_WAIT;
+        let mut state = self.lock();
+        loop {
+            match *state {
+                Proof::Unknown if can_prove => {
+                    *state = Proof::Proving;
+                    return Some(Claim(Arc::clone(self)));
+                }
+                Proof::Unknown => return None,
+                Proof::Proving => {
+                    let left = deadline.checked_duration_since(Instant::now())?;
+                    state = self
+                        .changed
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+                Proof::Proven | Proof::Disproven => return None,
+            }
+        }
+    }
+}
+
+/// A decoder's claim on the proof; released (Unknown again) unless settled, also when the
+/// decoder stops.
+struct Claim(Arc<OpenGops>);
+
+impl Claim {
+    fn settle(self, verdict: Proof) {
+        *self.0.lock() = verdict;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        if *state == Proof::Proving {
+            *state = Proof::Unknown;
+        }
+        self.0.changed.notify_all();
+    }
+}
+
 /// Restarts for one target.
 pub(super) struct Recovery {
     /// Where the first suspect decode entered the stream (its index keyframe when there is one).
     origin: i64,
     ladder: Ladder,
+    /// This decoder's claim on proving the stream's open GOPs, held from a first attempt that
+    /// can prove until the next attempt's verdict.
+    claim: Option<Claim>,
 }
 
 impl VideoSource {
@@ -248,9 +415,24 @@ impl VideoSource {
             self.settle();
             return false;
         }
-        let (errors, gaps) = self.log.read();
-        let found = self.watch.findings(&errors, &gaps, chosen);
+        let logged = self.log.read();
+        let found = self.watch.findings(&logged, chosen);
         if found.trouble.is_empty() && !found.invented {
+            self.settle();
+            return false;
+        }
+        let reach = self.reference_reach();
+        let key = self.watch.key.and_then(|(_, pts)| pts);
+        // A first attempt at an entry of the kind waits for any other decoder's proof, then
+        // claims its own when it can give one (see [`proves`]).
+        let claim = if found.entry && self.recovery.is_none() {
+            let can_prove = key.is_some_and(|k| chosen.saturating_sub(k) >= reach);
+            self.open_gops.claim(can_prove)
+        } else {
+            None
+        };
+        if found.entry && self.open_gops.proven() {
+            // An entry like the one proven clean in this stream (see the module comment).
             self.settle();
             return false;
         }
@@ -269,13 +451,13 @@ impl VideoSource {
                 .filter(|&k| k != i64::MIN)
                 .unwrap_or(start),
         };
-        let reach = self.reference_reach();
         let recovery = self.recovery.get_or_insert_with(|| Recovery {
             origin,
             ladder: Ladder {
                 reach,
                 attempts: Vec::new(),
             },
+            claim,
         });
         let attempt = Attempt {
             start,
@@ -283,7 +465,20 @@ impl VideoSource {
             invented: found.invented,
             frame: chosen,
             print,
+            key,
+            entry: found.entry,
+            prints: std::mem::take(&mut self.watch.prints),
         };
+        if let Some(first) = recovery.ladder.attempts.first() {
+            // The attempt after the one that claimed the proof gives the verdict.
+            if let Some(claim) = recovery.claim.take() {
+                match proves(first, &attempt, reach) {
+                    Some(true) => claim.settle(Proof::Proven),
+                    Some(false) => claim.settle(Proof::Disproven),
+                    None => drop(claim),
+                }
+            }
+        }
         match recovery.ladder.next(attempt) {
             Next::Accept => {
                 self.settle();
@@ -303,6 +498,17 @@ impl VideoSource {
     /// picture may be released: the decode is watched and the decoder already reported something.
     pub(super) fn needs_print(&self) -> bool {
         self.watch.active && self.log.any()
+    }
+
+    /// Called for every picture that comes out: while an entry may yet be proven (trouble
+    /// reported, nothing proven), keeps its digest for the proof and returns it.
+    pub(super) fn print_to_prove(&mut self, frame: &ff::frame::Video, pts: i64) -> Option<u64> {
+        if !self.needs_print() || !self.open_gops.open() {
+            return None;
+        }
+        let print = fingerprint(frame)?;
+        self.watch.printed(pts, print);
+        Some(print)
     }
 
     /// How far back a picture may reference, in stream units: the stream's reference pictures
@@ -431,7 +637,12 @@ mod tests {
             ],
             2,
         );
-        let trouble = |errors: &[i64], chosen| w.findings(errors, &[], chosen).trouble;
+        let logged = |errors: &[i64], gaps: &[i64]| Logged {
+            errors: errors.to_vec(),
+            gaps: gaps.to_vec(),
+            unrefs: Vec::new(),
+        };
+        let trouble = |errors: &[i64], chosen| w.findings(&logged(errors, &[]), chosen).trouble;
         assert!(trouble(&[1, 2, 4, 5], 110).is_empty());
         // A frame after the keyframe that failed reaches the chosen frame.
         assert_eq!(trouble(&[6], 110).len(), 1);
@@ -440,14 +651,126 @@ mod tests {
         // Serials from before the seek are ignored.
         assert!(trouble(&[0], 110).is_empty());
         // References invented before the keyframe itself reach every later frame.
-        assert!(w.findings(&[], &[3], 110).invented);
-        assert!(!w.findings(&[], &[1], 110).invented);
+        assert!(w.findings(&logged(&[], &[3]), 110).invented);
+        assert!(!w.findings(&logged(&[], &[1]), 110).invented);
+    }
+
+    #[test]
+    fn an_entry_is_only_what_entering_at_a_keyframe_produces() {
+        // As above: the keyframe is serial 3 (pts 100), 4 and 5 its leading pictures.
+        let w = watch_with(
+            &[
+                (1, 10),
+                (2, 20),
+                (3, 100),
+                (4, 80),
+                (5, 90),
+                (6, 130),
+                (7, 110),
+            ],
+            2,
+        );
+        let entry = |errors: &[i64], gaps: &[i64], unrefs: &[i64], chosen| {
+            let logged = Logged {
+                errors: errors.to_vec(),
+                gaps: gaps.to_vec(),
+                unrefs: unrefs.to_vec(),
+            };
+            w.findings(&logged, chosen).entry
+        };
+        // Pictures invented at the keyframe, pictures never there failing to be forgotten.
+        assert!(entry(&[], &[3], &[], 110));
+        assert!(entry(&[], &[3], &[6], 130));
+        // Anything else: another error, pictures invented later, nothing invented at all.
+        assert!(!entry(&[6], &[3], &[], 130));
+        assert!(!entry(&[], &[3, 6], &[], 130));
+        assert!(!entry(&[], &[], &[6], 130));
+        // A leading picture (shown before the keyframe) is not covered.
+        assert!(!entry(&[], &[3], &[], 90));
+        // Unrefs are trouble like any error until an entry is trusted.
+        let logged = Logged {
+            unrefs: vec![6],
+            ..Logged::default()
+        };
+        assert_eq!(w.findings(&logged, 130).trouble.len(), 1);
+    }
+
+    fn attempt(start: i64, frame: i64, prints: &[(i64, u64)]) -> Attempt {
+        Attempt {
+            start,
+            trouble: BTreeSet::new(),
+            invented: true,
+            frame,
+            print: prints.iter().find(|p| p.0 == frame).map(|p| p.1),
+            key: Some(1000),
+            entry: true,
+            prints: prints.to_vec(),
+        }
+    }
+
+    #[test]
+    fn an_entry_is_proven_by_every_picture_over_the_reach_not_just_the_chosen_one() {
+        let reach = 100;
+        // Keyframe at 1000, chosen frame 1200; the earlier start at 800 (reach 100 before).
+        let same = [(990, 9), (1000, 1), (1100, 2), (1200, 3), (1300, 4)];
+        let first = attempt(1000, 1200, &same);
+        let earlier = |prints: &[(i64, u64)]| attempt(800, 1200, prints);
+        assert_eq!(proves(&first, &earlier(&same), reach), Some(true));
+        // A picture between the keyframe and the chosen one differs: the entry is not clean,
+        // though the chosen picture is the same.
+        let one_off = [(1000, 1), (1100, 7), (1200, 3)];
+        assert_eq!(proves(&first, &earlier(&one_off), reach), Some(false));
+        // The chosen picture differs.
+        let chosen_off = [(1000, 1), (1100, 2), (1200, 8)];
+        assert_eq!(proves(&first, &earlier(&chosen_off), reach), Some(false));
+        // Pictures before the keyframe (leading) or after the chosen one do not count.
+        let outside = [(990, 5), (1000, 1), (1100, 2), (1200, 3), (1300, 6)];
+        assert_eq!(proves(&first, &earlier(&outside), reach), Some(true));
+        // Cannot tell: the chosen frame within the reach of the keyframe (false-sync.mp4's
+        // keyframes are all closer together than the reach), the earlier start too close, or
+        // more than the entry found.
+        let near = attempt(1000, 1050, &[(1000, 1), (1050, 2)]);
+        assert_eq!(
+            proves(&near, &attempt(800, 1050, &[(1000, 1), (1050, 2)]), reach),
+            None
+        );
+        assert_eq!(proves(&first, &attempt(950, 1200, &same), reach), None);
+        let mut damaged = attempt(1000, 1200, &same);
+        damaged.entry = false;
+        assert_eq!(proves(&damaged, &earlier(&same), reach), None);
+    }
+
+    #[test]
+    fn one_decoder_proves_at_a_time_the_others_wait_for_its_verdict() {
+        let gops = Arc::new(OpenGops::default());
+        // An entry that cannot prove claims nothing.
+        assert!(gops.claim(false).is_none());
+        let claim = gops.claim(true).expect("the first claim");
+        let other = Arc::clone(&gops);
+        let waiter = std::thread::spawn(move || (other.claim(true).is_none(), other.proven()));
+        std::thread::sleep(Duration::from_millis(50));
+        claim.settle(Proof::Proven);
+        assert_eq!(waiter.join().ok(), Some((true, true)));
+        // A claim given up (its decoder stopped) lets the next decoder claim.
+        let gops = Arc::new(OpenGops::default());
+        drop(gops.claim(true));
+        assert!(gops.claim(true).is_some());
+        // Disproven: nothing trusted, nothing claimed.
+        let gops = Arc::new(OpenGops::default());
+        if let Some(claim) = gops.claim(true) {
+            claim.settle(Proof::Disproven);
+        }
+        assert!(!gops.proven() && gops.claim(true).is_none());
     }
 
     #[test]
     fn without_a_keyframe_everything_counts() {
         let w = watch_with(&[(1, 10), (2, 20)], usize::MAX);
-        assert_eq!(w.findings(&[1], &[], 20).trouble.len(), 1);
+        let logged = Logged {
+            errors: vec![1],
+            ..Logged::default()
+        };
+        assert_eq!(w.findings(&logged, 20).trouble.len(), 1);
     }
 
     /// One attempt of fixtures/vectors/recovery-ladder.json.
@@ -484,6 +807,9 @@ mod tests {
                     invented: a.invented,
                     frame: a.frame,
                     print: a.print,
+                    key: None,
+                    entry: false,
+                    prints: Vec::new(),
                 }) {
                     Next::Accept => "accept".to_string(),
                     Next::Back(n) => format!("back {n}"),
