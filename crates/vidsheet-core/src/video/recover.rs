@@ -621,11 +621,10 @@ mod tests {
         w
     }
 
-    #[test]
-    fn trouble_before_the_keyframe_or_in_leading_pictures_does_not_count() {
-        // Decode order after a seek: 2 packets before the keyframe (serials 1, 2), the keyframe
-        // (3, pts 100), two leading pictures shown before it (4, 5), then later frames.
-        let w = watch_with(
+    /// Decode order after a seek: 2 packets before the keyframe (serials 1, 2), the keyframe
+    /// (3, pts 100), two leading pictures shown before it (4, 5), then later frames.
+    fn entered_open_gop() -> Watch {
+        watch_with(
             &[
                 (1, 10),
                 (2, 20),
@@ -636,7 +635,12 @@ mod tests {
                 (7, 110),
             ],
             2,
-        );
+        )
+    }
+
+    #[test]
+    fn trouble_before_the_keyframe_or_in_leading_pictures_does_not_count() {
+        let w = entered_open_gop();
         let logged = |errors: &[i64], gaps: &[i64]| Logged {
             errors: errors.to_vec(),
             gaps: gaps.to_vec(),
@@ -657,19 +661,7 @@ mod tests {
 
     #[test]
     fn an_entry_is_only_what_entering_at_a_keyframe_produces() {
-        // As above: the keyframe is serial 3 (pts 100), 4 and 5 its leading pictures.
-        let w = watch_with(
-            &[
-                (1, 10),
-                (2, 20),
-                (3, 100),
-                (4, 80),
-                (5, 90),
-                (6, 130),
-                (7, 110),
-            ],
-            2,
-        );
+        let w = entered_open_gop();
         let entry = |errors: &[i64], gaps: &[i64], unrefs: &[i64], chosen| {
             let logged = Logged {
                 errors: errors.to_vec(),
