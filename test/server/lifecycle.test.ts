@@ -120,7 +120,9 @@ describe('a worker killed mid-job', () => {
 
 describe('sheet expiry', () => {
   it('404 once expired even before the sweep; the sweep then deletes the file', async () => {
-    const server = await startServer({ VIDSHEET_SHEET_TTL_S: '3', VIDSHEET_SWEEP_S: '10' });
+    // The sweeper runs at start and then every 30 s: long enough that the account, the job and the
+    // 3.3 s wait below end before its second run even on a loaded machine (with 10 s they did not).
+    const server = await startServer({ VIDSHEET_SHEET_TTL_S: '3', VIDSHEET_SWEEP_S: '30' });
     try {
       const { key } = await newAccount(server, 20, 'expiry@example.com');
       const response = await postJob(server, key, videoForm(sample()));
@@ -137,10 +139,10 @@ describe('sheet expiry', () => {
       const expired = await fetch(files[0]);
       expect(expired.status).toBe(404);
       expect(await expired.text()).toBe('{"error":"not_found"}');
-      // Not swept yet (the sweeper runs at start and every 10 s): expiry alone closed the URL.
+      // Not swept yet (the sweeper runs at start and every 30 s): expiry alone closed the URL.
       expect(existsSync(file)).toBe(true);
 
-      const deadline = Date.now() + 15_000;
+      const deadline = Date.now() + 35_000;
       while (existsSync(file) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
       expect(existsSync(file)).toBe(false);
       expect(existsSync(join(server.dataDir, 'sheets', jobId))).toBe(false);
