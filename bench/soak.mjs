@@ -72,6 +72,12 @@ const TREND_MINUTES = MINUTES >= 30 ? 20 : (MINUTES * 2) / 3;
 /** Flat: the fitted line rises less than this across the window. */
 const FLAT = { rssMb: 10, fds: 3 };
 const IDLE_EMPTY_WITHIN_MS = 60_000;
+/**
+ * After an idle check the load comes back to a heap V8 shrank while idle (its memory reducer runs
+ * after a few quiet seconds): the first 90 s are a new warm-up, left out of the trend like the
+ * pause itself (the fit over every load sample is printed too).
+ */
+const REWARM_S = 90;
 /** 5xx the load provokes on purpose: none (no input is meant to fail after its charge). */
 const PROVOKED_5XX = new Set();
 
@@ -605,6 +611,9 @@ async function idleCheck(label) {
   idleChecks.push({
     label,
     stuck,
+    // The server's RSS with nothing in flight: a leak raises it from one check to the next.
+    idleRss: sample().server,
+    resumedAtS: (Date.now() - began) / 1000,
     drainS: (quiet - t0) / 1000,
     atQuiet,
     emptyAfterS: (Date.now() - quiet) / 1000,
@@ -785,29 +794,46 @@ if (serverErrors.length) {
 console.log('\nidle checks (load paused until no client request was in flight):');
 for (const c of idleChecks) {
   console.log(
-    `  ${c.label}: clients done after ${c.drainS.toFixed(1)} s${c.stuck.length ? ` (still in flight: ${c.stuck.join(', ')})` : ''}; work files then ${c.atQuiet}, ${c.files} after ${c.emptyAfterS.toFixed(1)} s`,
+    `  ${c.label}: clients done after ${c.drainS.toFixed(1)} s${c.stuck.length ? ` (still in flight: ${c.stuck.join(', ')})` : ''}; work files then ${c.atQuiet}, ${c.files} after ${c.emptyAfterS.toFixed(1)} s; server RSS ${c.idleRss} MB`,
   );
 }
 
-// Samples taken while an idle check held the load back are not load samples: left out of the trend.
-const windowed = samples.filter((s) => !s.paused && s.t >= samples.at(-1).t - TREND_MINUTES * 60 - 1);
-const trend = ['server', 'worker', 'fds'].map((field) => {
-  const points = windowed.filter((s) => Number.isFinite(s[field]));
-  const fit = slope(
-    points.map((s) => s.t),
-    points.map((s) => s[field]),
-  );
-  const limit = field === 'fds' ? FLAT.fds : FLAT.rssMb;
-  const rise = fit.perMin * TREND_MINUTES;
-  return { field, points: points.length, ...fit, rise, limit, flat: points.length >= 3 && rise < limit };
-});
-console.log(`\ntrend over the last ${TREND_MINUTES.toFixed(0)} min (least squares, one sample a minute):`);
-for (const t of trend) {
-  const unit = t.field === 'fds' ? 'fds' : 'MB';
-  console.log(
-    `  ${t.field === 'fds' ? 'server fds' : `${t.field} RSS`}: ${t.perMin.toFixed(3)} ${unit}/min (± ${t.se.toFixed(3)}), ${t.rise.toFixed(1)} ${unit} across the window over ${t.points} samples (mean ${t.mean.toFixed(1)}): ${t.flat ? 'FLAT' : 'GROWING'} (limit ${t.limit} ${unit})`,
-  );
-}
+// Samples taken while an idle check held the load back are not load samples, nor are those of the
+// warm-up after it (REWARM_S): both are left out of the trend.
+const rewarming = (s) => idleChecks.some((c) => s.t >= c.resumedAtS && s.t < c.resumedAtS + REWARM_S);
+const inWindow = (s) => !s.paused && s.t >= samples.at(-1).t - TREND_MINUTES * 60 - 1;
+const fitTrend = (picked) =>
+  ['server', 'worker', 'fds'].map((field) => {
+    const points = picked.filter((s) => Number.isFinite(s[field]));
+    const fit = slope(
+      points.map((s) => s.t),
+      points.map((s) => s[field]),
+    );
+    const limit = field === 'fds' ? FLAT.fds : FLAT.rssMb;
+    const rise = fit.perMin * TREND_MINUTES;
+    return { field, points: points.length, ...fit, rise, limit, flat: points.length >= 3 && rise < limit };
+  });
+const printTrend = (title, fits) => {
+  console.log(title);
+  for (const t of fits) {
+    const unit = t.field === 'fds' ? 'fds' : 'MB';
+    console.log(
+      `  ${t.field === 'fds' ? 'server fds' : `${t.field} RSS`}: ${t.perMin.toFixed(3)} ${unit}/min (± ${t.se.toFixed(3)}), ${t.rise.toFixed(1)} ${unit} across the window over ${t.points} samples (mean ${t.mean.toFixed(1)}): ${t.flat ? 'FLAT' : 'GROWING'} (limit ${t.limit} ${unit})`,
+    );
+  }
+};
+const trend = fitTrend(samples.filter((s) => inWindow(s) && !rewarming(s)));
+printTrend(
+  `\ntrend over the last ${TREND_MINUTES.toFixed(0)} min (least squares, one sample a minute, the ${REWARM_S} s after each idle check left out):`,
+  trend,
+);
+printTrend(
+  '  for comparison, the same fit with the warm-up samples after each idle check kept:',
+  fitTrend(samples.filter(inWindow)),
+);
+console.log(
+  `  server RSS with nothing in flight, check by check: ${idleChecks.map((c) => c.idleRss).join(', ')} MB`,
+);
 
 console.log(
   `\nledger: ${ledger.accounts} accounts, ${ledger.entries} entries ${JSON.stringify(ledger.kinds)}; balance ≠ sum of entries: ${ledger.mismatched.length}${ledger.mismatched.length ? ` ${JSON.stringify(ledger.mismatched)}` : ''}; balance_after ≠ running sum: ${ledger.chainBreaks.length}`,

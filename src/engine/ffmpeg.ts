@@ -25,7 +25,14 @@ import { encodeSheet } from './ffmpeg/encode.js';
 import { extractGroup, readFrame } from './ffmpeg/extract.js';
 import { groupFrames, packetsFor } from './ffmpeg/groups.js';
 import { pictureHints } from './ffmpeg/nal.js';
-import { frameAt, labelSeconds, lastAtOrBefore, listAllPackets, type Packets } from './ffmpeg/packets.js';
+import {
+  frameAt,
+  labelSeconds,
+  lastAtOrBefore,
+  listAllPackets,
+  listHintPackets,
+  type Packets,
+} from './ffmpeg/packets.js';
 import { probeFile, type VideoDetails, videoDetails } from './ffprobe.js';
 import { limiter, settleAll } from './process.js';
 import type { BandLevels, Engine, PacketLog, RenderPlan, RenderResult } from './types.js';
@@ -162,14 +169,16 @@ async function renderSheets(
   const whole = () =>
     (wholeStream ??= listAllPackets(plan.input, d, stop.signal).then((list) => (wholeList = list)));
   // The zoom hints' packets (core/zoom.ts): what the listings below read. MP4/MOV lists only the
-  // neighbourhood of each target, which leaves most gaps unseen, so its whole list (demux only, a
+  // neighbourhood of each target, which leaves most gaps unseen, so a whole list (demux only, a
   // few % of a render, measured in bench/run.mjs --hints) is read alongside the decoding, as the
-  // native engine reads the sample table.
+  // native engine reads the sample table: the light one made for the hints, unless the frame rule
+  // needed the whole stream's list anyway.
   const logs: Array<Omit<PacketLog, 'cells'>> = [];
   // Per cell: the decode time of its frame's packet (where it stands among the logged packets).
   const decodeAt = cells.map(() => Number.NaN);
   const hinting = process.env.VIDSHEET_BENCH_NO_HINTS !== '1';
-  const wholeForHints = hinting && d.sampleTable && d.timestamps ? whole() : undefined;
+  const wholeForHints =
+    hinting && d.sampleTable && d.timestamps ? listHintPackets(plan.input, d, stop.signal) : undefined;
   wholeForHints?.catch(() => {});
   const gate = limiter(parallel);
   const seeking = { trusted: true };
@@ -259,7 +268,13 @@ async function renderSheets(
     throw sheetFailure ? sheetFailure.error : error;
   });
   await settleAll(composing, abortAll);
-  if (wholeForHints) logs.push((await wholeForHints).log);
+  if (wholeForHints) {
+    // Awaited even when unused (no ffprobe outlives the job); a failed listing costs the hints,
+    // not the sheets.
+    const light = await wholeForHints.catch(() => undefined);
+    const log = wholeList?.log ?? light;
+    if (log) logs.push(log);
+  }
   return {
     unreadable: unreadable.flat(),
     frameTimes: cells.map((_, k) => {

@@ -4,8 +4,15 @@
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
+import { chooseVideoStream } from '../../src/core/probe.js';
 import { pictureHints } from '../../src/engine/ffmpeg/nal.js';
-import { frameAt, listAllPackets, listPacketsNear, seconds } from '../../src/engine/ffmpeg/packets.js';
+import {
+  frameAt,
+  listAllPackets,
+  listHintPackets,
+  listPacketsNear,
+  seconds,
+} from '../../src/engine/ffmpeg/packets.js';
 import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import {
   COVER_ART,
@@ -131,6 +138,46 @@ describe('reference hints from NAL headers', () => {
     const hints = await pictureHints(clip, d, packets, packets.pts);
     expect(new Set(hints.map((h) => h.reference))).toEqual(new Set([undefined]));
   });
+});
+
+describe("the zoom hints' light listing", () => {
+  // It must give the hints exactly what the frame rule's whole listing gives them (its cheaper
+  // parse is the only difference), and every packet ffprobe counts.
+  const cases: Array<[string, () => Promise<string>]> = [
+    ['h264 with B-frames', () => indexClip({ seconds: 6, gop: 25, bframes: 3 })],
+    ['hevc with B-frames', () => indexClip({ seconds: 4, gop: 25, bframes: 1, codec: 'hevc' })],
+    ['an MP4 cut short', () => truncatedMp4()],
+    ['sync samples in name only', () => falseSyncClip()],
+    ['cover art beside the video', () => coverArtClip()],
+  ];
+  for (const [name, make] of cases) {
+    it(`equals the whole listing's log: ${name}`, async () => {
+      const clip = await make();
+      // The stream the engines render (core/probe.ts), not the cover art.
+      const probed = await probeFile(clip);
+      const d = videoDetails(probed, chooseVideoStream(probed.info.videoStreams)?.index ?? -1);
+      const light = await listHintPackets(clip, d);
+      expect(light).toEqual((await listAllPackets(clip, d)).log);
+      const count = execFileSync(
+        'ffprobe',
+        [
+          '-v',
+          'error',
+          '-select_streams',
+          String(d.index),
+          '-count_packets',
+          '-show_entries',
+          'stream=nb_read_packets',
+          '-of',
+          'csv=p=0',
+          clip,
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(light.times.length).toBe(Number(count.trim()));
+      expect(light.keys.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+    });
+  }
 });
 
 describe('listing packets near the targets', () => {
