@@ -128,6 +128,9 @@ pub(crate) struct VideoSource {
     pub skippable_sent: u64,
     /// `skippable_sent` at the last repositioning.
     skippable_at_reposition: u64,
+    /// The decoder refused or failed on a packet since the last repositioning (damaged data: that
+    /// packet gave no picture).
+    packet_failed: bool,
 
     /// Where decoding entered the stream since the last repositioning: the first packet's dts
     /// (else pts).

@@ -189,6 +189,7 @@ impl VideoSource {
             skip_nonref: true,
             skippable_sent: 0,
             skippable_at_reposition: 0,
+            packet_failed: false,
             entry: None,
             landing: false,
             watch: recover::Watch::default(),

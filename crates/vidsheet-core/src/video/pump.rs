@@ -41,7 +41,7 @@ impl VideoSource {
                 Err(_) => {
                     // With frame threading, a failure surfaces one packet per other thread later.
                     let lag = self.threads.saturating_sub(1) as u64;
-                    self.watch.failed(self.packet_serial.saturating_sub(lag));
+                    self.note_failure(self.packet_serial.saturating_sub(lag));
                     decode_errors += 1;
                     if decode_errors > MAX_IDLE_PACKETS {
                         self.drained = true;
@@ -71,7 +71,7 @@ impl VideoSource {
                     match self.decoder.send_packet(&p) {
                         Ok(()) => {}
                         Err(e) if is_eagain(&e) => self.stash = Some((p, serial)),
-                        Err(_) => self.watch.failed(serial),
+                        Err(_) => self.note_failure(serial),
                     }
                     break;
                 }
@@ -122,7 +122,7 @@ impl VideoSource {
                             }
                             Err(_) => {
                                 // Corrupt packet: skip it.
-                                self.watch.failed(serial);
+                                self.note_failure(serial);
                                 continue;
                             }
                         }
@@ -145,6 +145,12 @@ impl VideoSource {
                 }
             }
         }
+    }
+
+    /// The decoder refused or failed on the packet `serial`.
+    fn note_failure(&mut self, serial: u64) {
+        self.packet_failed = true;
+        self.watch.failed(serial);
     }
 
     /// A frame's presentation time: the decoder's best-effort timestamp, what ffplay and the

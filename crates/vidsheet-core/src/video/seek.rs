@@ -109,6 +109,7 @@ impl VideoSource {
         self.last_key_pts = None;
         self.seen_pts.clear();
         self.skippable_at_reposition = self.skippable_sent;
+        self.packet_failed = false;
         self.first_field = None;
         self.entry = None;
         // Trouble is watched from a seek until a target is answered; from the start there is no

@@ -72,11 +72,17 @@ impl VideoSource {
     /// Called once a target's frame is chosen (and settled): whether skipping may have hidden the
     /// answer, in which case skipping is given up for this stream and the target decoded again
     /// from where decoding last began (returns true). Skipping a picture rests on a later one
-    /// (its witness) coming out at its pts, at or before the target; around damage the decoder
-    /// may hold that one back and hand it out later, timed elsewhere, and the skipped picture was
-    /// then the one on screen at the target. So when pictures were skipped since the last
-    /// repositioning and a packet was read whose pts lies after the chosen frame, at or before
-    /// the target, yet no frame came out at it, the choice is not trusted.
+    /// (its witness) coming out at its pts, at or before the target. Damage breaks that two ways:
+    ///
+    /// - the decoder may hold the witness back and hand it out later, timed elsewhere, and the
+    ///   skipped picture was then the one on screen at the target: a packet was read whose pts
+    ///   lies after the chosen frame, at or before the target, yet no frame came out at it;
+    /// - where a packet gave no picture (the decoder refused or failed on it), pictures may come
+    ///   out of order, and the decoder's best-effort timestamps (see `stamp`) call the pts faulty
+    ///   when a picture's pts falls below the one before it, often a skipped one: without it the
+    ///   pictures keep their pts, where a sequential decode shows them at their decode times.
+    ///
+    /// On undamaged data neither happens, and nothing is decoded twice.
     pub(super) fn skip_hid_the_answer(&mut self, target: i64) -> bool {
         if !self.skip_nonref || self.skippable_sent == self.skippable_at_reposition {
             return false;
@@ -84,13 +90,13 @@ impl VideoSource {
         let Some(chosen) = self.cur.as_ref().map(|c| c.pts) else {
             return false;
         };
-        if chosen >= target
-            || self
+        let held_back = chosen < target
+            && self
                 .seen_pts
                 .range((Excluded(chosen), Included(target)))
                 .next()
-                .is_none()
-        {
+                .is_some();
+        if !held_back && !self.packet_failed {
             return false;
         }
         self.skip_nonref = false;
