@@ -4,7 +4,9 @@
  * for what every route shares: the auth plugin, the not-found answer, the error handler, OpenAPI.
  * The spawned-server contract tests (http.test.ts, remote/mcp.test.ts) check the same rules end to end.
  */
+import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -29,6 +31,7 @@ import { VideoCache } from '../../src/server/sessions/cache.js';
 import { VideoRegistry } from '../../src/server/sessions/registry.js';
 import { LocalSheetStorage } from '../../src/server/storage/local.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
+import { waitFor } from '../helpers/wait.js';
 
 const BASE = 'http://127.0.0.1:9';
 const VERSION = '9.9.9-test';
@@ -195,6 +198,39 @@ describe('the auth plugin', () => {
     expect([keyed.statusCode, keyed.body]).toEqual([429, '{"error":"busy"}']);
     place?.();
     expect(admission.size).toBe(0);
+  });
+
+  it('early answers on one kept-alive connection leave nothing attached to its socket (issue 21 leak)', async () => {
+    // Each 401 goes out while the body is unfinished, so the drain deadline is armed; the body then
+    // ends and the next request comes on the same connection. A per-request listener left on the
+    // socket would hold that request for as long as the client keeps the connection open.
+    const server = await app();
+    const sockets: Socket[] = [];
+    server.server.on('connection', (socket: Socket) => sockets.push(socket));
+    await server.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = server.server.address() as AddressInfo;
+    const client = net.connect(port, '127.0.0.1');
+    await once(client, 'connect');
+    let received = '';
+    client.on('data', (chunk) => (received += chunk));
+    const closeListeners: number[] = [];
+    for (let i = 0; i < 15; i++) {
+      received = '';
+      client.write(
+        `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer vs_live_${'0'.repeat(40)}\r\n` +
+          'Content-Type: application/octet-stream\r\nContent-Length: 20000\r\n\r\n',
+      );
+      client.write(Buffer.alloc(1000, 0x2a));
+      await waitFor(() => received.endsWith(INVALID_KEY), 'the 401');
+      expect(received).toMatch(/^HTTP\/1\.1 401 /);
+      expect(received).not.toMatch(/^connection: close/im);
+      client.write(Buffer.alloc(19_000, 0x2a));
+      // By this answer the server has read every earlier body to its end (one request at a time).
+      closeListeners.push((sockets[0] as Socket).listenerCount('close'));
+    }
+    client.destroy();
+    expect(sockets).toHaveLength(1);
+    expect(closeListeners.at(-1)).toBe(closeListeners[1]);
   });
 
   it('a live key (any case of "bearer", spaces around) reaches the job as its account', async () => {
