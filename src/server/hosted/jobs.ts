@@ -167,12 +167,21 @@ export class HostedJobs {
     };
     let price = 0;
     let balance: number | undefined;
+    // A prepared job the debit does not go through (the database failed) is discarded: the worker
+    // would hold it until it dies.
+    const orDiscard = <T>(step: Promise<T>) =>
+      step.catch((error: unknown) => {
+        job.discard();
+        throw error;
+      });
     if (request.payer === 'anonymous') {
-      await ledger.jobs.recordFreeJob(record);
+      await orDiscard(ledger.jobs.recordFreeJob(record));
       log.info({ sheets: job.sheets, durationMs: job.durationMs }, 'job started (anonymous lane)');
     } else {
       price = job.sheets * creditsPerSheet(request.density);
-      const charge = await ledger.credits.charge({ ...record, accountId: request.payer.accountId, price });
+      const charge = await orDiscard(
+        ledger.credits.charge({ ...record, accountId: request.payer.accountId, price }),
+      );
       if (charge.allowance > 0) log.info({ allowance: charge.allowance }, 'free daily allowance applied');
       if (!charge.ok) {
         job.discard();
