@@ -1666,3 +1666,38 @@ export function hevcCutTs(): Promise<string> {
     });
   });
 }
+
+/** What {@link dvbDropTs} holds: a 12 s recording, the part after `cut` kept, `drop` of its packets lost. */
+export const DVB_DROP_TS = { seconds: 12, offset: 30_000, cut: 0.3, drop: [0.5, 0.53] } as const;
+
+/**
+ * A DVB-style capture with a reception drop: an MPEG-TS of three programs, each with its own PMT
+ * and PIDs (one: H.264 25 fps testsrc2 with B-frames and MP2 audio; two: a radio service, MP2
+ * audio only; three: a video PID its PMT lists that carries no data), its clock `offset` seconds on, the first
+ * 30 % of its packets cut away (joined mid-broadcast) and then 3 % of its 188-byte packets
+ * (50 %..53 % of those left) removed, as a receiver loses them.
+ */
+export function dvbDropTs(): Promise<string> {
+  const o = DVB_DROP_TS;
+  return cached('dvb-capture-drop', 'ts', o, async (out) => {
+    await withTemp('ts', async (full) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${o.seconds}`],
+        ...['-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=48000:duration=${o.seconds}`],
+        ...['-f', 'lavfi', '-i', 'color=c=gray:s=320x240:r=25:d=0.04'],
+        ...['-map', '0:v', '-map', '1:a', '-map', '1:a', '-map', '2:v', '-frames:v:1', '0'],
+        ...['-c:v', 'libx264', '-preset', 'veryfast', '-g', '25', '-pix_fmt', 'yuv420p', '-c:a', 'mp2'],
+        ...['-program', 'program_num=1:title=One:st=0:st=1', '-program', 'program_num=2:title=Two:st=2'],
+        ...['-program', 'program_num=3:title=Three:st=3', '-output_ts_offset', String(o.offset)],
+        ...['-f', 'mpegts', ...BITEXACT],
+        full,
+      ]);
+      const b = await readFile(full);
+      const kept = b.subarray(Math.floor((b.length * o.cut) / 188) * 188); // on a packet boundary
+      const packets = kept.length / 188;
+      const [from, to] = o.drop.map((f) => Math.floor(packets * f) * 188) as [number, number];
+      await writeFile(out, Buffer.concat([kept.subarray(0, from), kept.subarray(to)]));
+    });
+  });
+}

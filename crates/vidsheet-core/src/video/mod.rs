@@ -15,11 +15,13 @@
 //! - [`seek`]: when to seek, where to, repositioning;
 //! - [`skip`]: pictures no target can show, decoded without output;
 //! - [`pump`]: packets in, pictures out;
+//! - [`late`]: pictures the decoder hands out after later ones;
 //! - [`recover`]: trouble after a seek, and starting again earlier;
 //! - [`reach`]: how far back a picture may reference (what recovery compares by);
 //! - [`packets`]: the packets read on the way, kept for the zoom hints.
 
 mod cost;
+mod late;
 mod open;
 mod packets;
 mod pump;
@@ -28,7 +30,7 @@ mod recover;
 mod seek;
 mod skip;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use ff::format::context::Input;
 use ff::{frame, Packet};
@@ -90,6 +92,10 @@ pub(crate) struct VideoSource {
     cur: Option<Decoded>,
     /// First decoded frame with pts > the current target (not yet consumed).
     next: Option<Decoded>,
+    /// Frames decoded after `next` while looking for a late one ([`late`]), in output order.
+    ahead: VecDeque<Decoded>,
+    /// Pts of packets sent since the last repositioning whose picture has not come out ([`late`]).
+    owed: BTreeSet<i64>,
     /// Decoding started at the beginning of the file (not after a seek).
     from_start: bool,
     /// The decoder has returned end of stream.
@@ -216,9 +222,10 @@ impl VideoSource {
         while self.target_pos < self.targets.len() && self.targets[self.target_pos] < ts {
             self.target_pos += 1;
         }
-        // Same picture as the previous target?
+        // Same picture as the previous target? Not while a later one may still come (see
+        // [`late`]): decoding on settles that.
         if let (Some(_), Some(n)) = (&self.cur, &self.next) {
-            if !self.le(n.pts, target_us) {
+            if !self.le(n.pts, target_us) && !self.ahead_shows(target_us) && !self.owes_before(ts) {
                 return self.cur.as_ref();
             }
         }
@@ -327,10 +334,11 @@ impl VideoSource {
                     self.cur = Some(n);
                 } else {
                     self.next = Some(n);
+                    self.look_ahead(target_us);
                     return;
                 }
             }
-            match self.next_frame() {
+            match self.pull() {
                 Some(f) if self.before_landing(f.pts) => {}
                 Some(f) => self.next = Some(f),
                 None => return,

@@ -1,6 +1,6 @@
 //! Opening the plan's video stream with its decoder.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 use ff::ffi;
 use ff::format::context::Input;
@@ -169,6 +169,8 @@ impl VideoSource {
             declared_end,
             cur: None,
             next: None,
+            ahead: VecDeque::new(),
+            owed: BTreeSet::new(),
             from_start: true,
             drained: false,
             sent_eof: false,

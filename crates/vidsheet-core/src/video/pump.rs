@@ -92,8 +92,11 @@ impl VideoSource {
                         if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
                             self.pts_faulty |= p < d;
                         }
-                        let skip = self.skip_decision(&packet);
+                        let (skip, second_field) = self.skip_decision(&packet);
                         self.witness(packet.pts());
+                        if !skip && !second_field {
+                            self.owe(packet.pts());
+                        }
                         self.skippable_sent += skip as u64;
                         if self.entry.is_none() {
                             self.entry = packet.dts().or(packet.pts());
@@ -165,6 +168,7 @@ impl VideoSource {
         // SAFETY: a frame the decoder just returned.
         let (raw_pts, raw_dts) = unsafe { ((*f.as_ptr()).pts, (*f.as_ptr()).pkt_dts) };
         let known = |ts: i64| (ts != ffi::AV_NOPTS_VALUE).then_some(ts);
+        self.paid(known(raw_pts));
         if best.is_some() && known(raw_pts).is_some() && best != known(raw_pts) {
             self.pts_faulty = true;
         }

@@ -102,6 +102,8 @@ impl VideoSource {
         self.decoder.flush();
         self.cur = None;
         self.next = None;
+        self.ahead.clear();
+        self.owed.clear();
         self.drained = false;
         self.sent_eof = false;
         self.stash = None;
@@ -154,6 +156,16 @@ impl VideoSource {
                 self.input = input;
                 self.discard_other_streams();
                 self.from_start = true;
+                // A decode from the start is the sequential one: the decoder judges the pts
+                // afresh, as it did there (see `stamp`). A flush keeps its counts of faulty
+                // timestamps (FFmpeg 5.1), so what it saw later in the file is forgotten here.
+                self.pts_faulty = false;
+                // SAFETY: the decoder's own context, between calls into it.
+                unsafe {
+                    let raw = self.decoder.as_mut_ptr();
+                    (*raw).pts_correction_num_faulty_pts = 0;
+                    (*raw).pts_correction_num_faulty_dts = 0;
+                }
                 self.reset_decoding();
             }
             Err(_) => {

@@ -25,21 +25,22 @@ impl VideoSource {
     }
 
     /// Whether `packet` is decoded with AVDISCARD_NONREF: [`Self::may_skip`], except that the
-    /// second field of a field pair (see the module doc) is treated as its first field was.
-    pub(super) fn skip_decision(&mut self, packet: &Packet) -> bool {
+    /// second field of a field pair (see the module doc) is treated as its first field was; and
+    /// whether it is such a second field (its picture comes out at its first field's time).
+    pub(super) fn skip_decision(&mut self, packet: &Packet) -> (bool, bool) {
         let field = if self.decoder.id() == codec::Id::MPEG2VIDEO {
             packet.data().and_then(lone_field)
         } else {
             None
         };
         match (field, self.first_field.take()) {
-            (Some(s), Some((first, skip))) if s != first => skip,
+            (Some(s), Some((first, skip))) if s != first => (skip, true),
             (Some(s), _) => {
                 let skip = self.may_skip(packet);
                 self.first_field = Some((s, skip));
-                skip
+                (skip, false)
             }
-            (None, _) => self.may_skip(packet),
+            (None, _) => (self.may_skip(packet), false),
         }
     }
 
