@@ -159,10 +159,12 @@ impl VideoSource {
     /// A frame's presentation time: the decoder's best-effort timestamp, what ffplay and the
     /// ffmpeg CLI show a frame at (its pts while the decoded pts ascend, else its decode time; a
     /// stream whose pts sit below its dts, broken composition offsets, is so shown in decode
-    /// order). The decoder's judgement starts afresh at every seek (a flush), where a sequential
-    /// decode keeps it: once it has called the pts faulty, or a packet's pts sits below its dts
-    /// (which it will call faulty), this source times frames by their decode timestamps for
-    /// good, as a sequential decode goes on doing.
+    /// order). A sequential decode keeps that judgement from the file's start; after a seek the
+    /// decoder holds only what it counted before the flush (FFmpeg 5.1 keeps its counts of faulty
+    /// timestamps across one), not what lies before the seek point. So once it has called the pts
+    /// faulty, or a packet's pts sits below its dts (which it will call faulty), this source times
+    /// frames by their decode timestamps for good, as a sequential decode goes on doing; a decode
+    /// restarted from the start forgets the counts (`seek.rs`).
     fn stamp(&mut self, f: frame::Video) -> Decoded {
         let best = f.timestamp();
         // SAFETY: a frame the decoder just returned.
