@@ -94,6 +94,16 @@ function fieldsOf(line: string): Fields {
  */
 const INTERVALS_PER_RUN = 400;
 
+/** One demux-only ffprobe run over the stream's packets: `args` choose the fields and format. */
+async function probePackets(path: string, d: VideoDetails, args: string[], signal: AbortSignal | undefined) {
+  const { stdout } = await run(
+    'ffprobe',
+    ['-v', 'error', '-select_streams', String(d.index), ...args, ...input(path, d.fixed)],
+    { timeoutMs: 300_000, signal },
+  );
+  return stdout;
+}
+
 /** The video packets in read order (demux only), within each of `intervals` (ffprobe syntax). */
 async function readRows(
   path: string,
@@ -113,21 +123,17 @@ async function readRows(
   let clock: bigint | null = fromStart ? 0n : null;
   let hole = false;
   for (const chunk of chunks) {
-    const { stdout } = await run(
-      'ffprobe',
+    const stdout = await probePackets(
+      path,
+      d,
       [
-        '-v',
-        'error',
-        '-select_streams',
-        String(d.index),
         ...(chunk ? ['-read_intervals', chunk.join(',')] : []),
         '-show_entries',
         'packet=pts,dts,duration,flags,pos,size',
         '-of',
         'compact=p=0',
-        ...input(path, d.fixed),
       ],
-      { timeoutMs: 300_000, signal },
+      signal,
     );
     for (const line of stdout.toString().split('\n')) {
       const fields = fieldsOf(line);
@@ -332,21 +338,12 @@ export async function listHintPackets(
   d: VideoDetails,
   signal?: AbortSignal,
 ): Promise<Omit<PacketLog, 'cells'>> {
-  const { stdout } = await run(
-    'ffprobe',
-    [
-      '-v',
-      'error',
-      '-select_streams',
-      String(d.index),
-      // csv prints ffprobe's own field order whatever the order asked: pts, dts, size, flags.
-      '-show_entries',
-      'packet=pts,dts,size,flags',
-      '-of',
-      'csv=p=0',
-      ...input(path, d.fixed),
-    ],
-    { timeoutMs: 300_000, signal },
+  // csv prints ffprobe's own field order whatever the order asked: pts, dts, size, flags.
+  const stdout = await probePackets(
+    path,
+    d,
+    ['-show_entries', 'packet=pts,dts,size,flags', '-of', 'csv=p=0'],
+    signal,
   );
   const text = stdout.toString();
   let times = new Float64Array(1024);
