@@ -164,7 +164,7 @@ for (const c of CASES) {
   }
   const med = Object.fromEntries(METHODS.map((m) => [m, median(times[m])]));
   const medCpu = Object.fromEntries(METHODS.map((m) => [m, median(cpu[m])]));
-  rows.push({ c, med, medCpu, nativeRss, decode });
+  rows.push({ c, med, medCpu, nativeRss, decode, times, cpu });
   console.error(`bench: ${c.name} done`);
 }
 
@@ -200,6 +200,23 @@ if (HINTS) {
       console.log(`| ${c.name} | ${measure} | ${cells.join(' | ')} |`);
     }
   }
+  // The same runs paired: run r with hints over run r without, measured back to back, so a slow
+  // stretch of the machine falls on both sides of one ratio instead of on one side of the medians.
+  console.log('\nPaired by run (with hints / without, back to back): median, quartiles, range\n');
+  console.log('| case | measure | engine | median | quartiles | range |');
+  console.log('|---|---|---|---|---|---|');
+  for (const { c, times, cpu } of rows)
+    for (const [measure, m] of [
+      ['wall', times],
+      ['CPU', cpu],
+    ])
+      for (const e of engines) {
+        const r = m[e].map((v, i) => v / m[`${e}-nohints`][i]).sort((a, b) => a - b);
+        const q = (f) => r[Math.round(f * (r.length - 1))].toFixed(3);
+        console.log(
+          `| ${c.name} | ${measure} | ${e} | ${median(r).toFixed(3)}x | ${q(0.25)}-${q(0.75)}x | ${q(0)}-${q(1)}x |`,
+        );
+      }
   process.exit(0);
 }
 
