@@ -1146,8 +1146,8 @@ export const TWO_VIDEO_STREAMS = {
  * 1280x720 "top shot" video stream of the same duration holding only 2 frames (showing 4000 and
  * 4001), stored first, both with the default disposition. "The largest picture" (the old
  * fallback's choice) and "the first video stream" both pick the top shot; the stream rule (never
- * cover art, prefer default, then most frames) must pick the real video. (`av_find_best_stream`
- * happens to pick the real video here, on ffmpeg 5.1.)
+ * cover art, prefer default, then a moving picture over a still) must pick the real video.
+ * (`av_find_best_stream` happens to pick the real video here, on ffmpeg 5.1.)
  */
 export function twoVideoStreamsClip(): Promise<string> {
   const o = TWO_VIDEO_STREAMS;
@@ -1222,6 +1222,114 @@ export function coverArtClip(): Promise<string> {
       }),
     );
   });
+}
+
+/** One video stream of {@link twoProgramsTs} or {@link twoTracksMkv}: frame n shows `base + n`. */
+interface PatternStream {
+  width: number;
+  height: number;
+  fps: number;
+  frames: number;
+  base: number;
+}
+
+/**
+ * What {@link twoProgramsTs} holds per variant: two programs of one video stream each (stream
+ * `shown` is the one a player and `ffmpeg -i` show), their clock `offset` seconds on.
+ * - `twin`: two like programs, 320x240 25 fps; the second runs 3 frames longer (programs of one
+ *   broadcast never end on the same frame), so any comparison of frame counts prefers it. A
+ *   player shows the first program.
+ * - `larger`: the second program is 640x360 and the first runs 3 frames longer: the larger picture.
+ */
+export const TWO_PROGRAMS_TS = {
+  offset: 30_000,
+  twin: {
+    streams: [
+      { width: 320, height: 240, fps: 25, frames: 200, base: 0 },
+      { width: 320, height: 240, fps: 25, frames: 203, base: 2048 },
+    ],
+    shown: 0,
+  },
+  larger: {
+    streams: [
+      { width: 320, height: 240, fps: 25, frames: 203, base: 0 },
+      { width: 640, height: 360, fps: 25, frames: 200, base: 2048 },
+    ],
+    shown: 1,
+  },
+} as const satisfies Record<'twin' | 'larger', { streams: readonly PatternStream[]; shown: number }> & {
+  offset: number;
+};
+
+/** Encodes pattern streams to temporary MP4s (x264, a keyframe a second) and hands their paths on. */
+async function withPatternStreams<T>(
+  streams: readonly PatternStream[],
+  fn: (paths: string[]) => Promise<T>,
+  done: string[] = [],
+): Promise<T> {
+  const [first, ...rest] = streams;
+  if (!first) return fn(done);
+  return withTemp('mp4', async (encoded) => {
+    const spec: PatternSpec = {
+      width: first.width,
+      height: first.height,
+      frames: first.frames,
+      value: (n) => first.base + n,
+    };
+    await run(
+      'ffmpeg',
+      [
+        ...[...FFMPEG, ...rawPatternInput(spec, String(first.fps)), ...X264_FAST],
+        ...['-g', String(first.fps), ...BITEXACT, encoded],
+      ],
+      { feed: feedPattern(spec) },
+    );
+    return withPatternStreams(rest, fn, [...done, encoded]);
+  });
+}
+
+/**
+ * A broadcast-like MPEG-TS with two programs (own PMTs and PIDs, program numbers 1 and 2), each one
+ * pattern video stream, stream i in program i + 1 (see {@link TWO_PROGRAMS_TS}). No disposition
+ * marks either: the transport stream has none.
+ */
+export function twoProgramsTs(variant: 'twin' | 'larger'): Promise<string> {
+  const o = { offset: TWO_PROGRAMS_TS.offset, ...TWO_PROGRAMS_TS[variant] };
+  return cached(`two-programs-${variant}`, 'ts', o, (out) =>
+    withPatternStreams(o.streams, (inputs) =>
+      run('ffmpeg', [
+        ...[...FFMPEG, ...inputs.flatMap((i) => ['-i', i]), '-map', '0:v', '-map', '1:v', '-c', 'copy'],
+        ...['-program', 'program_num=1:title=One:st=0', '-program', 'program_num=2:title=Two:st=1'],
+        ...['-output_ts_offset', String(o.offset), '-f', 'mpegts', ...BITEXACT, out],
+      ]),
+    ),
+  );
+}
+
+/**
+ * What {@link twoTracksMkv} holds: two video tracks of the same size, both flagged default (as
+ * Matroska tracks are unless a muxer says otherwise), the second an angle at twice the frame rate,
+ * so it holds twice the frames. A player and `ffmpeg -i` show the first.
+ */
+export const TWO_TRACKS_MKV = {
+  streams: [
+    { width: 320, height: 240, fps: 25, frames: 200, base: 0 },
+    { width: 320, height: 240, fps: 50, frames: 400, base: 2048 },
+  ],
+  shown: 0,
+} as const satisfies { streams: readonly PatternStream[]; shown: number };
+
+/** See {@link TWO_TRACKS_MKV}. */
+export function twoTracksMkv(): Promise<string> {
+  const o = TWO_TRACKS_MKV;
+  return cached('two-tracks', 'mkv', o, (out) =>
+    withPatternStreams(o.streams, (inputs) =>
+      run('ffmpeg', [
+        ...[...FFMPEG, ...inputs.flatMap((i) => ['-i', i]), '-map', '0:v', '-map', '1:v', '-c', 'copy'],
+        ...['-disposition:v:0', 'default', '-disposition:v:1', 'default', ...BITEXACT, out],
+      ]),
+    ),
+  );
 }
 
 // --- 3. Containers whose declared duration is not the content's --------------------------------
