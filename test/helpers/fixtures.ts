@@ -1784,17 +1784,26 @@ export const DVB_DROP_TS = { seconds: 12, offset: 30_000, cut: 0.3, drop: [0.5, 
  * audio only; three: a video PID its PMT lists that carries no data), its clock `offset` seconds on, the first
  * 30 % of its packets cut away (joined mid-broadcast) and then 3 % of its 188-byte packets
  * (50 %..53 % of those left) removed, as a receiver loses them.
+ *
+ * `secondVideo`: program three's PID carries a second service instead (testsrc, same size and
+ * rate, other pictures), whose cut leaves its duration a frame longer than program one's while it
+ * keeps a packet fewer: any count of frames prefers one program or the other by a frame.
  */
-export function dvbDropTs(): Promise<string> {
-  const o = DVB_DROP_TS;
-  return cached('dvb-capture-drop', 'ts', o, async (out) => {
+export function dvbDropTs(options: { secondVideo?: boolean } = {}): Promise<string> {
+  const o = options.secondVideo ? { ...DVB_DROP_TS, secondVideo: 'testsrc' } : DVB_DROP_TS;
+  const third = options.secondVideo
+    ? `testsrc=s=320x240:r=25:d=${o.seconds}`
+    : 'color=c=gray:s=320x240:r=25:d=0.04';
+  const name = options.secondVideo ? 'dvb-capture-drop-two-videos' : 'dvb-capture-drop';
+  return cached(name, 'ts', o, async (out) => {
     await withTemp('ts', async (full) => {
       await run('ffmpeg', [
         ...FFMPEG,
         ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${o.seconds}`],
         ...['-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=48000:duration=${o.seconds}`],
-        ...['-f', 'lavfi', '-i', 'color=c=gray:s=320x240:r=25:d=0.04'],
-        ...['-map', '0:v', '-map', '1:a', '-map', '1:a', '-map', '2:v', '-frames:v:1', '0'],
+        ...['-f', 'lavfi', '-i', third],
+        ...['-map', '0:v', '-map', '1:a', '-map', '1:a', '-map', '2:v'],
+        ...(options.secondVideo ? [] : ['-frames:v:1', '0']),
         ...['-c:v', 'libx264', '-preset', 'veryfast', '-g', '25', '-pix_fmt', 'yuv420p', '-c:a', 'mp2'],
         ...['-program', 'program_num=1:title=One:st=0:st=1', '-program', 'program_num=2:title=Two:st=2'],
         ...['-program', 'program_num=3:title=Three:st=3', '-output_ts_offset', String(o.offset)],
