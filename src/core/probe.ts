@@ -37,14 +37,34 @@ export interface VideoStreamFacts {
 }
 
 /**
- * The stream rule: never an attached picture (cover art) and never a stream nothing decodes from;
- * then the default disposition; then the most frames (a phone file may carry a 2-frame "top shot"
- * stream of the same duration and a larger picture beside the real video); then the largest
- * picture; then the first. Null when no stream qualifies: the file is an unreadable video.
+ * Frames that make a stream a moving picture. A stream with fewer is a still, a thumbnail track or
+ * a phone's 2-frame "top shot", and loses to one with more (FFmpeg's `av_find_best_stream` draws
+ * the same line, at 5 frames). Above it frame counts are not compared: outside MP4 they are
+ * estimates (duration x frame rate; packets counted) that differ by a frame or two between two
+ * programs of one broadcast and between one way of counting and another, and a higher frame rate is
+ * no reason to prefer a stream. Comparing them made both engines show the second of two like
+ * programs of a DVB capture (its duration one frame longer) while `ffmpeg -i`, players and the test
+ * oracle (which counted packets) showed the first.
+ */
+export const MOVING_PICTURE_FRAMES = 5;
+
+/**
+ * The stream rule: the stream a player shows by default, the same for both engines, the report
+ * and the oracle. Never an attached picture (cover art) and never a stream nothing decodes from;
+ * then the default disposition (every player honours it); then a moving picture over a still (see
+ * {@link MOVING_PICTURE_FRAMES}); then the largest picture (what `ffmpeg -i` maps by default);
+ * then the first in stream order (the tie-break of ffmpeg and of players: a broadcast's first
+ * program, an MKV's first of two default tracks). Null when no stream qualifies: the file is an
+ * unreadable video.
  */
 export function chooseVideoStream<S extends VideoStreamFacts>(streams: readonly S[]): S | null {
   const candidates = streams.filter((s) => !s.attachedPic && s.decodes && s.width > 0 && s.height > 0);
-  const rank = (s: S) => [s.isDefault ? 1 : 0, s.frames ?? 0, s.width * s.height, -s.index];
+  const rank = (s: S) => [
+    s.isDefault ? 1 : 0,
+    Math.min(s.frames ?? 0, MOVING_PICTURE_FRAMES),
+    s.width * s.height,
+    -s.index,
+  ];
   let best: S | null = null;
   for (const s of candidates) {
     if (!best) {

@@ -3,6 +3,7 @@ import {
   chooseVideoStream,
   clipExtent,
   extentToleranceMs,
+  MOVING_PICTURE_FRAMES,
   type VideoStreamFacts,
 } from '../../src/core/probe.js';
 
@@ -42,11 +43,31 @@ describe('the stream rule', () => {
     expect(chooseVideoStream([other, main])?.index).toBe(1);
   });
 
-  it("then the most frames: a phone's larger 2-frame top-shot stream loses to the real video", () => {
+  it("then a moving picture: a phone's larger 2-frame top-shot stream loses to the real video", () => {
     const video = stream({ index: 0, width: 1920, height: 1080, frames: 900 });
     const topShot = stream({ index: 1, width: 4032, height: 3024, frames: 2 });
     expect(chooseVideoStream([topShot, video])?.index).toBe(0);
     expect(chooseVideoStream([video, topShot])?.index).toBe(0);
+  });
+
+  it('a stream of fewer than MOVING_PICTURE_FRAMES frames is a still; from there on the count is not compared', () => {
+    expect(MOVING_PICTURE_FRAMES).toBe(5);
+    const still = stream({ index: 0, width: 1920, height: 1080, frames: 4 });
+    const moving = stream({ index: 1, width: 640, height: 360, frames: 5 });
+    expect(chooseVideoStream([still, moving])?.index).toBe(1);
+    // Five frames or 9000: the larger picture decides.
+    const few = stream({ index: 2, width: 1920, height: 1080, frames: 5 });
+    expect(chooseVideoStream([moving, few, stream({ index: 3, frames: 9000 })])?.index).toBe(2);
+  });
+
+  it("two like programs of a broadcast: the first, whichever one's estimated count is a frame longer", () => {
+    const one = stream({ index: 0, isDefault: false, width: 720, height: 576, frames: 300 });
+    const two = stream({ index: 2, isDefault: false, width: 720, height: 576, frames: 301 });
+    expect(chooseVideoStream([one, two])?.index).toBe(0);
+    expect(chooseVideoStream([two, one])?.index).toBe(0);
+    // Nor does a higher frame rate win: a 50 fps angle beside the 25 fps main track.
+    const angle = stream({ index: 1, frames: 500 });
+    expect(chooseVideoStream([stream({ index: 0, frames: 250 }), angle])?.index).toBe(0);
   });
 
   it('then the largest picture, then the first stream; an unknown frame count counts as none', () => {

@@ -27,7 +27,7 @@ import {
   INTRA_REFRESH_TS,
   intraRefreshTs,
 } from '../helpers/fixtures.js';
-import { judgeRun, oracleCache, packetExtent } from '../helpers/oracle.js';
+import { judgeRun, oracleCache, packetExtent, probeFile } from '../helpers/oracle.js';
 
 const execFileP = promisify(execFile);
 const TEST_TIMEOUT_MS = 240_000;
@@ -197,6 +197,50 @@ describe('fixtures reproduce the real-world lies', () => {
   );
 
   it(
+    'DVB capture with a second video service: by duration program three is a frame longer, by packets program one; `ffmpeg -i` and the oracle show program one',
+    FIXTURE,
+    async () => {
+      const path = await dvbDropTs({ secondVideo: true });
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'quiet', '-show_entries', 'program=program_num:program_stream=index,codec_type'],
+        ...['-show_entries', 'stream=index,width,height,duration', '-show_entries', 'packet=stream_index'],
+        ...['-of', 'json', path],
+      ]);
+      const probed = JSON.parse(stdout) as {
+        programs: Array<{ program_num: number; streams: Array<{ index: number; codec_type: string }> }>;
+        streams: Array<{ index: number; width?: number; height?: number; duration?: string }>;
+        packets: Array<{ stream_index: number }>;
+      };
+      expect(
+        probed.programs.map((p) => [p.program_num, p.streams.map((s) => [s.index, s.codec_type])]),
+      ).toEqual([
+        [
+          1,
+          [
+            [0, 'video'],
+            [1, 'audio'],
+          ],
+        ],
+        [2, [[3, 'audio']]],
+        [3, [[2, 'video']]],
+      ]);
+      const [one, , three] = probed.streams;
+      expect([one?.width, one?.height, three?.width, three?.height]).toEqual([320, 240, 320, 240]);
+      // The engines estimate a transport stream's frames from its duration, the oracle counted
+      // packets: each count prefers another program, by one frame.
+      expect(Number(three?.duration) - Number(one?.duration)).toBeCloseTo(0.04, 6);
+      const count = (i: number) => probed.packets.filter((p) => p.stream_index === i).length;
+      expect(count(0) - count(2)).toBe(1);
+      // What `ffmpeg -i` maps when told nothing, and what the oracle judges.
+      const { stderr } = await execFileP('ffmpeg', [
+        ...['-hide_banner', '-nostdin', '-i', path, '-an', '-frames:v', '1', '-f', 'null', '-'],
+      ]);
+      expect(/Stream #0:(\d+)\S* -> #0:0/.exec(stderr)?.[1]).toBe('0');
+      expect((await probeFile(path)).video?.index).toBe(0);
+    },
+  );
+
+  it(
     'zeroed-middle TS: around the damage the decoder hands a picture out after a later one',
     FIXTURE,
     async () => {
@@ -223,6 +267,14 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     ['HEVC TS cut at 30 % (opens mid-GOP, open GOPs)', hevcCutTs, {}],
     ['field-picture MPEG-2 MP4 (each field its own sample)', fieldPicturesMp4, {}],
     ['DVB capture with a reception drop, 0:04-0:06', dvbDropTs, {}, { start: 4, end: 6 }],
+    // Program one, as `ffmpeg -i` and players show; not the second service a frame longer.
+    ['DVB capture with a second video service', () => dvbDropTs({ secondVideo: true }), {}],
+    [
+      'DVB capture with a second video service, 0:04-0:06',
+      () => dvbDropTs({ secondVideo: true }),
+      {},
+      { start: 4, end: 6 },
+    ],
   ];
   // A TS with 10 % of its bytes zeroed in the middle: around the damage the decoder hands a
   // picture out late, after later ones (so skipping non-reference pictures on the way to a target

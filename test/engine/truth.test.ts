@@ -19,6 +19,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cellsPerSheet, type Density } from '../../src/core/density.js';
 import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { makePlan } from '../../src/core/plan.js';
+import { chooseVideoStream } from '../../src/core/probe.js';
+import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
+import { loadNative } from '../../src/engine/native-loader.js';
 import { ENGINES } from '../helpers/cli.js';
 import {
   COVER_ART,
@@ -30,8 +33,12 @@ import {
   LONG_HEADER_DECLARED_SECONDS,
   longHeaderMkv,
   probe,
+  TWO_PROGRAMS_TS,
+  TWO_TRACKS_MKV,
   TWO_VIDEO_STREAMS,
   truncatedMp4,
+  twoProgramsTs,
+  twoTracksMkv,
   twoVideoStreamsClip,
   UNDER_DECLARED_PS,
   type UndecodableKind,
@@ -46,6 +53,7 @@ import {
   frameTimes,
   type PacketExtent,
   packetExtent,
+  probeFile,
   runVidsheet as runCliGroup,
 } from '../helpers/oracle.js';
 
@@ -107,6 +115,30 @@ const SUBJECTS = {
     extentStreams: [COVER_ART.video.stream],
     lyingExtent: false,
   },
+  twinPrograms: {
+    name: 'two-programs-twin.ts (two like 320x240 programs, the second 3 frames longer)',
+    make: () => twoProgramsTs('twin'),
+    videoStream: TWO_PROGRAMS_TS.twin.shown,
+    display: [TWO_PROGRAMS_TS.twin.streams[0].width, TWO_PROGRAMS_TS.twin.streams[0].height],
+    extentStreams: [TWO_PROGRAMS_TS.twin.shown],
+    lyingExtent: false,
+  },
+  largerProgram: {
+    name: 'two-programs-larger.ts (320x240 program 1 three frames longer, 640x360 program 2)',
+    make: () => twoProgramsTs('larger'),
+    videoStream: TWO_PROGRAMS_TS.larger.shown,
+    display: [TWO_PROGRAMS_TS.larger.streams[1].width, TWO_PROGRAMS_TS.larger.streams[1].height],
+    extentStreams: [TWO_PROGRAMS_TS.larger.shown],
+    lyingExtent: false,
+  },
+  twoTracks: {
+    name: 'two-tracks.mkv (two default 320x240 tracks, the second at 50 fps)',
+    make: twoTracksMkv,
+    videoStream: TWO_TRACKS_MKV.shown,
+    display: [TWO_TRACKS_MKV.streams[0].width, TWO_TRACKS_MKV.streams[0].height],
+    extentStreams: [TWO_TRACKS_MKV.shown],
+    lyingExtent: false,
+  },
   truncated: {
     name: 'truncated-index.mp4 (faststart, index lists 20 s, data cut at 40 %)',
     make: truncatedMp4,
@@ -140,6 +172,28 @@ const SUBJECTS = {
     lyingExtent: true,
   },
 } satisfies Record<string, Subject>;
+
+/**
+ * The video stream `ffmpeg -i` maps when told nothing (its "Stream mapping" line: what a user of
+ * the ffmpeg CLI gets), and the pattern its first decoded frame shows (null: not a clean read).
+ */
+async function ffmpegDefaultVideo(path: string): Promise<{ stream: number; shows: number | null }> {
+  const { stdout, stderr } = await execFileP(
+    'ffmpeg',
+    [
+      ...['-hide_banner', '-nostdin', '-i', path, '-an', '-frames:v', '1'],
+      ...['-vf', 'scale=160:120:flags=area', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'],
+    ],
+    { encoding: 'buffer', maxBuffer: 1 << 24 },
+  );
+  const mapped = /Stream #0:(\d+)\S* -> #0:0/.exec(stderr.toString());
+  const img = stdout.length >= 160 * 120 * 3 ? fromRgb24(stdout, 160, 120) : null;
+  const read = img ? decodeIndex(img, fullRect(img)) : null;
+  return {
+    stream: mapped ? Number(mapped[1]) : -1,
+    shows: read && read.confidence > MIN_CONFIDENCE ? read.index : null,
+  };
+}
 
 // ---------------------------------------------------------------------------------------------
 // Oracles, computed once per file
@@ -408,6 +462,58 @@ describe('fixtures reproduce the real-world lies', () => {
     expect(Math.abs(Number(top?.duration) - Number(video?.duration))).toBeLessThan(0.1);
   });
 
+  it.each([
+    ['two-programs-twin.ts', () => twoProgramsTs('twin'), TWO_PROGRAMS_TS.twin, [0, 0], [1, 2]],
+    ['two-programs-larger.ts', () => twoProgramsTs('larger'), TWO_PROGRAMS_TS.larger, [0, 0], [1, 2]],
+    ['two-tracks.mkv', twoTracksMkv, TWO_TRACKS_MKV, [1, 1], []],
+  ] as const)(
+    '%s: the streams as built, and `ffmpeg -i` shows the stream the subject names',
+    async (_, make, o, defaults, programs) => {
+      const path = await make();
+      const info = (await probe(path)) as {
+        streams: Array<{
+          codec_type: string;
+          width?: number;
+          height?: number;
+          disposition?: { default?: number };
+        }>;
+      };
+      expect(info.streams.map((s) => [s.codec_type, s.width, s.height, s.disposition?.default])).toEqual(
+        o.streams.map((v, i) => ['video', v.width, v.height, defaults[i]]),
+      );
+      // Packets per stream: what any comparison of frame counts would go by.
+      const { stdout: listed } = await execFileP('ffprobe', [
+        ...['-v', 'error', '-show_entries', 'packet=stream_index', '-of', 'json', path],
+      ]);
+      const { packets } = JSON.parse(listed) as { packets: Array<{ stream_index: number }> };
+      const counts = o.streams.map((_, i) => packets.filter((p) => p.stream_index === i).length);
+      expect(counts).toEqual(o.streams.map((v) => v.frames));
+      if (programs.length) {
+        const { stdout } = await execFileP('ffprobe', [
+          ...[
+            '-v',
+            'error',
+            '-show_entries',
+            'program=program_num:program_stream=index',
+            '-of',
+            'json',
+            path,
+          ],
+        ]);
+        const parsed = JSON.parse(stdout) as {
+          programs: Array<{ program_num: number; streams: Array<{ index: number }> }>;
+        };
+        expect(parsed.programs.map((p) => [p.program_num, p.streams.map((s) => s.index)])).toEqual(
+          programs.map((n, i) => [n, [i]]),
+        );
+      }
+      // The independent referee: the stream `ffmpeg -i` maps by default, and its first frame.
+      expect(await ffmpegDefaultVideo(path)).toEqual({ stream: o.shown, shows: o.streams[o.shown]?.base });
+      // The corpus oracle (test/corpus, bench/corpus-table.mjs) judges that stream too.
+      expect((await probeFile(path)).video?.index).toBe(o.shown);
+    },
+  );
+
   it('cover-art.mp4: stream 0 is a 1280x720 attached picture, stream 1 the 320x240 video', async () => {
     const info = (await probe(await coverArtClip())) as {
       streams: Array<{ codec_type: string; width?: number; disposition?: { attached_pic?: number } }>;
@@ -470,12 +576,41 @@ describe.each(ENGINES)('engine %s', { timeout: CLI_TEST_TIMEOUT_MS }, (engine) =
   });
 
   describe('one stream rule', () => {
-    it('two video streams: the real video (most frames) in every cell, not the larger top shot', async () => {
+    it('two video streams: the real video (a moving picture) in every cell, not the larger 2-frame top shot', async () => {
       await expectTruth(engine, SUBJECTS.twoStreams);
     });
 
     it('cover art before the video: never the attached picture', async () => {
       await expectTruth(engine, SUBJECTS.coverArt);
+    });
+
+    it.each([
+      ['two like programs of a transport stream: the first', SUBJECTS.twinPrograms],
+      ['a transport stream whose second program is larger: the larger', SUBJECTS.largerProgram],
+      ['two default MKV tracks, the second at 50 fps: the first', SUBJECTS.twoTracks],
+    ] as const)('%s, 3x3 and a 0:02-0:04 window', async (_, subject) => {
+      await expectTruth(engine, subject);
+      await expectTruth(engine, subject, '3x3', ['--start', '2', '--end', '4']);
+    });
+
+    it.each([
+      ['two-programs-twin.ts', SUBJECTS.twinPrograms],
+      ['two-programs-larger.ts', SUBJECTS.largerProgram],
+      ['two-tracks.mkv', SUBJECTS.twoTracks],
+      ['two-video-streams.mp4', SUBJECTS.twoStreams],
+      ['cover-art.mp4', SUBJECTS.coverArt],
+    ] as const)("%s: the probe's chosen stream is the one shown, with its size", async (_, subject) => {
+      const probeWith = async (path: string) => {
+        if (engine === 'ffmpeg') return ffmpegEngine.probe(path);
+        const loaded = loadNative();
+        if (!('engine' in loaded)) throw new Error(loaded.error);
+        return loaded.engine.probe(path);
+      };
+      const chosen = chooseVideoStream((await probeWith(await subject.make())).videoStreams);
+      expect(chosen && [chosen.index, chosen.width, chosen.height]).toEqual([
+        subject.videoStream,
+        ...subject.display,
+      ]);
     });
   });
 

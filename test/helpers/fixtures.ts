@@ -1146,8 +1146,8 @@ export const TWO_VIDEO_STREAMS = {
  * 1280x720 "top shot" video stream of the same duration holding only 2 frames (showing 4000 and
  * 4001), stored first, both with the default disposition. "The largest picture" (the old
  * fallback's choice) and "the first video stream" both pick the top shot; the stream rule (never
- * cover art, prefer default, then most frames) must pick the real video. (`av_find_best_stream`
- * happens to pick the real video here, on ffmpeg 5.1.)
+ * cover art, prefer default, then a moving picture over a still) must pick the real video.
+ * (`av_find_best_stream` happens to pick the real video here, on ffmpeg 5.1.)
  */
 export function twoVideoStreamsClip(): Promise<string> {
   const o = TWO_VIDEO_STREAMS;
@@ -1222,6 +1222,114 @@ export function coverArtClip(): Promise<string> {
       }),
     );
   });
+}
+
+/** One video stream of {@link twoProgramsTs} or {@link twoTracksMkv}: frame n shows `base + n`. */
+interface PatternStream {
+  width: number;
+  height: number;
+  fps: number;
+  frames: number;
+  base: number;
+}
+
+/**
+ * What {@link twoProgramsTs} holds per variant: two programs of one video stream each (stream
+ * `shown` is the one a player and `ffmpeg -i` show), their clock `offset` seconds on.
+ * - `twin`: two like programs, 320x240 25 fps; the second runs 3 frames longer (programs of one
+ *   broadcast never end on the same frame), so any comparison of frame counts prefers it. A
+ *   player shows the first program.
+ * - `larger`: the second program is 640x360 and the first runs 3 frames longer: the larger picture.
+ */
+export const TWO_PROGRAMS_TS = {
+  offset: 30_000,
+  twin: {
+    streams: [
+      { width: 320, height: 240, fps: 25, frames: 200, base: 0 },
+      { width: 320, height: 240, fps: 25, frames: 203, base: 2048 },
+    ],
+    shown: 0,
+  },
+  larger: {
+    streams: [
+      { width: 320, height: 240, fps: 25, frames: 203, base: 0 },
+      { width: 640, height: 360, fps: 25, frames: 200, base: 2048 },
+    ],
+    shown: 1,
+  },
+} as const satisfies Record<'twin' | 'larger', { streams: readonly PatternStream[]; shown: number }> & {
+  offset: number;
+};
+
+/** Encodes pattern streams to temporary MP4s (x264, a keyframe a second) and hands their paths on. */
+async function withPatternStreams<T>(
+  streams: readonly PatternStream[],
+  fn: (paths: string[]) => Promise<T>,
+  done: string[] = [],
+): Promise<T> {
+  const [first, ...rest] = streams;
+  if (!first) return fn(done);
+  return withTemp('mp4', async (encoded) => {
+    const spec: PatternSpec = {
+      width: first.width,
+      height: first.height,
+      frames: first.frames,
+      value: (n) => first.base + n,
+    };
+    await run(
+      'ffmpeg',
+      [
+        ...[...FFMPEG, ...rawPatternInput(spec, String(first.fps)), ...X264_FAST],
+        ...['-g', String(first.fps), ...BITEXACT, encoded],
+      ],
+      { feed: feedPattern(spec) },
+    );
+    return withPatternStreams(rest, fn, [...done, encoded]);
+  });
+}
+
+/**
+ * A broadcast-like MPEG-TS with two programs (own PMTs and PIDs, program numbers 1 and 2), each one
+ * pattern video stream, stream i in program i + 1 (see {@link TWO_PROGRAMS_TS}). No disposition
+ * marks either: the transport stream has none.
+ */
+export function twoProgramsTs(variant: 'twin' | 'larger'): Promise<string> {
+  const o = { offset: TWO_PROGRAMS_TS.offset, ...TWO_PROGRAMS_TS[variant] };
+  return cached(`two-programs-${variant}`, 'ts', o, (out) =>
+    withPatternStreams(o.streams, (inputs) =>
+      run('ffmpeg', [
+        ...[...FFMPEG, ...inputs.flatMap((i) => ['-i', i]), '-map', '0:v', '-map', '1:v', '-c', 'copy'],
+        ...['-program', 'program_num=1:title=One:st=0', '-program', 'program_num=2:title=Two:st=1'],
+        ...['-output_ts_offset', String(o.offset), '-f', 'mpegts', ...BITEXACT, out],
+      ]),
+    ),
+  );
+}
+
+/**
+ * What {@link twoTracksMkv} holds: two video tracks of the same size, both flagged default (as
+ * Matroska tracks are unless a muxer says otherwise), the second an angle at twice the frame rate,
+ * so it holds twice the frames. A player and `ffmpeg -i` show the first.
+ */
+export const TWO_TRACKS_MKV = {
+  streams: [
+    { width: 320, height: 240, fps: 25, frames: 200, base: 0 },
+    { width: 320, height: 240, fps: 50, frames: 400, base: 2048 },
+  ],
+  shown: 0,
+} as const satisfies { streams: readonly PatternStream[]; shown: number };
+
+/** See {@link TWO_TRACKS_MKV}. */
+export function twoTracksMkv(): Promise<string> {
+  const o = TWO_TRACKS_MKV;
+  return cached('two-tracks', 'mkv', o, (out) =>
+    withPatternStreams(o.streams, (inputs) =>
+      run('ffmpeg', [
+        ...[...FFMPEG, ...inputs.flatMap((i) => ['-i', i]), '-map', '0:v', '-map', '1:v', '-c', 'copy'],
+        ...['-disposition:v:0', 'default', '-disposition:v:1', 'default', ...BITEXACT, out],
+      ]),
+    ),
+  );
 }
 
 // --- 3. Containers whose declared duration is not the content's --------------------------------
@@ -1676,17 +1784,26 @@ export const DVB_DROP_TS = { seconds: 12, offset: 30_000, cut: 0.3, drop: [0.5, 
  * audio only; three: a video PID its PMT lists that carries no data), its clock `offset` seconds on, the first
  * 30 % of its packets cut away (joined mid-broadcast) and then 3 % of its 188-byte packets
  * (50 %..53 % of those left) removed, as a receiver loses them.
+ *
+ * `secondVideo`: program three's PID carries a second service instead (testsrc, same size and
+ * rate, other pictures), whose cut leaves its duration a frame longer than program one's while it
+ * keeps a packet fewer: any count of frames prefers one program or the other by a frame.
  */
-export function dvbDropTs(): Promise<string> {
-  const o = DVB_DROP_TS;
-  return cached('dvb-capture-drop', 'ts', o, async (out) => {
+export function dvbDropTs(options: { secondVideo?: boolean } = {}): Promise<string> {
+  const o = options.secondVideo ? { ...DVB_DROP_TS, secondVideo: 'testsrc' } : DVB_DROP_TS;
+  const third = options.secondVideo
+    ? `testsrc=s=320x240:r=25:d=${o.seconds}`
+    : 'color=c=gray:s=320x240:r=25:d=0.04';
+  const name = options.secondVideo ? 'dvb-capture-drop-two-videos' : 'dvb-capture-drop';
+  return cached(name, 'ts', o, async (out) => {
     await withTemp('ts', async (full) => {
       await run('ffmpeg', [
         ...FFMPEG,
         ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${o.seconds}`],
         ...['-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=48000:duration=${o.seconds}`],
-        ...['-f', 'lavfi', '-i', 'color=c=gray:s=320x240:r=25:d=0.04'],
-        ...['-map', '0:v', '-map', '1:a', '-map', '1:a', '-map', '2:v', '-frames:v:1', '0'],
+        ...['-f', 'lavfi', '-i', third],
+        ...['-map', '0:v', '-map', '1:a', '-map', '1:a', '-map', '2:v'],
+        ...(options.secondVideo ? [] : ['-frames:v:1', '0']),
         ...['-c:v', 'libx264', '-preset', 'veryfast', '-g', '25', '-pix_fmt', 'yuv420p', '-c:a', 'mp2'],
         ...['-program', 'program_num=1:title=One:st=0:st=1', '-program', 'program_num=2:title=Two:st=2'],
         ...['-program', 'program_num=3:title=Three:st=3', '-output_ts_offset', String(o.offset)],
