@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { INDEX_LAYOUT } from './frames.js';
+import { encodePaffStream, GOP_DECODE_ORDER as PAFF_GOP } from './h264-fields.js';
 import { encodeFieldStream, GOP_DECODE_ORDER } from './mpeg2-fields.js';
 
 const execFileP = promisify(execFile);
@@ -1640,6 +1641,72 @@ function splitFieldSamples(buf: Buffer): Buffer {
       mp4Rebuild(buf, moov, (b) => tables[b.type]),
     ),
   ]);
+}
+
+// --- 4b. H.264 field pictures (PAFF, issue 24) -----------------------------------------------
+
+/**
+ * What the PAFF fixtures hold: 320x160 25 fps H.264, every frame two field pictures of 20 ms
+ * (top first), closed GOPs of 15 with B-frames; the transport stream's clock `offset` seconds on.
+ */
+export const PAFF = { seconds: 6, fps: 25, width: 320, height: 160, offset: 600 } as const;
+
+/**
+ * PAFF H.264 in MP4, each field picture its own sample (as AVCHD remuxes and some muxers store it):
+ * the elementary stream of h264-fields.ts muxed by FFmpeg, stamped by the field: a frame's top
+ * field at its display time, its bottom field 20 ms later, decode times one frame (two fields)
+ * behind so the B-frames reorder. The picture: a bright bar 40 px wide that moves 16 px every
+ * field over a horizontal ramp, so neighbouring frames differ everywhere the bar passes, and the
+ * frame number in binary along the top.
+ */
+export function paffMp4(): Promise<string> {
+  const o = PAFF;
+  return cached('paff-h264', 'mp4', o, async (out) => {
+    const es = encodePaffStream({
+      width: o.width,
+      height: o.height,
+      frames: o.seconds * o.fps,
+      field: (frame, field) => (plane, x, y) => {
+        if (plane === 1) return 88 + ((Math.floor(y / 8) * 10 + frame * 3) % 80);
+        if (plane === 2) return 88 + ((Math.floor(x / 8) * 5) % 80);
+        if (y < 16) return (frame >> (7 - Math.floor(x / 40))) & 1 ? 235 : 16;
+        const bar = (((x - 16 * (2 * frame + field)) % o.width) + o.width) % o.width < 40;
+        return bar ? 235 : 40 + Math.floor((x * 160) / o.width);
+      },
+    });
+    await withTemp('264', async (raw) => {
+      await writeFile(raw, es);
+      // The raw demuxer's packets are the fields in decode order (N), in its 1/1200000 clock.
+      const tick = 1_200_000 / o.fps / 2;
+      const gop = PAFF_GOP.length;
+      const frame = 'floor(N/2)';
+      let display = String(PAFF_GOP.at(-1));
+      for (let i = gop - 2; i >= 0; i--)
+        display = `if(eq(mod(${frame},${gop}),${i}),${PAFF_GOP[i]},${display})`;
+      const pts = `((${gop}*floor(${frame}/${gop})+${display})*2+mod(N,2))*${tick}`;
+      const stamps = `pts=${pts}:dts=(N-2)*${tick}:duration=${tick}`.replaceAll(',', '\\,');
+      await run('ffmpeg', [
+        ...[...FFMPEG, '-f', 'h264', '-i', raw, '-c', 'copy', '-bsf:v', `setts=${stamps}`],
+        ...BITEXACT,
+        out,
+      ]);
+    });
+  });
+}
+
+/**
+ * The same PAFF H.264 in MPEG-TS, as broadcast carries it (1080i DVB): each field its own PES
+ * packet, the clock `PAFF.offset` s on. (Remuxed from the MP4: FFmpeg 5.1 writes a TS with the
+ * timestamps a `setts` filter set in the input's clock unconverted to the TS's 90 kHz.)
+ */
+export function paffTs(): Promise<string> {
+  const o = PAFF;
+  return cached('paff-h264', 'ts', o, async (out) => {
+    await run('ffmpeg', [
+      ...[...FFMPEG, '-i', await paffMp4(), '-map', '0:v', '-c', 'copy'],
+      ...['-output_ts_offset', String(o.offset), '-f', 'mpegts', ...BITEXACT, out],
+    ]);
+  });
 }
 
 // --- 5. Engine truth, round two (issue 24): real-world lies the first round did not cover -------

@@ -21,6 +21,8 @@
 //! - [`packets`]: the packets read on the way, kept for the zoom hints.
 
 mod cost;
+mod fields;
+mod h264;
 mod late;
 mod open;
 mod packets;
@@ -125,8 +127,10 @@ pub(crate) struct VideoSource {
     target_pos: usize,
     /// Pts of packets read since the last repositioning (witnesses for skipping).
     seen_pts: BTreeSet<i64>,
-    /// The last packet held a lone MPEG-2 field picture that opens a frame: its structure and
-    /// whether it was skipped (its second field, the next packet, follows that decision).
+    /// How this stream's packets are read for a lone field picture ([`fields`]).
+    fields: fields::FieldReader,
+    /// The last packet held a lone field picture that opens a frame: its structure and whether
+    /// it was skipped (its second field, the next packet, follows that decision).
     first_field: Option<(u8, bool)>,
     /// Skip non-reference frames that no pending target can show (on by default).
     pub skip_nonref: bool,

@@ -6,7 +6,7 @@ use ff::ffi;
 use ff::format::context::Input;
 use ffmpeg_next as ff;
 
-use super::{reach, recover, VideoSource};
+use super::{fields, reach, recover, VideoSource};
 use crate::decode_log::DecodeLog;
 use crate::error::{Error, Result};
 use crate::media::{self, Container};
@@ -125,6 +125,7 @@ impl VideoSource {
         let threads = threads.clamp(1, 16);
         let log = DecodeLog::new();
         let decoder = open_decoder(&input, index, threads, &log)?;
+        let decoder_id = decoder.id();
         let frame_step = if frame_rate.num > 0 && frame_rate.den > 0 {
             ((tb.den as i64 * frame_rate.den as i64) / (tb.num as i64 * frame_rate.num as i64))
                 .max(1)
@@ -187,6 +188,7 @@ impl VideoSource {
             targets: Vec::new(),
             target_pos: 0,
             seen_pts: BTreeSet::new(),
+            fields: fields::FieldReader::of_stream(decoder_id, unsafe { (*st).codecpar }),
             first_field: None,
             skip_nonref: true,
             skippable_sent: 0,

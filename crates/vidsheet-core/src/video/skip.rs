@@ -1,15 +1,16 @@
 //! Pictures no target can show: decoded with AVDISCARD_NONREF (a non-reference picture is then
 //! not decoded at all), which saves most B-frames of a GOP crossed on the way to a target.
 //!
-//! A packet is judged by its pts as the time of the picture it makes. Not so an MPEG-2 field
-//! picture stored as a packet of its own (some MP4 muxers give each field a sample): its frame is
-//! shown at the first field's time, and the second field's later pts would let a target at the
-//! first field's time skip its own frame's second half (the decoder then drops the frame). So a
-//! second field follows the decision taken for the first.
+//! A packet is judged by its pts as the time of the picture it makes. Not so a field picture
+//! stored as a packet of its own (MPEG-2 in some MP4s, H.264 PAFF in broadcast transport
+//! streams; [`super::fields`]): its frame is shown at the first field's time, and the second
+//! field's later pts would let a target at the first field's time skip its own frame's second
+//! half (the decoder then drops the frame). So a second field follows the decision taken for the
+//! first.
 
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
-use ff::{codec, Packet};
+use ff::Packet;
 use ffmpeg_next as ff;
 
 use super::VideoSource;
@@ -28,11 +29,7 @@ impl VideoSource {
     /// second field of a field pair (see the module doc) is treated as its first field was; and
     /// whether it is such a second field (its picture comes out at its first field's time).
     pub(super) fn skip_decision(&mut self, packet: &Packet) -> (bool, bool) {
-        let field = if self.decoder.id() == codec::Id::MPEG2VIDEO {
-            packet.data().and_then(lone_field)
-        } else {
-            None
-        };
+        let field = packet.data().and_then(|d| self.fields.lone_field(d));
         match (field, self.first_field.take()) {
             (Some(s), Some((first, skip))) if s != first => (skip, true),
             (Some(s), _) => {
@@ -120,65 +117,5 @@ impl VideoSource {
                 self.seen_pts.retain(|&v| v > floor);
             }
         }
-    }
-}
-
-/// The picture structure (1 top field, 2 bottom field) of an MPEG-2 packet holding exactly one
-/// picture that is a field; None for a frame picture, a packet of two fields or anything unreadable.
-fn lone_field(data: &[u8]) -> Option<u8> {
-    const PICTURE: [u8; 4] = [0, 0, 1, 0x00];
-    const EXTENSION: [u8; 4] = [0, 0, 1, 0xb5];
-    let find = |from: usize, code: &[u8; 4]| {
-        data.get(from..)?
-            .windows(4)
-            .position(|w| w == code)
-            .map(|i| from + i)
-    };
-    let picture = find(0, &PICTURE)?;
-    if find(picture + 4, &PICTURE).is_some() {
-        return None;
-    }
-    // The first extension after the picture header is its picture coding extension (identifier 8);
-    // picture_structure is the low two bits of its third byte.
-    let ext = find(picture + 4, &EXTENSION)?;
-    if data.get(ext + 4)? >> 4 != 8 {
-        return None;
-    }
-    let structure = data.get(ext + 6)? & 3;
-    matches!(structure, 1 | 2).then_some(structure)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lone_field;
-
-    /// A picture header then a picture coding extension whose third byte is `third`.
-    fn picture(third: u8) -> Vec<u8> {
-        let mut v = vec![0, 0, 1, 0x00, 0x00, 0x0f, 0xff, 0xf8];
-        v.extend([0, 0, 1, 0xb5, 0x8f, 0xff, third, 0x00]);
-        v.extend([0, 0, 1, 0x01, 0x42]);
-        v
-    }
-
-    #[test]
-    fn a_lone_field_is_told_by_its_structure() {
-        assert_eq!(lone_field(&picture(0x01)), Some(1));
-        assert_eq!(lone_field(&picture(0xf2)), Some(2));
-        assert_eq!(lone_field(&picture(0x03)), None, "a frame picture");
-        let pair = [picture(0x01), picture(0x02)].concat();
-        assert_eq!(lone_field(&pair), None, "both fields in one packet");
-    }
-
-    #[test]
-    fn anything_else_is_no_field() {
-        assert_eq!(lone_field(&[]), None);
-        assert_eq!(
-            lone_field(&[0, 0, 1, 0x00, 0, 0, 1, 0xb5, 0x8f]),
-            None,
-            "cut short"
-        );
-        let mut sequence_ext = picture(0x01);
-        sequence_ext[12] = 0x1f; // extension identifier 1: not a picture coding extension
-        assert_eq!(lone_field(&sequence_ext), None);
     }
 }

@@ -1,0 +1,112 @@
+//! Field pictures stored as packets of their own: an MPEG-2 field picture in an MP4 sample (some
+//! muxers give each field one), H.264 PAFF as broadcast 1080i and AVCHD carry it (each field its
+//! own PES packet in a transport stream, often its own sample in MP4). The frame is shown at its
+//! first field's time; the second field's packet, timed later, gives no picture of its own, so
+//! decisions taken by a packet's time must follow its first field ([`super::skip`]).
+
+use ff::{codec, ffi};
+use ffmpeg_next as ff;
+
+use super::h264;
+
+/// How a stream's packets are read for a lone field picture.
+pub(super) enum FieldReader {
+    /// The stream cannot hold field pictures, or they cannot be read here.
+    Never,
+    Mpeg2,
+    /// An H.264 stream whose SPS allows field pictures; MP4's NAL length size (None: Annex B).
+    H264 {
+        sps: h264::Sps,
+        length_size: Option<usize>,
+    },
+}
+
+impl FieldReader {
+    pub(super) fn of_stream(codec: codec::Id, par: *const ffi::AVCodecParameters) -> FieldReader {
+        match codec {
+            codec::Id::MPEG2VIDEO => FieldReader::Mpeg2,
+            codec::Id::H264 => match h264::stream_sps(par) {
+                Some(sps) if !sps.frame_mbs_only => FieldReader::H264 {
+                    sps,
+                    length_size: h264::avcc_length_size(par),
+                },
+                _ => FieldReader::Never,
+            },
+            _ => FieldReader::Never,
+        }
+    }
+
+    /// The structure (1 top field, 2 bottom field) of the one field picture a packet holds; None
+    /// for a frame picture, a packet MPEG-2 shows holds both fields, or anything unreadable. (An
+    /// H.264 packet is judged by its first slice: a packet holding both fields reads as a lone
+    /// first field each time, and none is ever taken for a second field.)
+    pub(super) fn lone_field(&self, data: &[u8]) -> Option<u8> {
+        match self {
+            FieldReader::Never => None,
+            FieldReader::Mpeg2 => mpeg2_lone_field(data),
+            FieldReader::H264 { sps, length_size } => {
+                h264::slice_field(h264::first_slice(data, *length_size)?, sps)
+            }
+        }
+    }
+}
+
+/// The picture structure (1 top field, 2 bottom field) of an MPEG-2 packet holding exactly one
+/// picture that is a field; None for a frame picture, a packet of two fields or anything unreadable.
+fn mpeg2_lone_field(data: &[u8]) -> Option<u8> {
+    const PICTURE: [u8; 4] = [0, 0, 1, 0x00];
+    const EXTENSION: [u8; 4] = [0, 0, 1, 0xb5];
+    let find = |from: usize, code: &[u8; 4]| {
+        data.get(from..)?
+            .windows(4)
+            .position(|w| w == code)
+            .map(|i| from + i)
+    };
+    let picture = find(0, &PICTURE)?;
+    if find(picture + 4, &PICTURE).is_some() {
+        return None;
+    }
+    // The first extension after the picture header is its picture coding extension (identifier 8);
+    // picture_structure is the low two bits of its third byte.
+    let ext = find(picture + 4, &EXTENSION)?;
+    if data.get(ext + 4)? >> 4 != 8 {
+        return None;
+    }
+    let structure = data.get(ext + 6)? & 3;
+    matches!(structure, 1 | 2).then_some(structure)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mpeg2_lone_field as lone_field;
+
+    /// A picture header then a picture coding extension whose third byte is `third`.
+    fn picture(third: u8) -> Vec<u8> {
+        let mut v = vec![0, 0, 1, 0x00, 0x00, 0x0f, 0xff, 0xf8];
+        v.extend([0, 0, 1, 0xb5, 0x8f, 0xff, third, 0x00]);
+        v.extend([0, 0, 1, 0x01, 0x42]);
+        v
+    }
+
+    #[test]
+    fn a_lone_field_is_told_by_its_structure() {
+        assert_eq!(lone_field(&picture(0x01)), Some(1));
+        assert_eq!(lone_field(&picture(0xf2)), Some(2));
+        assert_eq!(lone_field(&picture(0x03)), None, "a frame picture");
+        let pair = [picture(0x01), picture(0x02)].concat();
+        assert_eq!(lone_field(&pair), None, "both fields in one packet");
+    }
+
+    #[test]
+    fn anything_else_is_no_field() {
+        assert_eq!(lone_field(&[]), None);
+        assert_eq!(
+            lone_field(&[0, 0, 1, 0x00, 0, 0, 1, 0xb5, 0x8f]),
+            None,
+            "cut short"
+        );
+        let mut sequence_ext = picture(0x01);
+        sequence_ext[12] = 0x1f; // extension identifier 1: not a picture coding extension
+        assert_eq!(lone_field(&sequence_ext), None);
+    }
+}
