@@ -19,6 +19,7 @@ import { setMaxListeners } from 'node:events';
 import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { entersOpenGops, type GopGroup } from '../core/open-gop.js';
 import { audioPeaks } from './ffmpeg/audio.js';
 import { composeSheet } from './ffmpeg/compose.js';
 import { encodeSheet } from './ffmpeg/encode.js';
@@ -32,7 +33,9 @@ import {
   listAllPackets,
   listHintPackets,
   type Packets,
+  seconds,
 } from './ffmpeg/packets.js';
+import { OpenGops } from './ffmpeg/recovery.js';
 import { probeFile, type VideoDetails, videoDetails } from './ffprobe.js';
 import { limiter, settleAll } from './process.js';
 import type { BandLevels, Engine, PacketLog, RenderPlan, RenderResult } from './types.js';
@@ -182,15 +185,21 @@ async function renderSheets(
   wholeForHints?.catch(() => {});
   const gate = limiter(parallel);
   const seeking = { trusted: true };
-  // The keyframes decoding may start at: nal.ts reads which are sync samples in name only.
-  const usableKeyframes = async (packets: Packets) => {
+  const openGops = new OpenGops();
+  // The listed keyframes nal.ts shows to be sync samples in name only: entries (an open GOP's
+  // recovery point, or a false sync sample), which only a second decode can judge.
+  const entriesOf = async (packets: Packets) => {
     const hints = await pictureHints(plan.input, d, packets, packets.keyframes);
-    return packets.keyframes.filter((_, i) => hints[i]?.randomAccess !== false);
+    return new Set(packets.keyframes.filter((_, i) => hints[i]?.randomAccess === false));
   };
+  // The keyframes decoding may start at: the true random-access points.
+  const usableKeyframes = (packets: Packets, entries: Set<bigint>) =>
+    packets.keyframes.filter((k) => !entries.has(k));
   const extractPart = async (partTimes: number[], p: number) => {
     let packets = await packetsFor(plan.input, d, partTimes, whole, stop.signal);
     if (hinting && !wholeForHints) logs.push(packets.log);
-    let keyframes = await usableKeyframes(packets);
+    let entries = await entriesOf(packets);
+    let keyframes = usableKeyframes(packets, entries);
     // A target after a sync sample in name only is decoded from an earlier true random-access
     // point; when none is listed before it, the whole stream's keyframes are needed.
     const framesOf = (list: Packets) =>
@@ -205,10 +214,21 @@ async function renderSheets(
     if (packets !== wholeList && needsEarlier(packets, keyframes)) {
       packets = await whole();
       if (hinting && !wholeForHints) logs.push(packets.log);
-      keyframes = await usableKeyframes(packets);
+      entries = await entriesOf(packets);
+      keyframes = usableKeyframes(packets, entries);
     }
     const frameIndex = framesOf(packets);
     const wanted = [...new Set(frameIndex.values())].filter((f) => f >= 0).sort((a, b) => a - b);
+    // Far from a true random-access point (a long open-GOP clip), decoding enters at the
+    // entries instead, the first one proven (src/core/open-gop.ts); the whole stream's list names
+    // the keyframes the proof and the ladder go back to.
+    if (
+      packets === wholeList &&
+      d.timestamps &&
+      entersOpenGops(gopGroups(wanted, packets, entries, d), d.referenceReach, d.startTime)
+    ) {
+      keyframes = packets.keyframes;
+    } else entries = new Set();
     const cellsOfFrame = new Map<number, number[]>();
     for (const [t, f] of frameIndex) {
       const ks = byTime.get(t) ?? [];
@@ -253,7 +273,9 @@ async function renderSheets(
             threads,
             skipNonReference: group.every((f) => isReference.get(f) === true),
             keyframes,
+            entries,
             seeking,
+            openGops,
             signal: stop.signal,
             shownInstead,
           });
@@ -285,6 +307,34 @@ async function renderSheets(
     }),
     packets: { ...mergeLogs(logs), cells: new Float64Array(decodeAt) },
   };
+}
+
+/**
+ * The groups the targets (`wanted`, ascending indices into packets.pts) would form if decoding
+ * started at every keyframe, as the cost rule reads them (seconds).
+ */
+function gopGroups(wanted: number[], packets: Packets, entries: Set<bigint>, d: VideoDetails): GopGroup[] {
+  const all = packets.keyframes;
+  return groupFrames(wanted, packets, all).flatMap((group) => {
+    const first = packets.pts[group[0] as number] as bigint;
+    const k = lastAtOrBefore(all, (p) => p <= first);
+    const key = all[k];
+    if (key === undefined) return [];
+    const previous = all[k - 1];
+    const ra = all
+      .slice(0, k + 1)
+      .reverse()
+      .find((p) => !entries.has(p));
+    return [
+      {
+        key: seconds(key, d),
+        last: seconds(packets.pts[group[group.length - 1] as number] as bigint, d),
+        entry: entries.has(key),
+        previous: previous === undefined ? null : seconds(previous, d),
+        randomAccess: ra === undefined ? null : seconds(ra, d),
+      },
+    ];
+  });
 }
 
 /** One log of several (each listing's packets and spans; repeats are the rule's to drop). */

@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cellRect, computeGrid, JPEG_QUALITY, layoutSheets, THEME } from '../../src/core/layout.js';
 import { extractGroup, readFrame } from '../../src/engine/ffmpeg/extract.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
+import { OpenGops } from '../../src/engine/ffmpeg/recovery.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { labelFontPath } from '../../src/engine/font.js';
@@ -74,7 +75,9 @@ describe('ffmpeg engine: a huge group', () => {
       threads: 0,
       skipNonReference: false,
       keyframes: packets.keyframes,
+      entries: new Set(),
       seeking: { trusted: true },
+      openGops: new OpenGops(),
       signal: new AbortController().signal,
     });
     expect(frames.size).toBe(3000);

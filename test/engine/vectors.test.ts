@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { type EntryDecode, provesEntry } from '../../src/core/open-gop.js';
 import { PeakBinner } from '../../src/engine/ffmpeg/audio.js';
 import { type LogSource, logLine, readLogLine } from '../../src/engine/ffmpeg/extract.js';
 import { type Attempt, Ladder } from '../../src/engine/ffmpeg/recovery.js';
@@ -75,6 +76,28 @@ describe('audio band painting (band-painting.json)', () => {
       }).join(''),
     );
     expect(picture).toEqual(c.expect);
+  });
+});
+
+describe('an open-GOP entry proven clean (open-gop-proof.json)', () => {
+  type Decode = Omit<EntryDecode, 'print' | 'prints'> & {
+    print: number | null;
+    prints: Array<[number, number]>;
+  };
+  interface Case {
+    name: string;
+    reach: number;
+    first: Decode;
+    earlier: Decode;
+    expect: boolean | null;
+  }
+  const decode = (d: Decode): EntryDecode => ({
+    ...d,
+    print: d.print === null ? null : String(d.print),
+    prints: d.prints.map(([t, p]) => [t, String(p)] as const),
+  });
+  it.each(vectors<{ cases: Case[] }>('open-gop-proof.json').cases)('$name', (c) => {
+    expect(provesEntry(decode(c.first), decode(c.earlier), c.reach)).toBe(c.expect);
   });
 });
 

@@ -216,6 +216,11 @@ export interface IndexClipOptions {
   rotate?: 90 | 270;
   /** Sample aspect ratio stored in the stream, e.g. '2:1' (a 320x240 frame displays 640x240). */
   sar?: string;
+  /**
+   * H.264 only: x264's open GOPs (every keyframe but the first a recovery-point I-frame, not an
+   * IDR, whose leading B-frames reference the GOP before), the legitimate kind cameras write.
+   */
+  openGop?: boolean;
   /** Default 'yuv420p'. */
   pixFmt?: 'yuv420p' | 'yuv420p10le';
   /** Adds a quiet 440 Hz sine track (AAC, 48 kHz mono, amplitude 1/8). Default false. */
@@ -297,6 +302,8 @@ export function indexClip(opts: IndexClipOptions): Promise<string> {
     sar: opts.sar ?? null,
     pixFmt: opts.pixFmt ?? 'yuv420p',
     audio: opts.audio ?? false,
+    // Only when asked for: the options name the cached file, and older clips keep their names.
+    ...(opts.openGop ? { openGop: true } : {}),
   } as const;
   const fps = parseFps(o.fps);
   const frames = Math.round(o.seconds * fps.value);
@@ -342,7 +349,7 @@ export function indexClip(opts: IndexClipOptions): Promise<string> {
     if (o.codec === 'h264') {
       args.push('-c:v', 'libx264', '-preset', 'veryfast', '-crf', '16');
       args.push('-bf', String(o.bframes), '-g', String(o.gop), '-keyint_min', String(o.gop));
-      args.push('-sc_threshold', '0', '-x264-params', 'b-adapt=0');
+      args.push('-sc_threshold', '0', '-x264-params', `b-adapt=0${'openGop' in o ? ':open-gop=1' : ''}`);
     } else {
       const x265 = [
         `keyint=${o.gop}`,

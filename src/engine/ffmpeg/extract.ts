@@ -27,11 +27,12 @@ import { createHash } from 'node:crypto';
 import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
+import { type EntryDecode, provesEntry } from '../../core/open-gop.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
 import { lastAtOrBefore, type Packets, seconds } from './packets.js';
-import { Ladder } from './recovery.js';
+import { Ladder, type OpenGops } from './recovery.js';
 
 const debug = debuglog('vidsheet');
 
@@ -58,6 +59,13 @@ export interface GroupRequest {
    * of the stream, seeking in it is not trusted again and later groups decode from the start.
    */
   seeking: { trusted: boolean };
+  /**
+   * The keyframes (listed ones) that nal.ts shows to be sync samples in name only: an open GOP's
+   * recovery point, or a false sync sample.
+   */
+  entries: ReadonlySet<bigint>;
+  /** Shared by the groups of one render: whether the stream's open-GOP entries are proven clean. */
+  openGops: OpenGops;
   signal: AbortSignal;
   /**
    * Filled in by the extraction: a target whose own picture never decoded and that shows the frame
@@ -81,10 +89,21 @@ interface Run {
   trouble: boolean;
   /** H.264 invented reference pictures. */
   invented: boolean;
+  /**
+   * All that went wrong is what entering at a keyframe that is not an IDR produces (see
+   * src/core/open-gop.ts): references invented while decoding that keyframe, pictures never there
+   * failing to be forgotten.
+   */
+  entry: boolean;
+  /** Digests of the pictures decoded from the keyframe on, by pts, when asked for (else empty). */
+  prints: Map<bigint, string>;
 }
 
 /** Where a run starts decoding: a keyframe (index into req.keyframes) or the stream start. */
 type Start = number | 'stream';
+
+/** The name of the filter that logs every decoded picture's digest (see extractOnce). */
+const PRINTS = 'prints';
 
 /** How far past its last target a decode from the start goes for frames handed out late (s). */
 const LATE_FRAMES_SECONDS = 10;
@@ -96,45 +115,94 @@ const LATE_FRAMES_SECONDS = 10;
 export async function extractGroup(req: GroupRequest): Promise<Map<bigint, string>> {
   const { packets, group, d } = req;
   const firstPts = packets.pts[group[0] as number] as bigint;
+  const lastPts = packets.pts[group[group.length - 1] as number] as bigint;
   // The keyframe opening the group: the ladder's origin (-1: none is listed before it, and the
   // first run aims at the first target itself).
   const key = lastAtOrBefore(req.keyframes, (k) => k <= firstPts);
   const complete = (r: Run) => group.every((f) => r.frames.has(packets.pts[f] as bigint));
-  const ladder = new Ladder(d.referenceReach);
+  const reach = d.referenceReach;
+  const ladder = new Ladder(reach);
   // Without timestamps a seek cannot be aimed: decode from the start.
   let start: Start = d.timestamps && req.seeking.trusted ? key : 'stream';
-  for (let attempt = 0; ; attempt++) {
-    const skip = attempt === 0 && req.skipNonReference;
-    let r = await extractOnce(req, start, skip, 2 * attempt);
-    if (skip && !complete(r)) {
-      // The decoder skipped a target the hints called a reference picture: run again, skipping
-      // nothing (a wrong hint costs time, never a frame).
-      debug('frame(s) skipped as non-reference; extracting the group again');
-      r = await extractOnce(req, start, false, 2 * attempt + 1);
+  const keyPts = (s: Start) => (s === 'stream' || s < 0 ? undefined : (req.keyframes[s] as bigint));
+  const opening = keyPts(start);
+  // A group opening at an entry waits for any other group's proof of the stream's open GOPs; one
+  // that can prove (its last target at least the reach past the entry; entries are told apart
+  // only when one thread decodes, see troubleWatch) claims the proof before its first run, so the
+  // groups that follow wait for its verdict rather than verify their own entries.
+  let claim =
+    opening !== undefined && req.entries.has(opening)
+      ? await req.openGops.claim(req.threads === 1 && seconds(lastPts, d) - seconds(opening, d) >= reach)
+      : null;
+  // The claiming group's first attempt, when it entered as an entry does.
+  let entered: EntryDecode | undefined;
+  try {
+    for (let attempt = 0; ; attempt++) {
+      const skip = attempt === 0 && req.skipNonReference;
+      const from = keyPts(start);
+      // Digests of every picture from the keyframe on, for the proof (src/core/open-gop.ts).
+      const prints = claim !== null;
+      let r = await extractOnce(req, start, skip, prints, 2 * attempt);
+      if (skip && !complete(r)) {
+        // The decoder skipped a target the hints called a reference picture: run again, skipping
+        // nothing (a wrong hint costs time, never a frame).
+        debug('frame(s) skipped as non-reference; extracting the group again');
+        r = await extractOnce(req, start, false, prints, 2 * attempt + 1);
+      }
+      const whole = complete(r);
+      const decode: EntryDecode = {
+        start: start === 'stream' ? d.startTime : seconds(from ?? firstPts, d),
+        key: from === undefined ? null : seconds(from, d),
+        // Only what entering at the keyframe produces, every target shown from it on.
+        entry: r.entry && whole && from !== undefined && firstPts >= from,
+        frame: seconds(lastPts, d),
+        // (A decode from the start of the stream is final: its digest only serves a proof.)
+        print: whole && (start !== 'stream' || entered) ? await digest(r.frames) : null,
+        prints: [...r.prints].map(([p, print]) => [seconds(p, d), print] as const),
+      };
+      if (claim && entered) {
+        // The attempt after the one that claimed the proof gives the verdict.
+        const proven = provesEntry(entered, decode, reach);
+        debug('open-GOP entries: %s', proven === null ? 'not told' : proven ? 'proven' : 'disproven');
+        claim.settle(proven);
+        claim = null;
+      } else if (claim && attempt === 0) {
+        if (decode.entry) entered = decode;
+        else {
+          // Clean, or more trouble than an entry's: this group proves nothing.
+          claim.settle(null);
+          claim = null;
+        }
+      } else if (decode.entry && attempt === 0 && req.openGops.proven) {
+        // An entry like the one proven clean in this stream (src/core/open-gop.ts).
+        return r.frames;
+      }
+      // A decode from the start of the stream is what a sequential decode shows: final.
+      if (start === 'stream') {
+        if (attempt > 0) req.seeking.trusted = false;
+        return whole ? r.frames : await withStandIns(req, r, 2 * attempt + 2);
+      }
+      const verdict = ladder.next({
+        start: decode.start,
+        // This engine cannot tell which packet failed: the run's trouble is its own.
+        trouble: r.trouble || !whole ? [attempt] : [],
+        invented: r.invented,
+        frame: 0,
+        print: decode.print,
+      });
+      if (verdict === 'accept') return r.frames;
+      debug(
+        'group at %ss: %s after a seek to %s; decoding again from further back',
+        seconds(firstPts, d).toFixed(3),
+        r.trouble || r.invented ? 'decode trouble' : 'frames missing',
+        start < 0 ? 'the first target' : `keyframe ${start}`,
+      );
+      const back = verdict === 'rewind' ? -1 : key - verdict.back;
+      start = back >= 0 ? back : 'stream';
     }
-    // A decode from the start of the stream is what a sequential decode shows: final.
-    if (start === 'stream') {
-      if (attempt > 0) req.seeking.trusted = false;
-      return complete(r) ? r.frames : await withStandIns(req, r, 2 * attempt + 2);
-    }
-    const whole = complete(r);
-    const verdict = ladder.next({
-      start: seconds(start >= 0 ? (req.keyframes[start] as bigint) : firstPts, d),
-      // This engine cannot tell which packet failed: the run's trouble is its own.
-      trouble: r.trouble || !whole ? [attempt] : [],
-      invented: r.invented,
-      frame: 0,
-      print: whole ? await digest(r.frames) : null,
-    });
-    if (verdict === 'accept') return r.frames;
-    debug(
-      'group at %ss: %s after a seek to %s; decoding again from further back',
-      seconds(firstPts, d).toFixed(3),
-      r.trouble || r.invented ? 'decode trouble' : 'frames missing',
-      start < 0 ? 'the first target' : `keyframe ${start}`,
-    );
-    const back = verdict === 'rewind' ? -1 : key - verdict.back;
-    start = back >= 0 ? back : 'stream';
+  } finally {
+    // A claim not settled (the run failed, or went to the start of the stream) is given up.
+    claim?.settle(null);
   }
 }
 
@@ -163,7 +231,9 @@ async function withStandIns(req: GroupRequest, r: Run, n: number): Promise<Map<b
     const i = lastAtOrBefore(packets.pts, (q) => q <= p);
     return packets.pts[i] === p ? [i] : [];
   });
-  const more = group.length ? (await extractOnce({ ...req, group }, 'stream', false, n)).frames : new Map();
+  const more = group.length
+    ? (await extractOnce({ ...req, group }, 'stream', false, false, n)).frames
+    : new Map();
   const frames = new Map(r.frames);
   const used = new Set<string>();
   for (const [pts, shown] of standIn) {
@@ -213,6 +283,7 @@ async function extractOnce(
   req: GroupRequest,
   start: Start,
   skipNonReference: boolean,
+  prints: boolean,
   n: number,
 ): Promise<Run> {
   const { d, packets, group, size } = req;
@@ -238,6 +309,8 @@ async function extractOnce(
     // The last target (the group ascends), in the stream time base the filter graph starts in:
     // seconds would round to its ticks. First, since bwdif halves the time base.
     `trim=end_pts=${(pts[pts.length - 1] as bigint) + 1n + lateBy}`,
+    // Every picture's digest (its checksum) for an open-GOP entry's proof, as decoded.
+    ...(prints ? [`showinfo@${PRINTS}`] : []),
     // Interlaced frames (flagged per frame by the decoder) are deinterlaced, progressive ones pass.
     ...(d.mayBeInterlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
     `select='${select}'`,
@@ -308,7 +381,12 @@ async function extractOnce(
     else
       debug('frame at %ss not extracted (%s)', times[k], bytes === undefined ? 'no file' : `${bytes} bytes`);
   }
-  return { frames, decoded: stamps.decoded.filter((p): p is bigint => p !== null), ...watch.found() };
+  return {
+    frames,
+    decoded: stamps.decoded.filter((p): p is bigint => p !== null),
+    prints: stamps.prints,
+    ...watch.found(),
+  };
 }
 
 /**
@@ -456,11 +534,14 @@ export function readLogLine(
         ? 'demuxer'
         : name === 'image2'
           ? 'muxer'
-          : /^(Parsed_|graph |auto_scale|swscaler$)/.test(name)
+          : /^(Parsed_|graph |auto_scale|swscaler$|showinfo@)/.test(name)
             ? 'filter'
             : 'decoder';
   return { source, level, message };
 }
+
+/** H.264's error when told to forget a short-term picture it does not have (see troubleWatch). */
+const MMCO_UNREF = 'mmco: unref short failure';
 
 /**
  * Reads a run's log as it streams (logLine): the decoder's errors and invented reference pictures.
@@ -469,6 +550,12 @@ export function readLogLine(
  * ones, name it then). When no keyframe is recognised, all errors count. Invented pictures stay
  * referenced past any keyframe but an IDR (which would not invent them): they count wherever they
  * appear.
+ *
+ * Also whether all of it is what entering at a keyframe that is not an IDR produces (`entry`, see
+ * src/core/open-gop.ts): references invented while that keyframe decodes, before the next packet
+ * is read, and failures to forget pictures that were never there (MMCO_UNREF), nothing else. The
+ * log names no packet: one decoding thread logs a packet's lines after it is read and before the
+ * next one is; frame threads log later, so there an entry is never recognised (and is verified).
  */
 function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
   const packetLine = new RegExp(
@@ -478,24 +565,38 @@ function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
   let before = false;
   let after = false;
   let invented = false;
+  // Packets read since the keyframe decoding entered at (0: that keyframe is decoding).
+  let sinceKey = keyframes === null ? 1 : -1;
+  // Trouble an entry does not produce: other errors, references invented later.
+  let other = false;
   const line = (text: string) => {
-    if (!entered) {
-      const packet = packetLine.exec(text);
-      if (packet) {
+    const packet = packetLine.exec(text);
+    if (packet) {
+      if (!entered) {
         const pts = packet[1] === 'NOPTS' ? undefined : BigInt(packet[1] as string);
         entered = d.indexed || (pts !== undefined && (keyframes as Set<bigint>).has(pts));
-        return;
       }
+      if (entered) sinceKey++;
+      return;
     }
     const read = readLogLine(text, d.demuxer);
     const said = read && logLine(read.source, read.level, read.message);
-    if (said === 'gap') invented = true;
-    else if (said === 'error') {
+    if (said === 'gap') {
+      invented = true;
+      if (sinceKey !== 0) other = true;
+    } else if (said === 'error') {
       if (entered) after = true;
       else before = true;
+      if (entered && !read?.message.startsWith(MMCO_UNREF)) other = true;
     }
   };
-  return { line, found: () => ({ trouble: after || (!entered && before), invented }) };
+  return {
+    line,
+    found: () => {
+      const trouble = after || (!entered && before);
+      return { trouble, invented, entry: entered && invented && !other };
+    },
+  };
 }
 
 /** An output frame's timestamp: pts in the time base `tb` (num, den); null when it has none. */
@@ -506,11 +607,15 @@ type Stamp = { pts: bigint; tb: [bigint, bigint] } | null;
  * last filter), in the time base of the link showinfo saw it on (bwdif halves the stream's; logged
  * when the graph is configured, again if it is reconfigured), null for a frame without one; and
  * `decoded`, every decoded frame's in the stream time base, in decode output order (-debug_ts),
- * null without one. `decoded` is left empty if the decoder logs another time base.
+ * null without one. `decoded` is left empty if the decoder logs another time base. And `prints`,
+ * each decoded picture's digest by pts (stream time base) when the run logs them (extractOnce).
  */
 function runLog(d: VideoDetails) {
   const config = /^\[Parsed_showinfo_\d+ @ [^\]]*\] \[\w+\] config in time_base: (\d+)\/(\d+)/;
   const frame = /^\[Parsed_showinfo_\d+ @ [^\]]*\] \[\w+\] n:\s*\d+ pts:\s*(-?\d+|NOPTS) /;
+  const print = new RegExp(
+    `^\\[showinfo@${PRINTS} @ [^\\]]*\\] \\[\\w+\\] n:\\s*\\d+ pts:\\s*(-?\\d+) .*\\bchecksum:([0-9A-Fa-f]+)`,
+  );
   const decoder = new RegExp(
     `^\\[\\w+\\] decoder -> ist_index:${d.index} type:video .*\\bbest_effort_ts:(-?\\d+) .*\\btime_base:(\\d+)/(\\d+)`,
   );
@@ -519,11 +624,15 @@ function runLog(d: VideoDetails) {
   let tb: [bigint, bigint] | null = null;
   const outputs: Stamp[] = [];
   const decoded: Array<bigint | null> = [];
+  const prints = new Map<bigint, string>();
   let sameClock = true;
   return {
     outputs,
     decoded,
+    prints,
     line: (text: string) => {
+      const p = print.exec(text);
+      if (p) prints.set(BigInt(p[1] as string), p[2] as string);
       const c = config.exec(text);
       if (c) tb = BigInt(c[2] as string) > 0n ? [BigInt(c[1] as string), BigInt(c[2] as string)] : null;
       const f = frame.exec(text);

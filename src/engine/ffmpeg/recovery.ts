@@ -61,3 +61,56 @@ export class Ladder {
     return restarts > MAX_RESTARTS ? 'rewind' : { back: 2 ** (restarts - 1) };
   }
 }
+
+/** What is known of a stream's open-GOP entries (src/core/open-gop.ts). */
+type Proof = 'unknown' | 'proving' | 'proven' | 'disproven';
+
+/** A group's claim on proving the stream's open-GOP entries: settled once, or given up. */
+export interface Claim {
+  /** The verdict; null gives the claim up (the next entry that can prove may claim it). */
+  settle(proven: boolean | null): void;
+}
+
+/**
+ * A stream's open-GOP entries, shared by the groups of one render (the native engine's is
+ * recover.rs `OpenGops`): one group verifies an entry at a time, so that groups meeting their first
+ * entry together do not all pay for the proof.
+ */
+export class OpenGops {
+  private state: Proof = 'unknown';
+  private verdict: Promise<void> = Promise.resolve();
+
+  /** An entry like the one proven clean: accepted without a second decode. */
+  get proven(): boolean {
+    return this.state === 'proven';
+  }
+
+  /** The verdict is still to come: a decode that may prove keeps its pictures' digests. */
+  get open(): boolean {
+    return this.state === 'unknown' || this.state === 'proving';
+  }
+
+  /**
+   * For an entry of the kind: while another group holds the claim, waits for its verdict; then
+   * claims the proof when this entry can give it (`canProve`). null when the verdict is in or the
+   * entry cannot prove.
+   */
+  async claim(canProve: boolean): Promise<Claim | null> {
+    while (this.state === 'proving') await this.verdict;
+    if (this.state !== 'unknown' || !canProve) return null;
+    this.state = 'proving';
+    let release = () => {};
+    this.verdict = new Promise((resolve) => {
+      release = resolve;
+    });
+    let settled = false;
+    return {
+      settle: (proven) => {
+        if (settled) return;
+        settled = true;
+        this.state = proven === null ? 'unknown' : proven ? 'proven' : 'disproven';
+        release();
+      },
+    };
+  }
+}

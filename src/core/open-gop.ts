@@ -1,0 +1,110 @@
+/**
+ * Open GOPs, proven once per stream: whether one decode entered at a keyframe that is not a true
+ * random-access point (an H.264 open GOP's recovery point) proves every such entry of the stream
+ * clean. One rule for both engines (the native one's is crates/vidsheet-core/src/video/recover.rs
+ * `proves`), checked by the shared vectors in fixtures/vectors/open-gop-proof.json.
+ *
+ * Entering H.264 at a keyframe that is not an IDR always looks like trouble: the decoder invents
+ * the reference pictures before it and fails to forget pictures the encoder drops there. Whether
+ * later pictures really reference across that keyframe (a false sync sample) only a second decode
+ * from further back tells, which for a legitimate open GOP costs a whole GOP per target. So the
+ * first such entry of a stream is verified by the recovery ladder, and when that verification
+ * proves it clean, later entries whose only trouble is that kind are accepted without one.
+ *
+ * The proof: decoded from the keyframe and from a start at least the reference reach earlier,
+ * every picture shown from the keyframe to the chosen frame came out the same, over at least the
+ * reference reach. Past the reach the pictures invented at the keyframe are out of the decoder's
+ * reference window, so that entry is clean for every later frame; an encoder that references
+ * across some keyframes does so within the reach of one of them, and a stream whose keyframes are
+ * closer together than the reach (a false sync sample every second) is never proven.
+ */
+
+/** One decode towards a target (or a group of targets), as the proof reads it. */
+export interface EntryDecode {
+  /** Where decoding began (any unit `reach` is in; a later start is larger). */
+  start: number;
+  /** The keyframe decoding entered at; null when there is none. */
+  key: number | null;
+  /** Everything the decode found wrong is what entering at that keyframe produces. */
+  entry: boolean;
+  /** The chosen frame (of a group, the last) and a digest of its picture(s); null: unknown. */
+  frame: number;
+  print: string | null;
+  /** Digests of the pictures shown, by time, where they were kept. */
+  prints: ReadonlyArray<readonly [number, string]>;
+}
+
+/**
+ * Whether `earlier`, a later decode for the same target(s) that started further back, proves
+ * `first`'s entry clean: `first` found nothing but what entering at its keyframe produces and
+ * chose a frame at least `reach` after that keyframe; `earlier` started at least `reach` before
+ * it, chose the very same picture, and every picture both showed from the keyframe to the chosen
+ * frame is the same (pictures only one decode showed are non-reference ones it skipped: nothing
+ * depends on them). null when the two cannot tell; false when they disprove it.
+ */
+export function provesEntry(first: EntryDecode, earlier: EntryDecode, reach: number): boolean | null {
+  const key = first.key;
+  if (key === null || !first.entry || first.frame - key < reach || first.start - earlier.start < reach) {
+    return null;
+  }
+  const theirs = new Map(earlier.prints);
+  const compared = first.prints.flatMap(([t, print]) => {
+    const other = t >= key && t <= first.frame ? theirs.get(t) : undefined;
+    return other === undefined ? [] : [other === print];
+  });
+  return (
+    first.print !== null &&
+    first.frame === earlier.frame &&
+    first.print === earlier.print &&
+    compared.length > 0 &&
+    compared.every((same) => same)
+  );
+}
+
+/**
+ * Entering open GOPs costs: what the decodes a choice needs span, in seconds of stream (frames
+ * decoded, the bulk of a render's time). A run of targets opening at a keyframe `key`, its last
+ * target `last`, as the groups would be if every keyframe were a start.
+ */
+export interface GopGroup {
+  key: number;
+  last: number;
+  /** The keyframe is not a true random-access point (an open GOP's recovery point). */
+  entry: boolean;
+  /** The keyframe before `key` (null: none, the stream's start is the next start further back). */
+  previous: number | null;
+  /** The last true random-access point at or before `key` (null: none, the stream's start). */
+  randomAccess: number | null;
+}
+
+/**
+ * Entering must save at least this factor: an entry that cannot be proven costs the ladder's
+ * decodes from further back on top, and every run its own process (short clips pay that, not
+ * the frames).
+ */
+export const ENTER_MARGIN = 2;
+
+/**
+ * Whether decoding starts at open-GOP entries (then the first entry is proven, see provesEntry)
+ * rather than only at true random-access points, where the decode from those is much longer than
+ * the entries' own decodes plus the proof: decoding from the last true random-access point spans,
+ * per such point, its distance to its last target; entering spans each group's distance from its
+ * keyframe, plus one decode from the keyframe before the first entry that can prove (at least
+ * `reach` before its last target), or, when none can, a decode from the keyframe before each
+ * entry (the ladder verifies each one). `start`: the stream's start time.
+ */
+export function entersOpenGops(groups: readonly GopGroup[], reach: number, start: number): boolean {
+  const entries = groups.filter((g) => g.entry);
+  if (entries.length === 0) return false;
+  const fromRandomAccess = new Map<number, number>();
+  for (const g of groups) {
+    const ra = g.randomAccess ?? start;
+    fromRandomAccess.set(ra, Math.max(fromRandomAccess.get(ra) ?? ra, g.last));
+  }
+  const today = [...fromRandomAccess].reduce((sum, [ra, last]) => sum + (last - ra), 0);
+  const verify = (g: GopGroup) => g.last - (g.previous ?? start);
+  const prover = entries.find((g) => g.last - g.key >= reach);
+  const proof = prover ? verify(prover) : entries.reduce((sum, g) => sum + verify(g), 0);
+  const enter = groups.reduce((sum, g) => sum + (g.last - g.key), 0) + proof;
+  return today >= ENTER_MARGIN * enter;
+}

@@ -1,0 +1,169 @@
+/**
+ * The fallback engine enters open GOPs as the native one does (src/core/open-gop.ts): the first
+ * entry at a keyframe that is not an IDR is verified by a second decode from further back, which
+ * proves the stream's entries clean, and every later entry is decoded once. The oracle is the
+ * index each frame of the clip shows, read from the extracted pixels (a sequential decode from
+ * the start shows each frame's own index); the decodes a group cost are the runs it wrote (one
+ * directory each), and where a render starts decoding is read from the ffmpeg arguments it spawns.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { cellRect, computeGrid, JPEG_QUALITY, layoutSheets, THEME } from '../../src/core/layout.js';
+import { extractGroup, readFrame } from '../../src/engine/ffmpeg/extract.js';
+import { pictureHints } from '../../src/engine/ffmpeg/nal.js';
+import { lastAtOrBefore, listAllPackets, seconds } from '../../src/engine/ffmpeg/packets.js';
+import { OpenGops } from '../../src/engine/ffmpeg/recovery.js';
+import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
+import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
+import { labelFontPath } from '../../src/engine/font.js';
+import { indexClip } from '../helpers/fixtures.js';
+import { decodeIndex, fromRgb24, fullRect, readJpeg } from '../helpers/frames.js';
+import { expectedIndex, frameTimes } from '../helpers/oracle.js';
+
+/** The arguments of every process the engine spawns (the real processes run). */
+const spawned = vi.hoisted(() => [] as string[][]);
+vi.mock('../../src/engine/process.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../src/engine/process.js')>();
+  return {
+    ...real,
+    run: (tool: 'ffmpeg' | 'ffprobe', args: string[], options?: Parameters<typeof real.run>[2]) => {
+      spawned.push([tool, ...args]);
+      return real.run(tool, args, options);
+    },
+  };
+});
+
+let work: string;
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'vs-open-gop-'));
+});
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe('ffmpeg engine: open GOPs', () => {
+  it('proves the first entry with a second decode, then enters every other GOP with one', async () => {
+    // 25 fps, a keyframe every 4 s: keyframes 1..9 are recovery-point I-frames, not IDRs.
+    const clip = await indexClip({ seconds: 40, gop: 100, bframes: 3, openGop: true });
+    const d = videoDetails(await probeFile(clip), 0);
+    const packets = await listAllPackets(clip, d);
+    const keyframes = packets.keyframes;
+    const hints = await pictureHints(clip, d, packets, keyframes);
+    const entries = new Set(keyframes.filter((_, i) => hints[i]?.randomAccess === false));
+    // The fixture is what it claims: every keyframe but the first is an entry, the reach shorter
+    // than a GOP.
+    expect(keyframes).toHaveLength(10);
+    expect([...entries]).toEqual(keyframes.slice(1));
+    expect(d.referenceReach).toBeGreaterThan(1);
+    expect(d.referenceReach).toBeLessThan(2.5);
+    // One group per GOP after the first: a target 2.5 s past its keyframe (past the reach), and
+    // one 0.2 s past it (a leading picture's references may still reach it).
+    // packets.pts ascends: the frame displayed at t.
+    const frameOf = (t: number) => lastAtOrBefore(packets.pts, (p) => seconds(p, d) <= t + 1e-6);
+    const groups = keyframes.slice(1).map((k) => {
+      const t = seconds(k, d);
+      return [frameOf(t + 0.2), frameOf(t + 2.5)];
+    });
+    expect(groups.flat().every((f) => f >= 0)).toBe(true);
+    const openGops = new OpenGops();
+    const size = { w: 64, h: 48 };
+    const runs: number[] = [];
+    const wrong: string[] = [];
+    for (const [g, group] of groups.entries()) {
+      const dir = join(work, `g${g}`);
+      const frames = await extractGroup({
+        path: clip,
+        d,
+        packets,
+        group,
+        size,
+        dir,
+        threads: 1,
+        skipNonReference: false,
+        keyframes,
+        entries,
+        seeking: { trusted: true },
+        openGops,
+        signal: new AbortController().signal,
+      });
+      runs.push(readdirSync(dir).filter((name) => name.startsWith('run-')).length);
+      for (const f of group) {
+        const file = frames.get(packets.pts[f] as bigint);
+        const rgb = file ? await readFrame(file, size) : null;
+        const image = rgb ? fromRgb24(rgb, size.w, size.h) : null;
+        const read = image ? decodeIndex(image, fullRect(image)).index : null;
+        // The pattern shows each frame's display index: the target's own in a sequential decode.
+        if (read !== f) wrong.push(`group ${g}, frame ${f}: ${read}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(openGops.proven).toBe(true);
+    // The first entry: its own decode and one from the keyframe before; every later one: one.
+    expect(runs).toEqual([2, 1, 1, 1, 1, 1, 1, 1, 1]);
+  }, 240_000);
+});
+
+describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', () => {
+  /**
+   * Renders a 3x3 sheet of `clip` (cells at `timesMs`) and returns, per extraction run, the time
+   * it seeks to (0 without a seek), after checking every cell shows the frame a sequential decode
+   * shows at its time.
+   */
+  async function render(clip: string, timesMs: number[], name: string): Promise<number[]> {
+    const oracle = await frameTimes(clip);
+    const grid = computeGrid(320, 240, '3x3', false);
+    const tempDir = join(work, `${name}-tmp`);
+    mkdirSync(tempDir);
+    const sheets = [timesMs.map((timeMs) => ({ timeMs, label: String(timeMs) }))];
+    const path = join(work, `${name}.jpg`);
+    spawned.length = 0;
+    const result = await ffmpegEngine.render({
+      input: clip,
+      videoStream: 0,
+      fontPath: labelFontPath(),
+      quality: JPEG_QUALITY,
+      theme: THEME,
+      sheets: layoutSheets({
+        grid,
+        sheets,
+        window: { startMs: 0, endMs: Math.max(...timesMs) + 1 },
+        paths: [path],
+        hasAudio: false,
+      }),
+      tempDir,
+    });
+    expect(result.unreadable).toEqual([]);
+    const image = readJpeg(path);
+    const shown = timesMs.map((_, c) => decodeIndex(image, cellRect(grid, c)).index);
+    expect(shown).toEqual(timesMs.map((t) => expectedIndex(oracle, t / 1000)));
+    // Extraction runs write PPM frames; their seek, if any, is -ss.
+    return spawned
+      .filter((a) => a[0] === 'ffmpeg' && a.includes('ppm'))
+      .map((a) => (a.includes('-ss') ? Number(a[a.indexOf('-ss') + 1]) : 0));
+  }
+
+  it('a long clip: each target is decoded from its own GOP, not from the IDR at the start', async () => {
+    // 25 fps, a keyframe every 4 s: only the first is an IDR, the others recovery points.
+    const clip = await indexClip({ seconds: 160, gop: 100, bframes: 3, openGop: true });
+    const timesMs = [8_900, 26_700, 44_400, 62_200, 80_000, 97_800, 115_600, 133_300, 151_100];
+    const seeks = await render(clip, timesMs, 'long');
+    // Every target's own keyframe is a start (at most one GOP before it, the keyframe before
+    // that for the verification or the proof), and no run decodes from the start of the stream.
+    for (const t of timesMs) {
+      const key = Math.floor(t / 4000) * 4;
+      expect(seeks.some((s) => Math.abs(s - key) < 0.01)).toBe(true);
+    }
+    expect(seeks.filter((s) => s < 4)).toEqual([]);
+    // One run per group, plus the ladder's second decodes: the proof, and the first target's
+    // verification (0.9 s past its keyframe, too close to prove: a second decode from 4 s).
+    expect(seeks.length).toBeLessThanOrEqual(timesMs.length + 2);
+  }, 300_000);
+
+  it('near the start: decoding starts at the IDR, as entering would cost more', async () => {
+    const clip = await indexClip({ seconds: 20, gop: 100, bframes: 3, openGop: true });
+    const timesMs = [1_000, 3_000, 5_000, 7_000, 9_000, 11_000, 13_000, 15_000, 17_000];
+    const seeks = await render(clip, timesMs, 'short');
+    // The keyframe at 0 is the only start (aimed just past it): one run per part of the render.
+    expect(seeks.every((s) => s < 0.01)).toBe(true);
+  }, 300_000);
+});
