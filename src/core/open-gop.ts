@@ -17,6 +17,11 @@
  * reference window, so that entry is clean for every later frame; an encoder that references
  * across some keyframes does so within the reach of one of them, and a stream whose keyframes are
  * closer together than the reach (a false sync sample every second) is never proven.
+ *
+ * Native always enters. The fallback's alternative, decoding from the last true random-access
+ * point (in x264's open-GOP output the stream's first frame), is exact without any proof and cheap
+ * near that point, while each entry costs a process of its own and the proof a GOP more: it enters
+ * only where that saves a large factor (entersOpenGops), i.e. targets many GOPs past the point.
  */
 
 /** One decode towards a target (or a group of targets), as the proof reads it. */

@@ -11,6 +11,9 @@
  * - ffmpeg/compose.ts, encode.ts: each sheet composed as soon as its cells are in, while later
  *   groups still decode, then labelled and encoded to JPEG.
  *
+ * Open-GOP H.264 far from its last IDR is entered at its recovery-point keyframes, the first entry
+ * proven once per stream (core/open-gop.ts decides where that pays; extract.ts proves).
+ *
  * Groups run in parallel, one single-threaded process per core. Where every target of a group is
  * a reference picture, the decoder skips the non-reference pictures before them
  * (`-skip_frame noref`), as the native engine does.
@@ -221,10 +224,12 @@ async function renderSheets(
     const wanted = [...new Set(frameIndex.values())].filter((f) => f >= 0).sort((a, b) => a - b);
     // Far from a true random-access point (a long open-GOP clip), decoding enters at the
     // entries instead, the first one proven (src/core/open-gop.ts); the whole stream's list names
-    // the keyframes the proof and the ladder go back to.
+    // the keyframes the proof and the ladder go back to. Only H.264's entries are told from other
+    // trouble (extract.ts troubleWatch): elsewhere each entry would cost a second decode.
     if (
       packets === wholeList &&
       d.timestamps &&
+      d.nal?.codec === 'h264' &&
       entersOpenGops(gopGroups(wanted, packets, entries, d), d.referenceReach, d.startTime)
     ) {
       keyframes = packets.keyframes;
