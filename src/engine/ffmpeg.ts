@@ -22,7 +22,7 @@ import { setMaxListeners } from 'node:events';
 import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { entersOpenGops, type GopGroup } from '../core/open-gop.js';
+import { entersOpenGops, type GopGroup, runSeconds } from '../core/open-gop.js';
 import { audioPeaks } from './ffmpeg/audio.js';
 import { composeSheet } from './ffmpeg/compose.js';
 import { encodeSheet } from './ffmpeg/encode.js';
@@ -73,7 +73,13 @@ export const ffmpegEngine: Engine = {
     signal?.addEventListener('abort', abort, { once: true });
     const composing: Promise<void>[] = [];
     try {
-      return await renderSheets(plan, d, composing, stop, onProgress, bandLevels);
+      // Pixels a second of the stream decodes to (the open-GOP cost rule's unit of a run's cost).
+      const facts = probed.info.videoStreams.find((v) => v.index === plan.videoStream);
+      const pixelRate =
+        facts?.frames && probed.info.duration > 0
+          ? (facts.width * facts.height * facts.frames) / probed.info.duration
+          : null;
+      return await renderSheets(plan, d, pixelRate, composing, stop, onProgress, bandLevels);
     } catch (error) {
       abort();
       await Promise.allSettled(composing);
@@ -91,6 +97,7 @@ export const ffmpegEngine: Engine = {
 async function renderSheets(
   plan: RenderPlan,
   d: VideoDetails,
+  pixelRate: number | null,
   composing: Promise<void>[],
   stop: AbortController,
   onProgress: ((done: number, total: number) => void) | undefined,
@@ -220,20 +227,34 @@ async function renderSheets(
       entries = await entriesOf(packets);
       keyframes = usableKeyframes(packets, entries);
     }
-    const frameIndex = framesOf(packets);
-    const wanted = [...new Set(frameIndex.values())].filter((f) => f >= 0).sort((a, b) => a - b);
     // Far from a true random-access point (a long open-GOP clip), decoding enters at the
-    // entries instead, the first one proven (src/core/open-gop.ts); the whole stream's list names
-    // the keyframes the proof and the ladder go back to. Only H.264's entries are told from other
-    // trouble (extract.ts troubleWatch): elsewhere each entry would cost a second decode.
-    if (
-      packets === wholeList &&
-      d.timestamps &&
-      d.nal?.codec === 'h264' &&
-      entersOpenGops(gopGroups(wanted, packets, entries, d), d.referenceReach, d.startTime)
-    ) {
-      keyframes = packets.keyframes;
-    } else entries = new Set();
+    // entries instead, the first one proven (src/core/open-gop.ts). Only H.264's entries are told
+    // from other trouble (extract.ts troubleWatch): elsewhere each entry would cost a second
+    // decode. The rule is first asked of the listed packets, guessing the proof's start as close
+    // as it may be; only when that says yes is the whole stream listed (the keyframes the proof
+    // and the ladder go back to) and the rule asked again, exactly.
+    const targetsIn = (list: Packets) =>
+      [...new Set(framesOf(list).values())].filter((f) => f >= 0).sort((a, b) => a - b);
+    const enters = (list: Packets, guess: boolean) =>
+      entersOpenGops(gopGroups(targetsIn(list), list, entries, d, guess), {
+        reach: d.referenceReach,
+        start: d.startTime,
+        run: runSeconds(pixelRate),
+      });
+    let entering = false;
+    if (d.timestamps && d.nal?.codec === 'h264' && entries.size > 0 && enters(packets, true)) {
+      if (packets !== wholeList) {
+        packets = await whole();
+        if (hinting && !wholeForHints) logs.push(packets.log);
+        entries = await entriesOf(packets);
+        keyframes = usableKeyframes(packets, entries);
+      }
+      entering = enters(packets, false);
+    }
+    if (entering) keyframes = packets.keyframes;
+    else entries = new Set();
+    const frameIndex = framesOf(packets);
+    const wanted = targetsIn(packets);
     const cellsOfFrame = new Map<number, number[]>();
     for (const [t, f] of frameIndex) {
       const ks = byTime.get(t) ?? [];
@@ -316,9 +337,16 @@ async function renderSheets(
 
 /**
  * The groups the targets (`wanted`, ascending indices into packets.pts) would form if decoding
- * started at every keyframe, as the cost rule reads them (seconds).
+ * started at every keyframe, as the cost rule reads them (seconds); `guess`: the keyframe before
+ * each is taken to be as close as the proof allows (the listed packets may not show it).
  */
-function gopGroups(wanted: number[], packets: Packets, entries: Set<bigint>, d: VideoDetails): GopGroup[] {
+function gopGroups(
+  wanted: number[],
+  packets: Packets,
+  entries: Set<bigint>,
+  d: VideoDetails,
+  guess: boolean,
+): GopGroup[] {
   const all = packets.keyframes;
   return groupFrames(wanted, packets, all).flatMap((group) => {
     const first = packets.pts[group[0] as number] as bigint;
@@ -335,7 +363,12 @@ function gopGroups(wanted: number[], packets: Packets, entries: Set<bigint>, d: 
         key: seconds(key, d),
         last: seconds(packets.pts[group[group.length - 1] as number] as bigint, d),
         entry: entries.has(key),
-        previous: previous === undefined ? null : seconds(previous, d),
+        // A guess: the keyframe before may not be listed, and is at least the reach before.
+        previous: guess
+          ? seconds(key, d) - d.referenceReach
+          : previous === undefined
+            ? null
+            : seconds(previous, d),
         randomAccess: ra === undefined ? null : seconds(ra, d),
       },
     ];

@@ -4,7 +4,13 @@
  * Expected answers are the decode spans worked out by hand for each case (seconds of stream).
  */
 import { describe, expect, it } from 'vitest';
-import { ENTER_MARGIN, entersOpenGops, type GopGroup } from '../../src/core/open-gop.js';
+import {
+  ENTER_MARGIN,
+  entersOpenGops,
+  type GopGroup,
+  RUN_PIXELS,
+  runSeconds,
+} from '../../src/core/open-gop.js';
 
 /** A GOP of 8.233 s (x264 -g 247 at 30 fps, the benchmark clips), keyframe n at n * GOP. */
 const GOP = 247 / 30;
@@ -23,19 +29,19 @@ describe('entersOpenGops', () => {
 
   it('never enters a stream without entries', () => {
     const closed = [25, 26].map((n) => ({ ...open(n, key(n) + 4), entry: false, randomAccess: key(n) }));
-    expect(entersOpenGops(closed, reach, 0)).toBe(false);
+    expect(entersOpenGops(closed, { reach, start: 0, run: 0 })).toBe(false);
   });
 
   it('enters the 10-second window 200 s into a long clip', () => {
-    // From the IDR at 0: 210.5 s. Entering: 7.9 + 4.67 s, plus the proof from keyframe 23
-    // (the group in GOP 24 ends 7.9 s past its keyframe, past the reach): 16.1 s.
+    // From the IDR at 0: 210.5 s. Entering: 7.9 + 4.67 s, plus the proof from keyframe 23 to the
+    // first group's last target (7.9 s past its keyframe, past the reach): 16.1 s.
     const groups = [open(24, 205.5), open(25, 210.5)];
-    expect(entersOpenGops(groups, reach, 0)).toBe(true);
+    expect(entersOpenGops(groups, { reach, start: 0, run: 0 })).toBe(true);
   });
 
   it('keeps decoding from the start near the start of a short clip', () => {
-    // From the IDR: 9 s. Entering GOP 1: 0.77 s plus its verification from 0: 9 s.
-    expect(entersOpenGops([open(0, 3), open(1, 9)], reach, 0)).toBe(false);
+    // From the IDR: 9 s. Entering: 3 + 0.77 s, plus the proof through 1.77 s past k1: 1 + 10 s.
+    expect(entersOpenGops([open(0, 3), open(1, 9)], { reach, start: 0, run: 0 })).toBe(false);
   });
 
   it('is decided by the margin: from the start exactly ENTER_MARGIN times the entering cost enters', () => {
@@ -43,24 +49,23 @@ describe('entersOpenGops', () => {
     const enter = 4 + GOP + 4;
     const at = (last: number): GopGroup[] => [{ ...open(5, last), key: last - 4, previous: last - 4 - GOP }];
     const exact = ENTER_MARGIN * enter;
-    expect(entersOpenGops(at(exact), reach, 0)).toBe(true);
-    expect(entersOpenGops(at(exact - 0.01), reach, 0)).toBe(false);
+    expect(entersOpenGops(at(exact), { reach, start: 0, run: 0 })).toBe(true);
+    expect(entersOpenGops(at(exact - 0.01), { reach, start: 0, run: 0 })).toBe(false);
   });
 
-  it('counts one proof when an entry can prove, a verification per entry when none can', () => {
-    // Six groups each 1 s past their keyframe (inside the reach): nothing proves, each entry is
-    // verified from the keyframe before: 6 x 1 s + 6 x (GOP + 1) s = 61.4 s; from the IDR: 124.5 s.
+  it('proves on the first entry, its decodes going on to the reach past its keyframe', () => {
+    // Six groups each 1 s past their keyframe (inside the reach): the first entry's decode goes on
+    // to 1.77 s past it (0.77 s more) and the proof's from the keyframe before through that
+    // point (GOP + 1.77 s); the others enter trusted. 6 x 1 + 0.77 + GOP + 1.77 s.
     const near = [10, 11, 12, 13, 14, 15].map((n) => open(n, key(n) + 1));
-    expect(entersOpenGops(near, reach, 0)).toBe(true);
-    // The same groups 3 s past their keyframes: one proof, 6 x 3 + (GOP + 3) = 29.2 s.
-    const far = [10, 11, 12, 13, 14, 15].map((n) => open(n, key(n) + 3));
-    expect(entersOpenGops(far, reach, 0)).toBe(true);
-    // A stream whose IDR is its start, 57 s before k15: from it 58 s (near) and 60 s (far), less
-    // than 2 x 61.4 but at least 2 x 29.2: only the groups that can prove pay.
-    const start = key(15) - 57;
-    const fromStart = (groups: GopGroup[]) => groups.map((g) => ({ ...g, randomAccess: null }));
-    expect(entersOpenGops(fromStart(near), reach, start)).toBe(false);
-    expect(entersOpenGops(fromStart(far), reach, start)).toBe(true);
+    const enter = 6 + (reach - 1) + GOP + reach;
+    // A stream whose IDR is its start, before k15 + 1 by ENTER_MARGIN x enter (or 0.01 s less).
+    const fromStart = near.map((g) => ({ ...g, randomAccess: null }));
+    const start = (span: number) => key(15) + 1 - span;
+    expect(entersOpenGops(fromStart, { reach, start: start(ENTER_MARGIN * enter), run: 0 })).toBe(true);
+    expect(entersOpenGops(fromStart, { reach, start: start(ENTER_MARGIN * enter - 0.01), run: 0 })).toBe(
+      false,
+    );
   });
 
   it('counts a decode from a shared random-access point once, to its last target', () => {
@@ -74,16 +79,36 @@ describe('entersOpenGops', () => {
     const today = 3.5 + (key(40) + 2 - key(20));
     const enter = 3.5 + 2 + 2 + (GOP + 2);
     expect(today >= ENTER_MARGIN * enter).toBe(true);
-    expect(entersOpenGops(groups, reach, 0)).toBe(true);
-    // Moved close to their IDR, the same shape no longer pays.
-    const close = groups.map((g, i) => (i === 0 ? g : { ...g, randomAccess: g.key - GOP }));
-    expect(entersOpenGops(close, reach, 0)).toBe(false);
+    expect(entersOpenGops(groups, { reach, start: 0, run: 0 })).toBe(true);
+    // With an IDR a second before each entry (3.5 + 3 + 3 s from them), entering no longer pays.
+    const close = groups.map((g, i) => (i === 0 ? g : { ...g, randomAccess: g.key - 1 }));
+    expect(entersOpenGops(close, { reach, start: 0, run: 0 })).toBe(false);
   });
 
   it('verifies an entry with no keyframe before it from the stream start', () => {
     // A stream starting at 100 s whose first listed keyframe is an entry: verification spans from 100.
     const g: GopGroup = { key: 110, last: 113, entry: true, previous: null, randomAccess: null };
-    // From the start: 13 s; entering 3 + (113 - 100) = 16 s.
-    expect(entersOpenGops([g], reach, 100)).toBe(false);
+    // From the start: 13 s; entering 3 s, the proof from the start 13 s.
+    expect(entersOpenGops([g], { reach, start: 100, run: 0 })).toBe(false);
+  });
+
+  it('counts each run at its cost in pixels: a small clip stays on one run where a large one enters', () => {
+    expect(runSeconds(1920 * 1080 * 30)).toBeCloseTo(RUN_PIXELS / 62_208_000, 9);
+    expect(runSeconds(null)).toBe(0);
+    expect(runSeconds(0)).toBe(0);
+    // Seven targets 4 s past their keyframes in GOPs 4, 6, ... 16, the IDR at 0: from it 135.7 s
+    // in one run; entering 7 x 4 s in seven runs, the proof GOP + 4 s in one more.
+    const groups = [4, 6, 8, 10, 12, 14, 16].map((n) => open(n, key(n) + 4));
+    const today = key(16) + 4;
+    const enter = 7 * 4 + GOP + 4;
+    const at = (run: number) => entersOpenGops(groups, { reach, start: 0, run });
+    expect(at(0)).toBe(true);
+    // The run cost at which both sides are equal by the margin: (today + r) = M (enter + 8 r).
+    const even = (today - ENTER_MARGIN * enter) / (8 * ENTER_MARGIN - 1);
+    expect(at(even - 0.01)).toBe(true);
+    expect(at(even + 0.01)).toBe(false);
+    // 1080p at 30 fps enters; 640x360 at 30 fps does not.
+    expect(at(runSeconds(1920 * 1080 * 30))).toBe(true);
+    expect(at(runSeconds(640 * 360 * 30))).toBe(false);
   });
 });

@@ -127,13 +127,19 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
   const keyPts = (s: Start) => (s === 'stream' || s < 0 ? undefined : (req.keyframes[s] as bigint));
   const opening = keyPts(start);
   // A group opening at an entry waits for any other group's proof of the stream's open GOPs; one
-  // that can prove (its last target at least the reach past the entry; entries are told apart
-  // only when one thread decodes, see troubleWatch) claims the proof before its first run, so the
-  // groups that follow wait for its verdict rather than verify their own entries.
+  // that can prove (entries are told apart only when one thread decodes, see troubleWatch) claims
+  // the proof before its first run, so the groups that follow wait for its verdict rather than
+  // verify their own entries.
   let claim =
-    opening !== undefined && req.entries.has(opening)
-      ? await req.openGops.claim(req.threads === 1 && seconds(lastPts, d) - seconds(opening, d) >= reach)
-      : null;
+    opening !== undefined && req.entries.has(opening) ? await req.openGops.claim(req.threads === 1) : null;
+  // While proving, both decodes go on to the reach past the entry (the proof compares every
+  // picture over it), however close after the entry the targets are.
+  const [tbNum, tbDen] = d.timeBase;
+  const reachEnd =
+    opening === undefined
+      ? lastPts
+      : opening + BigInt(Math.ceil((reach * Number(tbDen)) / Number(tbNum))) + 1n;
+  const proveTo = reachEnd > lastPts ? reachEnd : lastPts;
   // The claiming group's first attempt, when it entered as an entry does.
   let entered: EntryDecode | undefined;
   try {
@@ -141,13 +147,13 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
       const skip = attempt === 0 && req.skipNonReference;
       const from = keyPts(start);
       // Digests of every picture from the keyframe on, for the proof (src/core/open-gop.ts).
-      const prints = claim !== null;
-      let r = await extractOnce(req, start, skip, prints, 2 * attempt);
+      const prove = claim === null ? null : proveTo;
+      let r = await extractOnce(req, start, skip, prove, 2 * attempt);
       if (skip && !complete(r)) {
         // The decoder skipped a target the hints called a reference picture: run again, skipping
         // nothing (a wrong hint costs time, never a frame).
         debug('frame(s) skipped as non-reference; extracting the group again');
-        r = await extractOnce(req, start, false, prints, 2 * attempt + 1);
+        r = await extractOnce(req, start, false, prove, 2 * attempt + 1);
       }
       const whole = complete(r);
       const decode: EntryDecode = {
@@ -155,7 +161,8 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
         key: from === undefined ? null : seconds(from, d),
         // Only what entering at the keyframe produces, every target shown from it on.
         entry: r.entry && whole && from !== undefined && firstPts >= from,
-        frame: seconds(lastPts, d),
+        // While proving, the end of the pictures compared (the targets' digest is `print`).
+        frame: seconds(prove ?? lastPts, d),
         // (A decode from the start of the stream is final: its digest only serves a proof.)
         print: whole && (start !== 'stream' || entered) ? await digest(r.frames) : null,
         prints: [...r.prints].map(([p, print]) => [seconds(p, d), print] as const),
@@ -232,7 +239,7 @@ async function withStandIns(req: GroupRequest, r: Run, n: number): Promise<Map<b
     return packets.pts[i] === p ? [i] : [];
   });
   const more = group.length
-    ? (await extractOnce({ ...req, group }, 'stream', false, false, n)).frames
+    ? (await extractOnce({ ...req, group }, 'stream', false, null, n)).frames
     : new Map();
   const frames = new Map(r.frames);
   const used = new Set<string>();
@@ -283,7 +290,8 @@ async function extractOnce(
   req: GroupRequest,
   start: Start,
   skipNonReference: boolean,
-  prints: boolean,
+  /** Proving an entry: decode through this pts at least, logging every picture's digest. */
+  prove: bigint | null,
   n: number,
 ): Promise<Run> {
   const { d, packets, group, size } = req;
@@ -297,7 +305,9 @@ async function extractOnce(
   );
   const eps = Math.min(0.0005, ...gaps.map((g) => g / 3));
   const seek = start === 'stream' ? null : seekTo(d, req.keyframes, start, pts[0] as bigint, eps);
-  const span = Math.max(0, (times[times.length - 1] as number) - d.startTime - (seek ?? 0));
+  const last = pts[pts.length - 1] as bigint;
+  const end = prove !== null && prove > last ? prove : last;
+  const span = Math.max(0, seconds(end, d) - d.startTime - (seek ?? 0));
   const select = anyOf(times.map((t) => `lt(abs(t-${t.toPrecision(17)})\\,${eps.toPrecision(6)})`));
   // A decode from the start is final, and the frames it gives decide the stand-ins (withStandIns):
   // it goes on past the last target, since around damage the decoder hands frames out of order
@@ -308,9 +318,9 @@ async function extractOnce(
   const filters = [
     // The last target (the group ascends), in the stream time base the filter graph starts in:
     // seconds would round to its ticks. First, since bwdif halves the time base.
-    `trim=end_pts=${(pts[pts.length - 1] as bigint) + 1n + lateBy}`,
+    `trim=end_pts=${end + 1n + lateBy}`,
     // Every picture's digest (its checksum) for an open-GOP entry's proof, as decoded.
-    ...(prints ? [`showinfo@${PRINTS}`] : []),
+    ...(prove !== null ? [`showinfo@${PRINTS}`] : []),
     // Interlaced frames (flagged per frame by the decoder) are deinterlaced, progressive ones pass.
     ...(d.mayBeInterlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
     `select='${select}'`,
