@@ -236,6 +236,58 @@ fn other_codecs_with_b_frames() {
     }
 }
 
+/// Entering an open GOP's keyframe (not an IDR) in an MP4, the first entry of the stream is
+/// verified by decoding again from one keyframe earlier. MP4's index holds decode times while a
+/// seek takes a presentation time (the demuxer subtracts the reordering shift), so seeking to the
+/// index time of that keyframe landed one more GOP back: the restart decoded a whole GOP for
+/// nothing. Oracle: ffprobe's picture types. With one B-frame and no pyramid every B-frame is a
+/// non-reference picture the engine skips, so both decodes cost the I- and P-frames from their
+/// keyframe to the target, plus a few (the target, the frame after it, a leading picture); the
+/// extra GOP would add its 50 I- and P-frames. A later entry is trusted once the first is proven
+/// (not verified again), so its decode costs its own I- and P-frames only.
+#[test]
+fn an_open_gop_entry_is_verified_from_one_keyframe_earlier_not_two() {
+    let dir = TempDir::new("seek-opengop-restart");
+    let clip = dir.path("opengop.mp4");
+    // Keyframes every 100 frames (4 s).
+    let open_gop = ["-x264-params", "b-adapt=0:b-pyramid=none:open-gop=1"];
+    encode_index(&index_source(25, 16.0), 1, 100, &open_gop, &clip);
+    let types = ffprobe(&[
+        "-select_streams",
+        "v:0",
+        "-show_entries",
+        "frame=pict_type",
+        "-of",
+        "csv=p=0",
+        &clip,
+    ]);
+    let types: Vec<&str> = types
+        .lines()
+        .map(|l| l.trim().trim_end_matches(','))
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(types.len(), 400);
+    assert!([0, 100, 200, 300].iter().all(|&k| types[k] == "I"));
+    let references =
+        |from: usize, to: usize| types[from..=to].iter().filter(|t| **t != "B").count();
+    // 8.8 s: frame 220, 20 frames past its keyframe (200), further than any reference reaches: the
+    // first entry, verified. 12.8 s: frame 320, an entry like it, trusted once that one is proven.
+    let stats = check_clip_on(&dir, &clip, &[220 * 40, 320 * 40], Some(1), 1);
+    let few = 3;
+    let bound =
+        (references(200, 220) + references(100, 220) + references(300, 320) + 3 * few) as u64;
+    assert!(
+        stats.decoded_frames <= bound,
+        "decoded {} frames; the first entry verified from one keyframe earlier and the second \
+         trusted cost at most {bound} (from two keyframes earlier: {} more; the second verified \
+         too: {} more): {stats:?}",
+        stats.decoded_frames,
+        references(0, 99),
+        references(200, 320),
+    );
+    assert!(stats.seeks >= 2, "the entry was verified: {stats:?}");
+}
+
 /// Cells spread over many GOPs are split into contiguous parts decoded in parallel, each by its
 /// own decoder: every cell still shows exactly the frame the rule picks, including cells on either
 /// side of a keyframe (where parts meet), duplicates, and targets before the first and after the

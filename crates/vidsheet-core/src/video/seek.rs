@@ -97,6 +97,18 @@ impl VideoSource {
         Some(at)
     }
 
+    /// What to seek to for decoding to start at the index keyframe `k`: halfway to the next
+    /// keyframe of the index. A seek takes a presentation time, while some demuxers index decode
+    /// times: MP4's subtracts the stream's reordering shift from the seek time first, so seeking
+    /// to `k` itself lands a whole GOP early when frames are reordered (measured on x264's
+    /// B-frame streams: every restart decoded one GOP more than it meant to). Halfway lands on
+    /// `k` whichever time the index holds, as long as that shift is less than half a GOP.
+    pub(super) fn index_seek_ts(&self, k: i64) -> i64 {
+        self.index_keyframe_after(k.saturating_add(1))
+            .filter(|&next| next > k)
+            .map_or(k, |next| k + (next - k) / 2)
+    }
+
     fn reset_decoding(&mut self) {
         self.note_reposition(self.from_start);
         self.decoder.flush();

@@ -47,7 +47,7 @@ pub fn ffmpeg(args: &[&str]) {
     );
 }
 
-fn ffprobe(args: &[&str]) -> String {
+pub fn ffprobe(args: &[&str]) -> String {
     let out = Command::new("ffprobe")
         .args(["-v", "error"])
         .args(args)
