@@ -13,6 +13,8 @@
 import { stat } from 'node:fs/promises';
 import { containerAllowed } from '../core/containers.js';
 import { extentToleranceMs } from '../core/probe.js';
+import { extradataSps, fromHexdump, type Sps } from './ffmpeg/h264.js';
+import type { Layout } from './ffmpeg/leading-bytes.js';
 import { PacketEnds, type StreamClock } from './packet-ends.js';
 import { run } from './process.js';
 import { EngineError, type ProbeInfo, type VideoStreamFacts } from './types.js';
@@ -36,6 +38,8 @@ interface StreamJson {
   refs?: number;
   is_avc?: string;
   nal_length_size?: string;
+  /** ffprobe's hexdump of the codec's extradata (`-show_data`). */
+  extradata?: string;
   channels?: number;
   sample_rate?: string;
   disposition?: { default?: number; attached_pic?: number };
@@ -95,6 +99,12 @@ export interface VideoDetails {
    * position (MP4/MOV) in a length-prefixed H.264 or HEVC stream.
    */
   nal: { codec: 'h264' | 'hevc'; lengthSize: number; progressive: boolean } | null;
+  /**
+   * H.264 whose packets' first slice headers can be read in place (ffmpeg/h264.ts): how the
+   * packet's bytes are laid out, and the stream's SPS (null: unreadable, slice headers then say
+   * only whether a picture is an IDR).
+   */
+  h264: { layout: Layout; lengthSize: number | null; sps: Sps | null } | null;
 }
 
 export interface AudioDetails {
@@ -178,7 +188,10 @@ export function videoDetails(probed: Probed, stream: number): VideoDetails {
 async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const { code, stdout } = await run(
     'ffprobe',
-    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', ...firstInput(path, opening)],
+    [
+      ...['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-show_data'],
+      ...firstInput(path, opening),
+    ],
     { timeoutMs: 60_000 },
   );
   let parsed: {
@@ -237,6 +250,7 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
       sampleTable,
       nal: sampleTable ? nalLayout(s) : null,
+      h264: h264Reading(s, sampleTable ? 'sample' : /\bmpegts\b/.test(formatName) ? 'transport' : null),
     });
     return {
       index: s.index,
@@ -333,6 +347,16 @@ function nalLayout(s: StreamJson): VideoDetails['nal'] {
     return { codec: 'h264', lengthSize: num(s.nal_length_size) ?? 4, progressive };
   }
   return s.codec_name === 'hevc' ? { codec: 'hevc', lengthSize: 4, progressive } : null;
+}
+
+/** See VideoDetails.h264: the layouts leading-bytes.ts reads, the SPS from the extradata. */
+function h264Reading(s: StreamJson, layout: Layout | null): VideoDetails['h264'] {
+  if (s.codec_name !== 'h264' || layout === null) return null;
+  const extradata = fromHexdump(s.extradata ?? '');
+  // avcC (MP4) says how long its length prefixes are; Annex B has start codes.
+  const lengthSize = extradata[0] === 1 && extradata.length > 4 ? ((extradata[4] as number) & 3) + 1 : null;
+  if (layout === 'sample' && lengthSize === null) return null;
+  return { layout, lengthSize, sps: extradataSps(extradata) };
 }
 
 /**
