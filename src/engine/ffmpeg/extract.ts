@@ -503,7 +503,7 @@ export function readLogLine(
  * lands in the GOP before it). The packets' and the slices' lines do not tell this apart: with
  * frame threads the decoder logs a packet's gaps after later packets were read.
  */
-function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idrEntry: boolean) {
+export function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idrEntry: boolean) {
   const packetLine = new RegExp(
     `^\\[info\\] demuxer -> ist_index:${d.index} type:video .*\\bpkt_pts:(-?\\d+|NOPTS) `,
   );
