@@ -123,8 +123,8 @@ export interface Probed {
   /** The demuxer every later run fixes (`-f`): set when the probe was restricted. */
   fixed: string | undefined;
   video: Map<number, VideoDetails>;
-  /** The first audio stream (the one the envelope is built from), null without audio. */
-  audio: AudioDetails | null;
+  /** The audio streams by index, in stream order (the envelope is built from one of them). */
+  audio: Map<number, AudioDetails>;
 }
 
 const num = (value: string | number | undefined): number | undefined => {
@@ -189,7 +189,8 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const { code, stdout } = await run(
     'ffprobe',
     [
-      ...['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-show_data'],
+      ...['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-show_programs'],
+      '-show_data',
       ...firstInput(path, opening),
     ],
     { timeoutMs: 60_000 },
@@ -197,6 +198,7 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   let parsed: {
     streams?: StreamJson[];
     format?: { duration?: string; start_time?: string; format_name?: string };
+    programs?: Array<{ program_id?: number; streams?: Array<{ index?: number }> }>;
   };
   try {
     parsed = JSON.parse(stdout.toString() || '{}');
@@ -220,6 +222,11 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const sampleTable = /\b(mov|mp4)\b/.test(formatName);
   const video = streams.filter((s) => s.codec_type === 'video');
   const audio = streams.filter((s) => s.codec_type === 'audio');
+  // The ids of the programs (MPEG-TS services) that list each stream.
+  const programs = (index: number) =>
+    (parsed.programs ?? []).flatMap((p) =>
+      p.program_id !== undefined && p.streams?.some((s) => s.index === index) ? [p.program_id] : [],
+    );
 
   const [decodes, ends] = await Promise.all([
     Promise.all(
@@ -260,10 +267,10 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       frames: frameCount(s, declared),
       decodes: decodes[i] === true,
       readableEnd,
+      programs: programs(s.index),
     };
   });
   const audioEnds = audio.map((s) => ends.get(s.index)).filter((e): e is number => e !== undefined);
-  const first = audio[0];
   return {
     fixed,
     info: {
@@ -271,19 +278,23 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       duration: declared,
       startTime,
       videoStreams: facts,
-      hasAudio: first !== undefined,
+      hasAudio: audio.length > 0,
+      audioStreams: audio.map((s) => ({ index: s.index, programs: programs(s.index) })),
       audioEnd: audioEnds.length ? Math.max(...audioEnds) : null,
     },
     video: details,
-    audio: first
-      ? {
-          index: first.index,
-          channels: first.channels ?? 1,
-          sampleRate: num(first.sample_rate) ?? 48000,
-          startTime: num(first.start_time) ?? startTime,
+    audio: new Map(
+      audio.map((s) => [
+        s.index,
+        {
+          index: s.index,
+          channels: s.channels ?? 1,
+          sampleRate: num(s.sample_rate) ?? 48000,
+          startTime: num(s.start_time) ?? startTime,
           fixed,
-        }
-      : null,
+        },
+      ]),
+    ),
   };
 }
 
