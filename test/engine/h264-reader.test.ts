@@ -9,8 +9,8 @@ import { open } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { troubleWatch } from '../../src/engine/ffmpeg/extract.js';
-import { firstSlice, type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
-import { leadingBytes } from '../../src/engine/ffmpeg/leading-bytes.js';
+import { type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
+import { firstSliceAt } from '../../src/engine/ffmpeg/leading-bytes.js';
 import { probeFile, type VideoDetails, videoDetails } from '../../src/engine/ffprobe.js';
 import { indexClip, paffMp4, paffTs } from '../helpers/fixtures.js';
 
@@ -68,8 +68,7 @@ async function read(path: string, d: VideoDetails): Promise<Array<SliceInfo | nu
     const out: Array<SliceInfo | null> = [];
     for (const line of stdout.split('\n').filter(Boolean)) {
       const [size, pos] = line.split(',').map(Number) as [number, number];
-      const bytes = await leadingBytes(file, h.layout, { pos, size });
-      const nal = bytes && firstSlice(bytes, h.lengthSize);
+      const nal = await firstSliceAt(file, h.layout, h.lengthSize, { pos, size });
       out.push(nal && sliceInfo(nal, h.sps));
     }
     return out;

@@ -30,8 +30,7 @@ import { debuglog } from 'node:util';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
-import { firstSlice } from './h264.js';
-import { leadingBytes } from './leading-bytes.js';
+import { firstSliceAt } from './leading-bytes.js';
 import { lastAtOrBefore, type Packets, seconds } from './packets.js';
 import { Ladder } from './recovery.js';
 
@@ -438,8 +437,7 @@ async function isIdr(req: GroupRequest, pts: bigint): Promise<boolean> {
   if (!h || !at) return false;
   const file = await open(req.path, 'r');
   try {
-    const bytes = await leadingBytes(file, h.layout, at);
-    const nal = bytes && firstSlice(bytes, h.lengthSize);
+    const nal = await firstSliceAt(file, h.layout, h.lengthSize, at);
     return nal !== null && ((nal[0] as number) & 0x1f) === 5;
   } finally {
     await file.close();

@@ -1,25 +1,50 @@
 /**
- * A packet's leading bytes, read in place from the file at the position ffprobe lists for it:
- * enough for its first NAL unit headers (h264.ts). MP4/MOV store a sample contiguously; an MPEG-TS
+ * A packet's first slice NAL unit, read in place from the file at the position ffprobe lists for
+ * it (h264.ts reads its header). MP4/MOV store a sample contiguously; an MPEG-TS
  * packet's position is the first 188-byte transport packet of its PES packet, whose payload
  * continues in later transport packets of the same PID (others interleave). Anything else, or
  * bytes that do not look like what is expected, gives null: the caller then decides as without.
  */
 import type { FileHandle } from 'node:fs/promises';
+import { firstSlice } from './h264.js';
 
-/** How many bytes are read at a packet's position (MP4: of the sample; TS: of the file). */
-const MP4_BYTES = 4096;
-const TS_BYTES = 188 * 48;
+/**
+ * How many bytes are read at a packet's position (MP4: of the sample; TS: of the file): first a
+ * few, which hold the first slice header of nearly every packet (after an access unit delimiter);
+ * then more, for a packet whose parameter sets and SEI come first. A long interlaced broadcast is
+ * listed field by field, so the first read is kept small.
+ */
+const READS = { sample: [512, 4096], transport: [188 * 4, 188 * 48] } as const;
 
 export type Layout = 'sample' | 'transport';
 
+/**
+ * The first coded slice NAL unit of the packet at `at` (h264.ts `firstSlice`: its header byte
+ * first, possibly cut short after the slice header), or null when none is found.
+ */
+export async function firstSliceAt(
+  file: FileHandle,
+  layout: Layout,
+  lengthSize: number | null,
+  at: { pos: number; size: number },
+): Promise<Buffer | null> {
+  const [few, more] = READS[layout];
+  const bytes = await leadingBytes(file, layout, at, few);
+  const nal = bytes && firstSlice(bytes, lengthSize);
+  // h264.ts reads at most a slice's first 32 bytes: a unit cut shorter is read again with more.
+  if (nal && nal.length >= 32) return nal;
+  const again = await leadingBytes(file, layout, at, more);
+  return (again && firstSlice(again, lengthSize)) ?? nal;
+}
+
 /** The leading bytes of the packet at `at`: length-prefixed NAL units (sample) or Annex B (transport). */
-export async function leadingBytes(
+async function leadingBytes(
   file: FileHandle,
   layout: Layout,
   at: { pos: number; size: number },
+  want: number,
 ): Promise<Buffer | null> {
-  const length = layout === 'sample' ? Math.min(at.size, MP4_BYTES) : TS_BYTES;
+  const length = layout === 'sample' ? Math.min(at.size, want) : want;
   const buf = Buffer.alloc(length);
   const { bytesRead } = await file.read(buf, 0, length, at.pos);
   const data = buf.subarray(0, bytesRead);

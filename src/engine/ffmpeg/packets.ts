@@ -7,8 +7,8 @@ import { open } from 'node:fs/promises';
 import type { PacketLog } from '../../core/zoom.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
-import { firstSlice, type SliceInfo, secondFields, sliceInfo } from './h264.js';
-import { leadingBytes } from './leading-bytes.js';
+import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
+import { firstSliceAt } from './leading-bytes.js';
 
 export interface Packets {
   /** Presentation timestamps of the frames (a field pair's second field is none), ascending and distinct, in the stream's time base. */
@@ -207,11 +207,10 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
   try {
     const slices: Array<SliceInfo | null> = [];
     for (const r of rows) {
-      const bytes =
+      const nal =
         r.pos === undefined || r.size === undefined
           ? null
-          : await leadingBytes(file, h.layout, { pos: r.pos, size: r.size });
-      const nal = bytes && firstSlice(bytes, h.lengthSize);
+          : await firstSliceAt(file, h.layout, h.lengthSize, { pos: r.pos, size: r.size });
       slices.push(nal && sliceInfo(nal, sps));
     }
     for (const [i, second] of secondFields(slices).entries()) if (second) (rows[i] as Row).second = true;
