@@ -133,8 +133,8 @@ describe('an IDR entry ignores the gaps of the GOP a seek landed in', () => {
     '[h264 @ 0x56] [debug] slice:1 F mb:0 I fix IDR frame:0 poc:65536/65536 ref:0/0 qp:4 loop:1:0:0 weight:0 ';
   const p =
     '[h264 @ 0x55] [debug] slice:1 F mb:0 P fix frame:1 poc:65544/65544 ref:1/1 qp:6 loop:1:0:0 weight:0 ';
-  const watch = (idrEntry: boolean, lines: string[]) => {
-    const w = troubleWatch(d, new Set([3600n]), idrEntry);
+  const watch = (idrEntry: bigint | null, lines: string[]) => {
+    const w = troubleWatch(d, new Set([3600n, 7200n]), idrEntry);
     for (const line of lines) w.line(line);
     return w.found().invented;
   };
@@ -142,15 +142,19 @@ describe('an IDR entry ignores the gaps of the GOP a seek landed in', () => {
   it('gaps before the first IDR slice after the first packet do not count; after it they do', () => {
     // The bisecting seek lands before the entry (3600); with frame threads the gaps are logged after it.
     const landed = [packet(0), packet(3600), gap, gap, idr, p];
-    expect(watch(true, landed)).toBe(false);
-    expect(watch(true, [...landed, gap])).toBe(true);
+    expect(watch(3600n, landed)).toBe(false);
+    expect(watch(3600n, [...landed, gap])).toBe(true);
     // The stream probe's own decode logs an IDR slice before the run reads any packet: not the
     // entry, so the landed GOP's gaps after it still do not count, and the entry's IDR opens them.
-    expect(watch(true, [idr, packet(0), gap, packet(3600)])).toBe(false);
-    expect(watch(true, [idr, packet(0), gap, packet(3600), idr, gap])).toBe(true);
+    expect(watch(3600n, [idr, packet(0), gap, packet(3600)])).toBe(false);
+    expect(watch(3600n, [idr, packet(0), gap, packet(3600), idr, gap])).toBe(true);
+  });
+
+  it('a seek that lands past the entry never reads it: its gaps count, whatever IDR comes next', () => {
+    expect(watch(3600n, [packet(5000), gap, packet(7200), idr, p])).toBe(true);
   });
 
   it('without an IDR entry every gap counts', () => {
-    expect(watch(false, [packet(0), packet(3600), gap, idr, p])).toBe(true);
+    expect(watch(null, [packet(0), packet(3600), gap, idr, p])).toBe(true);
   });
 });

@@ -261,7 +261,7 @@ async function extractOnce(
   const script = join(dir, 'filters');
   await writeFile(script, filters.join(',\n'));
   const entry = start === 'stream' || start < 0 ? undefined : req.keyframes[start];
-  const idrEntry = seek !== null && entry !== undefined && (await isIdr(req, entry));
+  const idrEntry = seek !== null && entry !== undefined && (await isIdr(req, entry)) ? entry : null;
   const watch = troubleWatch(d, seek === null ? null : new Set(packets.keyframes), idrEntry);
   const stamps = runLog(d);
   const log = lines((text) => {
@@ -284,7 +284,7 @@ async function extractOnce(
       String(req.threads),
       ...(skipNonReference ? ['-skip_frame', 'noref'] : []),
       // Each slice header logged (at debug level), so troubleWatch sees where the IDR entry is decoded.
-      ...(idrEntry ? ['-debug', 'pict'] : []),
+      ...(idrEntry !== null ? ['-debug', 'pict'] : []),
       '-copyts',
       ...(seek === null ? [] : ['-noaccurate_seek', '-ss', seek.toFixed(6)]),
       ...input(req.path, d.fixed),
@@ -495,13 +495,14 @@ export function readLogLine(
  * bisecting one may land before it, where packets fail without consequence (`keyframes`, the listed
  * ones, name it then). When no keyframe is recognised, all errors count. Invented pictures stay
  * referenced past any keyframe but an IDR, so they count wherever they appear, except with an IDR
- * entry (`idrEntry`, decoded with `-debug pict`): the first IDR slice the run's decoder logs is the
- * entry or one before it, and an IDR drops every reference picture, invented ones too; the gaps
- * logged before it only say that decoding started mid-stream before the entry (a bisecting seek
- * lands in the GOP before it). The packets' and the slices' lines do not tell this apart: with
- * frame threads the decoder logs a packet's gaps after later packets were read.
+ * entry (`idrEntry`, its pts; decoded with `-debug pict`) whose packet the run reads: the first IDR
+ * slice the run's decoder logs is then the entry or one before it, and an IDR drops every
+ * reference picture, invented ones too; the gaps logged before it only say that decoding started
+ * mid-stream before the entry (a bisecting seek lands in the GOP before it). The packets' lines
+ * alone do not tell this: with frame threads the decoder logs a packet's gaps after later packets
+ * were read. A seek that lands past the entry never reads it: then every gap counts.
  */
-export function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idrEntry: boolean) {
+export function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idrEntry: bigint | null) {
   const packetLine = new RegExp(
     `^\\[info\\] demuxer -> ist_index:${d.index} type:video .*\\bpkt_pts:(-?\\d+|NOPTS) `,
   );
@@ -511,11 +512,15 @@ export function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idr
   let invented = false;
   // Decoder lines before the run's first packet are the stream probe's own decode.
   let reading = false;
-  let pastIdr = !idrEntry;
+  let pastIdr = idrEntry === null;
+  let entryRead = false;
+  // Gaps logged before the first IDR slice: they count only if the entry is never read.
+  let beforeIdr = false;
   const line = (text: string) => {
     const packet = packetLine.exec(text);
     if (packet) {
       reading = true;
+      if (packet[1] !== 'NOPTS' && BigInt(packet[1] as string) === idrEntry) entryRead = true;
       if (!entered) {
         const pts = packet[1] === 'NOPTS' ? undefined : BigInt(packet[1] as string);
         entered = d.indexed || (pts !== undefined && (keyframes as Set<bigint>).has(pts));
@@ -525,13 +530,21 @@ export function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idr
     const read = readLogLine(text, d.demuxer);
     if (!pastIdr && reading && read?.source === 'decoder' && IDR_SLICE.test(read.message)) pastIdr = true;
     const said = read && logLine(read.source, read.level, read.message);
-    if (said === 'gap') invented ||= pastIdr;
-    else if (said === 'error') {
+    if (said === 'gap') {
+      if (pastIdr) invented = true;
+      else beforeIdr = true;
+    } else if (said === 'error') {
       if (entered) after = true;
       else before = true;
     }
   };
-  return { line, found: () => ({ trouble: after || (!entered && before), invented }) };
+  return {
+    line,
+    found: () => ({
+      trouble: after || (!entered && before),
+      invented: invented || (beforeIdr && !entryRead),
+    }),
+  };
 }
 
 /** The H.264 decoder's `-debug pict` line for an IDR slice (h264_slice.c: "slice:%d %c mb:%d %c%s%s"). */
