@@ -17,7 +17,7 @@ import type { Density } from './core/density.js';
 import { hostedErrors, runtimeErrors, VidsheetError } from './core/errors.js';
 import { computeGrid, JPEG_QUALITY, layoutSheets, THEME } from './core/layout.js';
 import { makePlan, type SamplingPlan } from './core/plan.js';
-import { chooseVideoStream, clipExtent } from './core/probe.js';
+import { chooseAudioStream, chooseVideoStream, clipExtent } from './core/probe.js';
 import type { SheetPlan } from './core/render-plan.js';
 import type { JobOutcome } from './core/report.js';
 import { resolveWindow, type Window } from './core/window.js';
@@ -156,7 +156,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
           inputName,
           window,
           sheets,
-          probe.hasAudio,
+          chooseAudioStream(stream, probe.audioStreams),
           audioStop.signal,
         )
       : undefined;
@@ -228,8 +228,8 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
 }
 
 /**
- * The engine's raw audio peaks over every ms the report and the bands read. A file without an
- * audio stream is not decoded at all.
+ * The engine's raw audio peaks of `audioStream` (core/probe.ts `chooseAudioStream`) over every ms
+ * the report and the bands read. A file without an audio stream is not decoded at all.
  */
 async function measureAudio(
   engine: Engine,
@@ -237,12 +237,13 @@ async function measureAudio(
   inputName: string,
   window: Window,
   sheets: SheetPlan[],
-  hasAudio: boolean,
+  audioStream: number | null,
   signal: AbortSignal | undefined,
 ): Promise<AudioPeaks> {
   const range = peaksRange(window, sheets);
-  if (!hasAudio) return { present: false, clipPeak: 0, startMs: range.startMs, peaks: new Float32Array(0) };
-  return engine.audioPeaks(input, range, signal, inputFormat).catch((error) => {
+  if (audioStream === null)
+    return { present: false, clipPeak: 0, startMs: range.startMs, peaks: new Float32Array(0) };
+  return engine.audioPeaks(input, range, signal, inputFormat, audioStream).catch((error) => {
     if (signal?.aborted) throw signal.reason;
     throw engineFailure(error, inputName);
   });

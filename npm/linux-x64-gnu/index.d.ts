@@ -19,6 +19,14 @@ export interface AudioPeaks {
   peaks: Float32Array
 }
 
+/** What src/core/probe.ts needs of an audio stream to pick the one the chosen video plays with. */
+export interface AudioStreamFacts {
+  /** Stream index in the container. */
+  index: number
+  /** Ids of the programs (MPEG-TS services) that carry the stream; empty in a file without any. */
+  programs: Array<number>
+}
+
 /** The audio-activity band above the grid (painting rule in src/core/render-plan.ts). */
 export interface BandPlan {
   rect: Rect
@@ -120,6 +128,8 @@ export interface ProbeInfo {
   videoStreams: Array<VideoStreamFacts>
   /** True when the file has at least one audio stream. */
   hasAudio: boolean
+  /** Every audio stream, in stream order. */
+  audioStreams: Array<AudioStreamFacts>
   /** The latest readable end of any audio stream; null without audio or when not found. */
   audioEnd: number | null
 }
@@ -228,16 +238,19 @@ export interface VideoStreamFacts {
   decodes: boolean
   /** Where the stream's data ends, seconds from the container start; null when not found. */
   readableEnd: number | null
+  /** Ids of the programs (MPEG-TS services) that carry the stream; empty in a file without any. */
+  programs: Array<number>
 }
 
 /**
- * Decodes the whole first audio stream and measures it: raw peak absolute amplitude of the mono
- * downmix per ms over [startMs, endMs) (container-relative, samples placed by their timestamps)
- * and the whole clip's peak. Normalising is src/core/audio.ts's. No decodable audio resolves
- * with `present: false`. `inputFormat`, when given, is the demuxer the file is opened with (no
- * detection), as the render plan's.
+ * Decodes the whole audio stream `stream` (src/core/probe.ts `chooseAudioStream`; omitted, or not
+ * an audio stream of the file: the first) and measures it: raw peak absolute amplitude of the
+ * mono downmix per ms over [startMs, endMs) (container-relative, samples placed by their
+ * timestamps) and the whole clip's peak. Normalising is src/core/audio.ts's. No decodable audio
+ * resolves with `present: false`. `inputFormat`, when given, is the demuxer the file is opened
+ * with (no detection), as the render plan's.
  */
-export declare function audioPeaks(path: string, startMs: number, endMs: number, inputFormat?: string | undefined | null): Promise<AudioPeaks>
+export declare function audioPeaks(path: string, startMs: number, endMs: number, inputFormat?: string | undefined | null, stream?: number | undefined | null): Promise<AudioPeaks>
 
 /**
  * Opens a video and reports its facts: the demuxer that opened it, declared duration, start

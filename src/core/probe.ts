@@ -34,6 +34,16 @@ export interface VideoStreamFacts {
    * read near the end elsewhere; never a full decode). null when it could not be found.
    */
   readableEnd: number | null;
+  /** Ids of the programs (MPEG-TS services) that carry the stream; empty in a file without any. */
+  programs: number[];
+}
+
+/** One audio stream as an engine finds it: what the audio rule ({@link chooseAudioStream}) reads. */
+export interface AudioStreamFacts {
+  /** Stream index in the container. */
+  index: number;
+  /** Ids of the programs (MPEG-TS services) that carry the stream; empty in a file without any. */
+  programs: number[];
 }
 
 /**
@@ -77,6 +87,21 @@ export function chooseVideoStream<S extends VideoStreamFacts>(streams: readonly 
     if (first >= 0 && (a[first] as number) > (b[first] as number)) best = s;
   }
   return best;
+}
+
+/**
+ * The audio rule: the audio stream the band and the report measure, the same for both engines.
+ * The first audio stream of the chosen video's program (a transport stream carries several
+ * services, each its own picture and sound, and the video may be the second's: FFmpeg's
+ * `av_find_best_stream` and players take the sound of the picture's program too); else (no program
+ * shared, a file without programs) the file's first audio stream. Null without audio.
+ */
+export function chooseAudioStream(
+  video: Pick<VideoStreamFacts, 'programs'>,
+  audio: readonly AudioStreamFacts[],
+): number | null {
+  const own = audio.find((a) => a.programs.some((p) => video.programs.includes(p)));
+  return (own ?? audio[0])?.index ?? null;
 }
 
 export interface ClipExtent {

@@ -50,9 +50,12 @@ export const ffmpegEngine: Engine = {
     return (await probeFile(path, { allowed })).info;
   },
 
-  async audioPeaks(path, range, signal, format) {
+  async audioPeaks(path, range, signal, format, stream) {
     const probed = await probeFile(path, format === undefined ? {} : { format });
-    return audioPeaks(path, probed.audio, probed.info.startTime, range, signal);
+    // The stream the audio rule chose (core/probe.ts chooseAudioStream), else the first.
+    const audio =
+      (stream === undefined ? undefined : probed.audio.get(stream)) ?? [...probed.audio.values()][0];
+    return audioPeaks(path, audio ?? null, probed.info.startTime, range, signal);
   },
 
   async render(plan, onProgress, signal, bandLevels) {

@@ -13,6 +13,8 @@
 import { stat } from 'node:fs/promises';
 import { containerAllowed } from '../core/containers.js';
 import { extentToleranceMs } from '../core/probe.js';
+import { extradataSps, fromHexdump, type Sps } from './ffmpeg/h264.js';
+import type { Layout } from './ffmpeg/leading-bytes.js';
 import { PacketEnds, type StreamClock } from './packet-ends.js';
 import { run } from './process.js';
 import { EngineError, type ProbeInfo, type VideoStreamFacts } from './types.js';
@@ -36,6 +38,8 @@ interface StreamJson {
   refs?: number;
   is_avc?: string;
   nal_length_size?: string;
+  /** ffprobe's hexdump of the codec's extradata (`-show_data`). */
+  extradata?: string;
   channels?: number;
   sample_rate?: string;
   disposition?: { default?: number; attached_pic?: number };
@@ -95,6 +99,12 @@ export interface VideoDetails {
    * position (MP4/MOV) in a length-prefixed H.264 or HEVC stream.
    */
   nal: { codec: 'h264' | 'hevc'; lengthSize: number; progressive: boolean } | null;
+  /**
+   * H.264 whose packets' first slice headers can be read in place (ffmpeg/h264.ts): how the
+   * packet's bytes are laid out, and the stream's SPS (null: unreadable, slice headers then say
+   * only whether a picture is an IDR).
+   */
+  h264: { layout: Layout; lengthSize: number | null; sps: Sps | null } | null;
 }
 
 export interface AudioDetails {
@@ -113,8 +123,8 @@ export interface Probed {
   /** The demuxer every later run fixes (`-f`): set when the probe was restricted. */
   fixed: string | undefined;
   video: Map<number, VideoDetails>;
-  /** The first audio stream (the one the envelope is built from), null without audio. */
-  audio: AudioDetails | null;
+  /** The audio streams by index, in stream order (the envelope is built from one of them). */
+  audio: Map<number, AudioDetails>;
 }
 
 const num = (value: string | number | undefined): number | undefined => {
@@ -178,12 +188,17 @@ export function videoDetails(probed: Probed, stream: number): VideoDetails {
 async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const { code, stdout } = await run(
     'ffprobe',
-    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', ...firstInput(path, opening)],
+    [
+      ...['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-show_programs'],
+      '-show_data',
+      ...firstInput(path, opening),
+    ],
     { timeoutMs: 60_000 },
   );
   let parsed: {
     streams?: StreamJson[];
     format?: { duration?: string; start_time?: string; format_name?: string };
+    programs?: Array<{ program_id?: number; streams?: Array<{ index?: number }> }>;
   };
   try {
     parsed = JSON.parse(stdout.toString() || '{}');
@@ -207,6 +222,11 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const sampleTable = /\b(mov|mp4)\b/.test(formatName);
   const video = streams.filter((s) => s.codec_type === 'video');
   const audio = streams.filter((s) => s.codec_type === 'audio');
+  // The ids of the programs (MPEG-TS services) that list each stream.
+  const programs = (index: number) =>
+    (parsed.programs ?? []).flatMap((p) =>
+      p.program_id !== undefined && p.streams?.some((s) => s.index === index) ? [p.program_id] : [],
+    );
 
   const [decodes, ends] = await Promise.all([
     Promise.all(
@@ -237,6 +257,7 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
       sampleTable,
       nal: sampleTable ? nalLayout(s) : null,
+      h264: h264Reading(s, sampleTable ? 'sample' : /\bmpegts\b/.test(formatName) ? 'transport' : null),
     });
     return {
       index: s.index,
@@ -246,10 +267,10 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       frames: frameCount(s, declared),
       decodes: decodes[i] === true,
       readableEnd,
+      programs: programs(s.index),
     };
   });
   const audioEnds = audio.map((s) => ends.get(s.index)).filter((e): e is number => e !== undefined);
-  const first = audio[0];
   return {
     fixed,
     info: {
@@ -257,19 +278,23 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       duration: declared,
       startTime,
       videoStreams: facts,
-      hasAudio: first !== undefined,
+      hasAudio: audio.length > 0,
+      audioStreams: audio.map((s) => ({ index: s.index, programs: programs(s.index) })),
       audioEnd: audioEnds.length ? Math.max(...audioEnds) : null,
     },
     video: details,
-    audio: first
-      ? {
-          index: first.index,
-          channels: first.channels ?? 1,
-          sampleRate: num(first.sample_rate) ?? 48000,
-          startTime: num(first.start_time) ?? startTime,
+    audio: new Map(
+      audio.map((s) => [
+        s.index,
+        {
+          index: s.index,
+          channels: s.channels ?? 1,
+          sampleRate: num(s.sample_rate) ?? 48000,
+          startTime: num(s.start_time) ?? startTime,
           fixed,
-        }
-      : null,
+        },
+      ]),
+    ),
   };
 }
 
@@ -333,6 +358,16 @@ function nalLayout(s: StreamJson): VideoDetails['nal'] {
     return { codec: 'h264', lengthSize: num(s.nal_length_size) ?? 4, progressive };
   }
   return s.codec_name === 'hevc' ? { codec: 'hevc', lengthSize: 4, progressive } : null;
+}
+
+/** See VideoDetails.h264: the layouts leading-bytes.ts reads, the SPS from the extradata. */
+function h264Reading(s: StreamJson, layout: Layout | null): VideoDetails['h264'] {
+  if (s.codec_name !== 'h264' || layout === null) return null;
+  const extradata = fromHexdump(s.extradata ?? '');
+  // avcC (MP4) says how long its length prefixes are; Annex B has start codes.
+  const lengthSize = extradata[0] === 1 && extradata.length > 4 ? ((extradata[4] as number) & 3) + 1 : null;
+  if (layout === 'sample' && lengthSize === null) return null;
+  return { layout, lengthSize, sps: extradataSps(extradata) };
 }
 
 /**

@@ -100,10 +100,11 @@ export function nativeEngine(binding: NativeBinding): Engine {
       range: MsRange,
       signal?: AbortSignal,
       format?: string,
+      stream?: number,
     ): Promise<AudioPeaks> {
       signal?.throwIfAborted();
       try {
-        const call = binding.audioPeaks(file, range.startMs, range.endMs, format);
+        const call = binding.audioPeaks(file, range.startMs, range.endMs, format, stream);
         return signal ? await abortable(call, signal) : await call;
       } catch (err) {
         if (signal?.aborted) throw signal.reason;

@@ -7,12 +7,12 @@
  * (crates/vidsheet-node) and the ffmpeg/ffprobe fallback.
  */
 import type { AudioPeaks, MsRange } from '../core/audio.js';
-import type { VideoStreamFacts } from '../core/probe.js';
+import type { AudioStreamFacts, VideoStreamFacts } from '../core/probe.js';
 import type { RenderPlan } from '../core/render-plan.js';
 import type { PacketLog } from '../core/zoom.js';
 
 export type { AudioPeaks, MsRange } from '../core/audio.js';
-export type { VideoStreamFacts } from '../core/probe.js';
+export type { AudioStreamFacts, VideoStreamFacts } from '../core/probe.js';
 export type {
   BandPlan,
   CellPlan,
@@ -41,6 +41,8 @@ export interface ProbeInfo {
   videoStreams: VideoStreamFacts[];
   /** True when the file has at least one audio stream. */
   hasAudio: boolean;
+  /** Every audio stream, in stream order (core/probe.ts `chooseAudioStream` picks one). */
+  audioStreams: AudioStreamFacts[];
   /** The latest readable end of any audio stream (as `readableEnd` above); null without audio or when unknown. */
   audioEnd: number | null;
 }
@@ -90,7 +92,8 @@ export interface Engine {
    */
   probe(path: string, allowed?: readonly string[]): Promise<ProbeInfo>;
   /**
-   * Decodes the whole first audio stream and measures it (core/audio.ts `AudioPeaks`): raw peaks
+   * Decodes the whole audio stream `stream` (core/probe.ts `chooseAudioStream`; omitted, or not an
+   * audio stream of the file: the first) and measures it (core/audio.ts `AudioPeaks`): raw peaks
    * per ms over `range` (container-relative, integer ms), samples placed by their timestamps (from
    * the pts of the frame that resynchronised the count, counting samples from there; a frame whose
    * pts strays more than 2 ms from the count starts a new origin, so a gap stays a gap), and the
@@ -98,7 +101,13 @@ export interface Engine {
    * When `signal` aborts, rejects once nothing it started still runs. `format`, when given, is the
    * demuxer the file is opened with (no detection), as `RenderPlan.inputFormat`.
    */
-  audioPeaks(path: string, range: MsRange, signal?: AbortSignal, format?: string): Promise<AudioPeaks>;
+  audioPeaks(
+    path: string,
+    range: MsRange,
+    signal?: AbortSignal,
+    format?: string,
+    stream?: number,
+  ): Promise<AudioPeaks>;
   /**
    * One call per job: writes every sheet of the plan. When `signal` aborts, the render stops and
    * rejects, but only once nothing it started still writes into `plan.tempDir`, so the caller may

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  chooseAudioStream,
   chooseVideoStream,
   clipExtent,
   extentToleranceMs,
@@ -15,6 +16,7 @@ const stream = (over: Partial<VideoStreamFacts> & { index: number }): VideoStrea
   frames: 300,
   decodes: true,
   readableEnd: 10,
+  programs: [],
   ...over,
 });
 
@@ -77,6 +79,28 @@ describe('the stream rule', () => {
     const twin = stream({ index: 2, frames: null, width: 1920, height: 1080 });
     expect(chooseVideoStream([twin, large])?.index).toBe(1);
     expect(chooseVideoStream([stream({ index: 3, frames: 1 }), small])?.index).toBe(3);
+  });
+});
+
+describe('the audio rule', () => {
+  const audio = (index: number, programs: number[] = []) => ({ index, programs });
+
+  it("the first audio stream of the video's program, though another program's comes first", () => {
+    const video = stream({ index: 1, programs: [2] });
+    expect(chooseAudioStream(video, [audio(2, [1]), audio(3, [2]), audio(4, [2])])).toBe(3);
+  });
+
+  it('a stream in several programs shares any of them', () => {
+    expect(chooseAudioStream(stream({ index: 0, programs: [1, 5] }), [audio(1, [2]), audio(2, [5])])).toBe(2);
+  });
+
+  it('no program shared, or none at all: the first audio stream', () => {
+    expect(chooseAudioStream(stream({ index: 0, programs: [1] }), [audio(3, [2]), audio(4, [3])])).toBe(3);
+    expect(chooseAudioStream(stream({ index: 0 }), [audio(1), audio(2)])).toBe(1);
+  });
+
+  it('no audio: null', () => {
+    expect(chooseAudioStream(stream({ index: 0, programs: [1] }), [])).toBeNull();
   });
 });
 

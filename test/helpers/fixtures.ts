@@ -1315,6 +1315,46 @@ export function twoProgramsTs(variant: 'twin' | 'larger'): Promise<string> {
 }
 
 /**
+ * What {@link twoProgramsAudioTs} holds: the `larger` two programs (the second's picture is the
+ * video), each with its own sound (MP2, 48 kHz mono): program one a 440 Hz tone throughout,
+ * program two a 1 kHz tone silenced from `quietFrom` s. FFmpeg demuxes program one's picture and
+ * sound as streams 0 and 1, program two's as 2 and 3: the sound of the video's program is not the
+ * file's first.
+ */
+export const TWO_PROGRAMS_AUDIO_TS = {
+  offset: TWO_PROGRAMS_TS.offset,
+  pictures: TWO_PROGRAMS_TS.larger,
+  seconds: 8,
+  tones: [440, 1000],
+  quietFrom: 4,
+  /** The stream indices of each program's picture and sound, as FFmpeg demuxes them. */
+  video: [0, 2],
+  audio: [1, 3],
+} as const;
+
+/** Two programs, each its picture and its sound (see {@link TWO_PROGRAMS_AUDIO_TS}). */
+export function twoProgramsAudioTs(): Promise<string> {
+  const o = TWO_PROGRAMS_AUDIO_TS;
+  return cached('two-programs-audio', 'ts', o, (out) =>
+    withPatternStreams(o.pictures.streams, (inputs) =>
+      run('ffmpeg', [
+        ...[...FFMPEG, ...inputs.flatMap((i) => ['-i', i])],
+        ...o.tones.flatMap((f) => [
+          '-f',
+          'lavfi',
+          '-i',
+          `sine=frequency=${f}:sample_rate=48000:duration=${o.seconds}`,
+        ]),
+        ...['-filter_complex', `[3:a]volume=0:enable='gte(t,${o.quietFrom})'[quiet]`],
+        ...['-map', '0:v', '-map', '1:v', '-map', '2:a', '-map', '[quiet]', '-c:v', 'copy', '-c:a', 'mp2'],
+        ...['-program', 'program_num=1:title=One:st=0:st=2', '-program', 'program_num=2:title=Two:st=1:st=3'],
+        ...['-output_ts_offset', String(o.offset), '-f', 'mpegts', ...BITEXACT, out],
+      ]),
+    ),
+  );
+}
+
+/**
  * What {@link twoTracksMkv} holds: two video tracks of the same size, both flagged default (as
  * Matroska tracks are unless a muxer says otherwise), the second an angle at twice the frame rate,
  * so it holds twice the frames. A player and `ffmpeg -i` show the first.

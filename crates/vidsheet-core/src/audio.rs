@@ -44,15 +44,18 @@ impl Envelope {
 /// `present: false`. Fractional bounds widen to whole ms; a range that is not one (not finite,
 /// beyond ±1e12 ms like plan times, or ending before it starts) is rejected.
 pub fn audio_peaks(path: &str, start_ms: f64, end_ms: f64) -> Result<AudioPeaks> {
-    audio_peaks_as(path, &Container::Any, start_ms, end_ms)
+    audio_peaks_as(path, &Container::Any, start_ms, end_ms, None)
 }
 
-/// [`audio_peaks`] on the file opened as `container` says (a restricted job's fixed demuxer).
+/// [`audio_peaks`] on the file opened as `container` says (a restricted job's fixed demuxer), of
+/// audio stream `stream` when given (src/core/probe.ts `chooseAudioStream`; one that is not an
+/// audio stream of the file measures the first).
 pub fn audio_peaks_as(
     path: &str,
     container: &Container,
     start_ms: f64,
     end_ms: f64,
+    stream: Option<u32>,
 ) -> Result<AudioPeaks> {
     let bounded = |v: f64| v.is_finite() && v.abs() <= 1e12;
     if !bounded(start_ms) || !bounded(end_ms) || end_ms < start_ms {
@@ -63,7 +66,7 @@ pub fn audio_peaks_as(
     media::init();
     // Exact: whole numbers within ±1e12.
     let (lo, hi) = (start_ms.floor() as i64, end_ms.ceil() as i64);
-    let env = envelope(path, container, lo, hi);
+    let env = envelope(path, container, stream, lo, hi);
     Ok(AudioPeaks {
         present: env.present,
         clip_peak: env.peak as f64,
@@ -265,14 +268,17 @@ fn downmix(f: &frame::Audio, out: &mut Vec<f32>) -> bool {
     }
 }
 
-/// Decodes the first audio stream of `path` and returns raw bins for ms [lo, hi) plus the clip
-/// peak. Never fails: a file without a decodable audio stream gives `present: false`.
-fn envelope(path: &str, container: &Container, lo: i64, hi: i64) -> Envelope {
+/// Decodes audio stream `stream` (else the first) of `path` and returns raw bins for ms [lo, hi)
+/// plus the clip peak. Never fails: a file without a decodable audio stream gives `present: false`.
+fn envelope(path: &str, container: &Container, stream: Option<u32>, lo: i64, hi: i64) -> Envelope {
     let absent = || Envelope::absent(lo);
     let Ok(mut input) = media::open_input(path, container) else {
         return absent();
     };
-    let Some(index) = media::first_audio_stream(&input) else {
+    let chosen = stream
+        .map(|s| s as usize)
+        .filter(|&s| media::stream_ptr(&input, s).is_some_and(|st| media::is_audio(st)));
+    let Some(index) = chosen.or_else(|| media::first_audio_stream(&input)) else {
         return absent();
     };
     let start_us = media::start_us(&input);

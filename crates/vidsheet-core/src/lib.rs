@@ -27,8 +27,8 @@ pub use audio::{audio_peaks, audio_peaks_as};
 pub use error::{Error, ErrorCode, Result};
 pub use media::Container;
 pub use plan::{
-    AudioPeaks, BandPlan, CellPlan, CellRef, LabelPlan, PacketLog, ProbeInfo, Rect, RenderPlan,
-    RenderResult, RenderStats, SheetPlan, Theme, VideoStreamFacts,
+    AudioPeaks, AudioStreamFacts, BandPlan, CellPlan, CellRef, LabelPlan, PacketLog, ProbeInfo,
+    Rect, RenderPlan, RenderResult, RenderStats, SheetPlan, Theme, VideoStreamFacts,
 };
 pub use probe::{probe, probe_as};
 pub use render::{render, render_on};

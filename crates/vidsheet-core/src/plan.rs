@@ -67,6 +67,18 @@ pub struct VideoStreamFacts {
     pub decodes: bool,
     /// Where the stream's data ends, seconds from the container start; null when not found.
     pub readable_end: Option<f64>,
+    /// Ids of the programs (MPEG-TS services) that carry the stream; empty in a file without any.
+    pub programs: Vec<u32>,
+}
+
+/// What src/core/probe.ts needs of an audio stream to pick the one the chosen video plays with.
+#[cfg_attr(feature = "napi", napi_derive::napi(object, object_from_js = false))]
+#[derive(Debug, Clone, PartialEq)]
+pub struct AudioStreamFacts {
+    /// Stream index in the container.
+    pub index: u32,
+    /// Ids of the programs (MPEG-TS services) that carry the stream; empty in a file without any.
+    pub programs: Vec<u32>,
 }
 
 /// What the engine learns from opening the file.
@@ -87,6 +99,8 @@ pub struct ProbeInfo {
     pub video_streams: Vec<VideoStreamFacts>,
     /// True when the file has at least one audio stream.
     pub has_audio: bool,
+    /// Every audio stream, in stream order.
+    pub audio_streams: Vec<AudioStreamFacts>,
     /// The latest readable end of any audio stream; null without audio or when not found.
     pub audio_end: Option<f64>,
 }

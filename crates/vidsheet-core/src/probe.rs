@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::extent;
 use crate::media::{self, Container};
 use crate::orientation::display_size;
-use crate::plan::{ProbeInfo, VideoStreamFacts};
+use crate::plan::{AudioStreamFacts, ProbeInfo, VideoStreamFacts};
 
 /// Packets of one stream (and bytes) read at most before deciding that it does not decode.
 const DECODE_PACKETS: u32 = 300;
@@ -79,6 +79,7 @@ pub fn probe_as(path: &str, container: &Container) -> Result<ProbeInfo> {
             frames: frame_count(st, declared),
             decodes: decodes.get(k).copied().unwrap_or(false),
             readable_end: end_of(i),
+            programs: programs_of(&input, i),
         });
     }
     let audio_end = audio
@@ -91,8 +92,35 @@ pub fn probe_as(path: &str, container: &Container) -> Result<ProbeInfo> {
         start_time,
         video_streams,
         has_audio: !audio.is_empty(),
+        audio_streams: audio
+            .iter()
+            .map(|&i| AudioStreamFacts {
+                index: i as u32,
+                programs: programs_of(&input, i),
+            })
+            .collect(),
         audio_end,
     })
+}
+
+/// The ids of the programs (MPEG-TS services) that list stream `index`, in program order.
+fn programs_of(input: &Input, index: usize) -> Vec<u32> {
+    let mut ids = Vec::new();
+    unsafe {
+        let ctx = input.as_ptr();
+        for p in 0..(*ctx).nb_programs as usize {
+            let program = *(*ctx).programs.add(p);
+            if program.is_null() || (*program).stream_index.is_null() {
+                continue;
+            }
+            let listed = (0..(*program).nb_stream_indexes as usize)
+                .any(|k| *(*program).stream_index.add(k) as usize == index);
+            if listed {
+                ids.push((*program).id as u32);
+            }
+        }
+    }
+    ids
 }
 
 /// Frames the stream holds: the container's count, else the size of a per-packet index, else

@@ -69,10 +69,10 @@ fn a_listed_container_opens_and_later_opens_fix_its_demuxer() {
     assert!(info.has_audio);
 
     let fixed = |name: &str| Container::Fixed(name.to_string());
-    let peaks = audio_peaks_as(&mp4, &fixed(MP4), 0.0, 3000.0).unwrap();
+    let peaks = audio_peaks_as(&mp4, &fixed(MP4), 0.0, 3000.0, None).unwrap();
     assert!(peaks.present);
     // Another demuxer, fixed: no detection rescues the open, so no audio is read.
-    let peaks = audio_peaks_as(&mp4, &fixed("matroska,webm"), 0.0, 3000.0).unwrap();
+    let peaks = audio_peaks_as(&mp4, &fixed("matroska,webm"), 0.0, 3000.0, None).unwrap();
     assert!(!peaks.present);
 
     let mut plan = plan(

@@ -81,6 +81,7 @@ pub struct AudioPeaksTask {
     container: vidsheet_core::Container,
     start_ms: f64,
     end_ms: f64,
+    stream: Option<u32>,
 }
 
 impl Task for AudioPeaksTask {
@@ -88,10 +89,11 @@ impl Task for AudioPeaksTask {
     type JsValue = AudioPeaks;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let (path, start, end) = (self.path.clone(), self.start_ms, self.end_ms);
+        let (path, start, end, stream) =
+            (self.path.clone(), self.start_ms, self.end_ms, self.stream);
         let container = self.container.clone();
         Ok(guarded(move || {
-            vidsheet_core::audio_peaks_as(&path, &container, start, end)
+            vidsheet_core::audio_peaks_as(&path, &container, start, end, stream)
         }))
     }
 
@@ -100,17 +102,19 @@ impl Task for AudioPeaksTask {
     }
 }
 
-/// Decodes the whole first audio stream and measures it: raw peak absolute amplitude of the mono
-/// downmix per ms over [startMs, endMs) (container-relative, samples placed by their timestamps)
-/// and the whole clip's peak. Normalising is src/core/audio.ts's. No decodable audio resolves
-/// with `present: false`. `inputFormat`, when given, is the demuxer the file is opened with (no
-/// detection), as the render plan's.
+/// Decodes the whole audio stream `stream` (src/core/probe.ts `chooseAudioStream`; omitted, or not
+/// an audio stream of the file: the first) and measures it: raw peak absolute amplitude of the
+/// mono downmix per ms over [startMs, endMs) (container-relative, samples placed by their
+/// timestamps) and the whole clip's peak. Normalising is src/core/audio.ts's. No decodable audio
+/// resolves with `present: false`. `inputFormat`, when given, is the demuxer the file is opened
+/// with (no detection), as the render plan's.
 #[napi(ts_return_type = "Promise<AudioPeaks>")]
 pub fn audio_peaks(
     path: String,
     start_ms: f64,
     end_ms: f64,
     input_format: Option<String>,
+    stream: Option<u32>,
 ) -> AsyncTask<AudioPeaksTask> {
     AsyncTask::new(AudioPeaksTask {
         path,
@@ -120,6 +124,7 @@ pub fn audio_peaks(
         },
         start_ms,
         end_ms,
+        stream,
     })
 }
 

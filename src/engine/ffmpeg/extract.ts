@@ -24,17 +24,24 @@
  *   the native engine shows), told from the order the decoder logs all frames in (-debug_ts).
  */
 import { createHash } from 'node:crypto';
-import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, open, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
 import { type EntryDecode, provesEntry } from '../../core/open-gop.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
+import { firstSliceAt } from './leading-bytes.js';
 import { lastAtOrBefore, type Packets, seconds } from './packets.js';
 import { Ladder, type OpenGops } from './recovery.js';
 
 const debug = debuglog('vidsheet');
+
+/**
+ * Debug counters of this process's extractions (tests count the recovery ladder's cost by them;
+ * nothing else reads them): ffmpeg runs started, and restarts from further back.
+ */
+export const extractionStats = { runs: 0, restarts: 0 };
 
 export interface GroupRequest {
   path: string;
@@ -198,6 +205,7 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
         print: decode.print,
       });
       if (verdict === 'accept') return r.frames;
+      extractionStats.restarts++;
       debug(
         'group at %ss: %s after a seek to %s; decoding again from further back',
         seconds(firstPts, d).toFixed(3),
@@ -335,12 +343,15 @@ async function extractOnce(
   await mkdir(dir, { recursive: true });
   const script = join(dir, 'filters');
   await writeFile(script, filters.join(',\n'));
-  const watch = troubleWatch(d, seek === null ? null : new Set(packets.keyframes));
+  const entry = start === 'stream' || start < 0 ? undefined : req.keyframes[start];
+  const idrEntry = seek !== null && entry !== undefined && (await isIdr(req, entry)) ? entry : null;
+  const watch = troubleWatch(d, seek === null ? null : new Set(packets.keyframes), idrEntry);
   const stamps = runLog(d);
   const log = lines((text) => {
     watch.line(text);
     stamps.line(text);
   });
+  extractionStats.runs++;
   const exit = await run(
     'ffmpeg',
     [
@@ -355,6 +366,8 @@ async function extractOnce(
       '-threads',
       String(req.threads),
       ...(skipNonReference ? ['-skip_frame', 'noref'] : []),
+      // Each slice header logged (at debug level), so troubleWatch sees where the IDR entry is decoded.
+      ...(idrEntry !== null ? ['-debug', 'pict'] : []),
       '-copyts',
       ...(seek === null ? [] : ['-noaccurate_seek', '-ss', seek.toFixed(6)]),
       ...input(req.path, d.fixed),
@@ -505,6 +518,20 @@ function seekTo(
   return Math.max(0, d.indexed && key !== undefined ? from + eps : from - 0.1);
 }
 
+/** Whether the packet at `pts` is an H.264 IDR picture, read in place; false when that cannot be told. */
+async function isIdr(req: GroupRequest, pts: bigint): Promise<boolean> {
+  const h = req.d.h264;
+  const at = req.packets.bytes.get(pts);
+  if (!h || !at) return false;
+  const file = await open(req.path, 'r');
+  try {
+    const nal = await firstSliceAt(file, h.layout, h.lengthSize, at);
+    return nal !== null && ((nal[0] as number) & 0x1f) === 5;
+  } finally {
+    await file.close();
+  }
+}
+
 /** Who logged a line (decoder-log.json's sources). */
 export type LogSource = 'decoder' | 'demuxer' | 'muxer' | 'filter' | 'other';
 
@@ -558,8 +585,13 @@ const MMCO_UNREF = 'mmco: unref short failure';
  * After a seek an error counts from the first keyframe read: an indexed demuxer lands on one, a
  * bisecting one may land before it, where packets fail without consequence (`keyframes`, the listed
  * ones, name it then). When no keyframe is recognised, all errors count. Invented pictures stay
- * referenced past any keyframe but an IDR (which would not invent them): they count wherever they
- * appear.
+ * referenced past any keyframe but an IDR, so they count wherever they appear, except with an IDR
+ * entry (`idrEntry`, its pts; decoded with `-debug pict`) whose packet the run reads: the first IDR
+ * slice the run's decoder logs is then the entry or one before it, and an IDR drops every
+ * reference picture, invented ones too; the gaps logged before it only say that decoding started
+ * mid-stream before the entry (a bisecting seek lands in the GOP before it). The packets' lines
+ * alone do not tell this: with frame threads the decoder logs a packet's gaps after later packets
+ * were read. A seek that lands past the entry never reads it: then every gap counts.
  *
  * Also whether all of it is what entering at a keyframe that is not an IDR produces (`entry`, see
  * src/core/open-gop.ts): references invented while that keyframe decodes, before the next packet
@@ -567,7 +599,7 @@ const MMCO_UNREF = 'mmco: unref short failure';
  * log names no packet: one decoding thread logs a packet's lines after it is read and before the
  * next one is; frame threads log later, so there an entry is never recognised (and is verified).
  */
-function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
+export function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idrEntry: bigint | null) {
   const packetLine = new RegExp(
     `^\\[info\\] demuxer -> ist_index:${d.index} type:video .*\\bpkt_pts:(-?\\d+|NOPTS) `,
   );
@@ -579,9 +611,17 @@ function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
   let sinceKey = keyframes === null ? 1 : -1;
   // Trouble an entry does not produce: other errors, references invented later.
   let other = false;
+  // Decoder lines before the run's first packet are the stream probe's own decode.
+  let reading = false;
+  let pastIdr = idrEntry === null;
+  let entryRead = false;
+  // Gaps logged before the first IDR slice: they count only if the entry is never read.
+  let beforeIdr = false;
   const line = (text: string) => {
     const packet = packetLine.exec(text);
     if (packet) {
+      reading = true;
+      if (packet[1] !== 'NOPTS' && BigInt(packet[1] as string) === idrEntry) entryRead = true;
       if (!entered) {
         const pts = packet[1] === 'NOPTS' ? undefined : BigInt(packet[1] as string);
         entered = d.indexed || (pts !== undefined && (keyframes as Set<bigint>).has(pts));
@@ -590,10 +630,13 @@ function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
       return;
     }
     const read = readLogLine(text, d.demuxer);
+    if (!pastIdr && reading && read?.source === 'decoder' && IDR_SLICE.test(read.message)) pastIdr = true;
     const said = read && logLine(read.source, read.level, read.message);
     if (said === 'gap') {
-      invented = true;
-      if (sinceKey !== 0) other = true;
+      if (pastIdr) {
+        invented = true;
+        if (sinceKey !== 0) other = true;
+      } else beforeIdr = true;
     } else if (said === 'error') {
       if (entered) after = true;
       else before = true;
@@ -604,10 +647,15 @@ function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null) {
     line,
     found: () => {
       const trouble = after || (!entered && before);
-      return { trouble, invented, entry: entered && invented && !other };
+      // Gaps before an IDR entry the run never read: invented, and never an open-GOP entry's.
+      const lost = beforeIdr && !entryRead;
+      return { trouble, invented: invented || lost, entry: entered && invented && !other && !lost };
     },
   };
 }
+
+/** The H.264 decoder's `-debug pict` line for an IDR slice (h264_slice.c: "slice:%d %c mb:%d %c%s%s"). */
+const IDR_SLICE = /^slice:\d+ \w mb:\d+ \w(?: fix)? IDR /;
 
 /** An output frame's timestamp: pts in the time base `tb` (num, den); null when it has none. */
 type Stamp = { pts: bigint; tb: [bigint, bigint] } | null;

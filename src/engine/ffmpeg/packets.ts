@@ -3,12 +3,15 @@
  * timestamps, keyframes, and where each packet's bytes are (so NAL headers can be read in place).
  * Listing is demux only (ffprobe `-show_entries packet=...`), never a decode.
  */
+import { open } from 'node:fs/promises';
 import type { PacketLog } from '../../core/zoom.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
+import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
+import { firstSliceAt } from './leading-bytes.js';
 
 export interface Packets {
-  /** Presentation timestamps, ascending and distinct, in the stream's time base. */
+  /** Presentation timestamps of the frames (a field pair's second field is none), ascending and distinct, in the stream's time base. */
   pts: bigint[];
   keyframes: bigint[];
   /** Byte position and size of each packet, by pts (absent where the demuxer does not say). */
@@ -31,6 +34,11 @@ interface Row {
    * packet carries one): the listing has a hole here (core/zoom.ts).
    */
   hole?: boolean;
+  /**
+   * The second field of a field pair (H.264 PAFF, each field its own packet): the decoder outputs
+   * the pair as one frame at its first field's time, so this packet's time is no frame's.
+   */
+  second?: boolean;
 }
 
 const int = (value: string | undefined) => (value && /^-?\d+$/.test(value) ? BigInt(value) : undefined);
@@ -179,11 +187,36 @@ async function readRows(
       if (r.dts !== undefined)
         r.pts = r.dts + BigInt(d.reorderDelay) * (r.duration && r.duration > 0n ? r.duration : 1n);
   }
+  await markSecondFields(path, d, rows);
   // Packets before the stream's first keyframe (a capture that opens mid-GOP) stay listed: whether
   // they give a picture is the decoder's to say (HEVC's does, H.264's waits for a recovery point),
   // and a target whose picture a decode from the start does not give shows the frame a sequential
   // decode leaves on screen (extract.ts withStandIns).
   return withPts(rows, d.reorderDelay);
+}
+
+/**
+ * Marks the rows (decode order) that are a field pair's second field, from their first slice
+ * headers read in place (h264.ts); only in H.264 whose SPS allows field pictures.
+ */
+async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Promise<void> {
+  const h = d.h264;
+  const sps = h?.sps;
+  if (!h || !sps || sps.frameMbsOnly) return;
+  const file = await open(path, 'r');
+  try {
+    const slices: Array<SliceInfo | null> = [];
+    for (const r of rows) {
+      const nal =
+        r.pos === undefined || r.size === undefined
+          ? null
+          : await firstSliceAt(file, h.layout, h.lengthSize, { pos: r.pos, size: r.size });
+      slices.push(nal && sliceInfo(nal, sps));
+    }
+    for (const [i, second] of secondFields(slices).entries()) if (second) (rows[i] as Row).second = true;
+  } finally {
+    await file.close();
+  }
 }
 
 /**
@@ -287,7 +320,7 @@ function toPackets(
     let made: T | undefined;
     return () => (made ??= make());
   };
-  const pts = once(() => [...new Set(rows.map((r) => r.pts))].sort(asc));
+  const pts = once(() => [...new Set(rows.flatMap((r) => (r.second ? [] : [r.pts])))].sort(asc));
   const keyframes = once(() => [...new Set(rows.filter((r) => r.key).map((r) => r.pts))].sort(asc));
   const bytes = once(() => {
     const at = new Map<bigint, { pos: number; size: number }>();
@@ -470,7 +503,8 @@ export async function listPacketsNear(
     const shown = atOrBefore(d, ms);
     return runs.some((run) => {
       let frame: bigint | undefined;
-      for (const r of run) if (shown(r.pts) && (frame === undefined || r.pts > frame)) frame = r.pts;
+      for (const r of run)
+        if (!r.second && shown(r.pts) && (frame === undefined || r.pts > frame)) frame = r.pts;
       const opened = frame !== undefined && run.some((r) => r.key && r.pts <= (frame as bigint));
       // The run must also reach a packet decoded after the target (dts past it: every later
       // packet shows later too), or the end of the data; else a frame displayed at or before the

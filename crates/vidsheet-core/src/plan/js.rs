@@ -56,6 +56,7 @@ impl ToNapiValue for VideoStreamFacts {
             frames,
             decodes,
             readable_end,
+            programs,
         } = val;
         object(env, |o| {
             o.set("index", index)?;
@@ -65,7 +66,8 @@ impl ToNapiValue for VideoStreamFacts {
             o.set("attachedPic", attached_pic)?;
             o.set("frames", frames.map(count))?;
             o.set("decodes", decodes)?;
-            o.set("readableEnd", readable_end)
+            o.set("readableEnd", readable_end)?;
+            o.set("programs", programs)
         })
     }
 }

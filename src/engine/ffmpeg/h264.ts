@@ -1,0 +1,215 @@
+/**
+ * What the fallback reads of H.264 itself, from bytes (FFmpeg's tools do not list it per packet):
+ * the stream's sequence parameter set (from the extradata ffprobe prints, avcC or Annex B) and the
+ * first fields of a packet's first slice header: whether it is an IDR picture, and whether it is a
+ * field (PAFF) and which. The native engine's reader is crates/vidsheet-core/src/video/h264.rs.
+ * Everything returns null on data it cannot read: these are facts for decisions that fall back
+ * safely (a packet taken for a frame, a seek judged as before), never a picture's identity.
+ */
+
+/** The sequence parameter set fields the readers use (H.264 7.3.2.1.1). */
+export interface Sps {
+  /** Bits of a slice header's `frame_num`. */
+  log2MaxFrameNum: number;
+  /** A slice header then carries `colour_plane_id` (4:4:4 coded as three planes). */
+  separateColourPlane: boolean;
+  /** Pictures may be fields (PAFF) or frames of field macroblock pairs (MBAFF) when false. */
+  frameMbsOnly: boolean;
+}
+
+/** What a packet's first slice header says. */
+export interface SliceInfo {
+  idr: boolean;
+  frameNum: number;
+  /** A field picture: 'top' or 'bottom'; null for a frame. */
+  field: 'top' | 'bottom' | null;
+}
+
+/** The bytes of ffprobe's hexdump (`00000000: 0164 001e ...  .d..`), as `-show_data` prints them. */
+export function fromHexdump(dump: string): Buffer {
+  const hex = dump
+    .split('\n')
+    .map((line) => /^[0-9a-f]{8}: ((?:[0-9a-f]{2,4} ?)+)/.exec(line)?.[1] ?? '')
+    .join('')
+    .replaceAll(' ', '');
+  return Buffer.from(hex, 'hex');
+}
+
+/** The first SPS of avcC or Annex B extradata; null when there is none or it cannot be read. */
+export function extradataSps(extradata: Buffer): Sps | null {
+  let nal: Buffer | undefined;
+  if (extradata[0] === 1) {
+    // avcC: version, profile, compat, level, length size, then SPS count and (u16 length, SPS)*.
+    if (extradata.length < 8 || ((extradata[5] as number) & 0x1f) === 0) return null;
+    nal = extradata.subarray(8, 8 + extradata.readUInt16BE(6));
+  } else nal = annexBUnits(extradata).find((u) => ((u[0] ?? 0) & 0x1f) === 7);
+  return nal ? parseSps(rbsp(nal)) : null;
+}
+
+/**
+ * The first coded slice NAL unit (type 1 or 5, header byte first) of a packet's leading bytes:
+ * length-prefixed (`lengthSize` bytes, MP4) or Annex B (null); the unit may be cut short.
+ */
+export function firstSlice(data: Buffer, lengthSize: number | null): Buffer | null {
+  const isSlice = (u: Buffer) => u.length > 0 && [1, 5].includes((u[0] as number) & 0x1f);
+  if (lengthSize === null) return annexBUnits(data).find(isSlice) ?? null;
+  for (let at = 0; at + lengthSize < data.length; ) {
+    const length = data.readUIntBE(at, lengthSize);
+    const unit = data.subarray(at + lengthSize, at + lengthSize + length);
+    if (isSlice(unit)) return unit;
+    at += lengthSize + length;
+  }
+  return null;
+}
+
+/** What a slice NAL unit (header byte first) says; null where its header cannot be read. */
+export function sliceInfo(nal: Buffer, sps: Sps): SliceInfo | null {
+  const b = new Bits(rbsp(nal.subarray(0, 32)), 8);
+  if (b.ue() === null || b.ue() === null || b.ue() === null) return null; // first_mb, type, pps
+  if (sps.separateColourPlane && b.bits(2) === null) return null; // colour_plane_id
+  const frameNum = b.bits(sps.log2MaxFrameNum);
+  if (frameNum === null) return null;
+  let field: SliceInfo['field'] = null;
+  if (!sps.frameMbsOnly) {
+    const fieldPic = b.bit();
+    if (fieldPic === null) return null;
+    if (fieldPic === 1) {
+      const bottom = b.bit();
+      if (bottom === null) return null;
+      field = bottom ? 'bottom' : 'top';
+    }
+  }
+  return { idr: ((nal[0] as number) & 0x1f) === 5, frameNum, field };
+}
+
+/**
+ * Which pictures are second fields, given each packet's first slice in decode order (null: not
+ * read): a field that follows a first field of the other parity with the same frame_num, as
+ * FFmpeg's decoder pairs them (h264_field_start). The pair is one frame, output at its first
+ * field's time: the second field's packet gives no picture of its own.
+ */
+export function secondFields(slices: Array<SliceInfo | null>): boolean[] {
+  let open: SliceInfo | null = null;
+  return slices.map((s) => {
+    const second = !!(s?.field && open?.field && open.field !== s.field && open.frameNum === s.frameNum);
+    open = s?.field && !second ? s : null;
+    return second;
+  });
+}
+
+/** The NAL units of Annex B data, each from its header byte to the end of the data. */
+function annexBUnits(data: Buffer): Buffer[] {
+  const units: Buffer[] = [];
+  for (let i = data.indexOf(START); i >= 0; i = data.indexOf(START, i + 3)) units.push(data.subarray(i + 3));
+  return units;
+}
+const START = Buffer.from([0, 0, 1]);
+
+/** The NAL payload without emulation prevention bytes (00 00 03 -> 00 00). */
+function rbsp(nal: Buffer): Buffer {
+  const out: number[] = [];
+  let zeros = 0;
+  for (const b of nal) {
+    if (zeros >= 2 && b === 3) {
+      zeros = 0;
+      continue;
+    }
+    zeros = b === 0 ? zeros + 1 : 0;
+    out.push(b);
+  }
+  return Buffer.from(out);
+}
+
+/** An MSB-first bit reader; each read is null past the end of the data. */
+class Bits {
+  constructor(
+    private readonly data: Buffer,
+    private pos: number,
+  ) {}
+
+  bit(): number | null {
+    const byte = this.data[this.pos >> 3];
+    if (byte === undefined) return null;
+    const bit = (byte >> (7 - (this.pos & 7))) & 1;
+    this.pos++;
+    return bit;
+  }
+
+  bits(n: number): number | null {
+    let v = 0;
+    for (let i = 0; i < n; i++) {
+      const b = this.bit();
+      if (b === null) return null;
+      v = v * 2 + b;
+    }
+    return v;
+  }
+
+  /** Exp-Golomb unsigned. */
+  ue(): number | null {
+    let zeros = 0;
+    for (;;) {
+      const b = this.bit();
+      if (b === null || zeros > 31) return null;
+      if (b === 1) break;
+      zeros++;
+    }
+    const rest = this.bits(zeros);
+    return rest === null ? null : 2 ** zeros - 1 + rest;
+  }
+
+  se(): number | null {
+    const k = this.ue();
+    return k === null ? null : k % 2 === 1 ? (k + 1) / 2 : -(k / 2);
+  }
+
+  skipScalingList(size: number): boolean {
+    let last = 8;
+    let next = 8;
+    for (let i = 0; i < size; i++) {
+      if (next !== 0) {
+        const delta = this.se();
+        if (delta === null) return false;
+        next = (((last + delta) % 256) + 256) % 256;
+      }
+      if (next !== 0) last = next;
+    }
+    return true;
+  }
+}
+
+/** The fields of an SPS NAL unit (header byte first, unescaped) up to `frame_mbs_only_flag`. */
+function parseSps(nal: Buffer): Sps | null {
+  const b = new Bits(nal, 8);
+  const profile = b.bits(8);
+  if (profile === null || b.bits(16) === null || b.ue() === null) return null;
+  let separateColourPlane = false;
+  if ([100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135].includes(profile)) {
+    const chroma = b.ue();
+    if (chroma === null) return null;
+    if (chroma === 3) separateColourPlane = b.bit() === 1;
+    if (b.ue() === null || b.ue() === null || b.bit() === null) return null; // bit depths, bypass
+    if (b.bit() === 1) {
+      for (let i = 0; i < (chroma === 3 ? 12 : 8); i++)
+        if (b.bit() === 1 && !b.skipScalingList(i < 6 ? 16 : 64)) return null;
+    }
+  }
+  const log2 = b.ue();
+  if (log2 === null || log2 > 12) return null;
+  const pocType = b.ue();
+  if (pocType === 0) b.ue();
+  else if (pocType === 1) {
+    b.bit();
+    b.se();
+    b.se();
+    const cycle = b.ue() ?? 0;
+    for (let i = 0; i < Math.min(cycle, 255); i++) b.se();
+  }
+  b.ue(); // max_num_ref_frames
+  b.bit(); // gaps_in_frame_num_value_allowed_flag
+  b.ue(); // pic_width_in_mbs_minus1
+  b.ue(); // pic_height_in_map_units_minus1
+  const frameMbsOnly = b.bit();
+  if (frameMbsOnly === null) return null;
+  return { log2MaxFrameNum: log2 + 4, separateColourPlane, frameMbsOnly: frameMbsOnly === 1 };
+}

@@ -1,0 +1,79 @@
+/**
+ * A packet's first slice NAL unit, read in place from the file at the position ffprobe lists for
+ * it (h264.ts reads its header). MP4/MOV store a sample contiguously; an MPEG-TS
+ * packet's position is the first 188-byte transport packet of its PES packet, whose payload
+ * continues in later transport packets of the same PID (others interleave). Anything else, or
+ * bytes that do not look like what is expected, gives null: the caller then decides as without.
+ */
+import type { FileHandle } from 'node:fs/promises';
+import { firstSlice } from './h264.js';
+
+/**
+ * How many bytes are read at a packet's position (MP4: of the sample; TS: of the file): first a
+ * few, which hold the first slice header of nearly every packet (after an access unit delimiter);
+ * then more, for a packet whose parameter sets and SEI come first. A long interlaced broadcast is
+ * listed field by field, so the first read is kept small.
+ */
+const READS = { sample: [512, 4096], transport: [188 * 4, 188 * 48] } as const;
+
+export type Layout = 'sample' | 'transport';
+
+/**
+ * The first coded slice NAL unit of the packet at `at` (h264.ts `firstSlice`: its header byte
+ * first, possibly cut short after the slice header), or null when none is found.
+ */
+export async function firstSliceAt(
+  file: FileHandle,
+  layout: Layout,
+  lengthSize: number | null,
+  at: { pos: number; size: number },
+): Promise<Buffer | null> {
+  const [few, more] = READS[layout];
+  const bytes = await leadingBytes(file, layout, at, few);
+  const nal = bytes && firstSlice(bytes, lengthSize);
+  // h264.ts reads at most a slice's first 32 bytes: a unit cut shorter is read again with more.
+  if (nal && nal.length >= 32) return nal;
+  const again = await leadingBytes(file, layout, at, more);
+  return (again && firstSlice(again, lengthSize)) ?? nal;
+}
+
+/** The leading bytes of the packet at `at`: length-prefixed NAL units (sample) or Annex B (transport). */
+async function leadingBytes(
+  file: FileHandle,
+  layout: Layout,
+  at: { pos: number; size: number },
+  want: number,
+): Promise<Buffer | null> {
+  const length = layout === 'sample' ? Math.min(at.size, want) : want;
+  const buf = Buffer.alloc(length);
+  const { bytesRead } = await file.read(buf, 0, length, at.pos);
+  const data = buf.subarray(0, bytesRead);
+  return layout === 'sample' ? data : pesPayload(data);
+}
+
+/**
+ * The elementary stream bytes of the PES packet starting at the first transport packet of `data`
+ * (payload_unit_start set), up to the next PES packet of its PID or the end of `data`.
+ */
+export function pesPayload(bytes: Buffer): Buffer | null {
+  // M2TS: each 188-byte packet follows a 4-byte timecode (the position names the timecode).
+  const m2ts = bytes[0] !== 0x47 && bytes[4] === 0x47 && bytes[196] === 0x47;
+  const data = m2ts ? bytes.subarray(4) : bytes;
+  const stride = m2ts ? 192 : 188;
+  if (data[0] !== 0x47 || !((data[1] as number) & 0x40)) return null;
+  const pid = (((data[1] as number) & 0x1f) << 8) | (data[2] as number);
+  const parts: Buffer[] = [];
+  for (let off = 0; off + 188 <= data.length; off += stride) {
+    if (data[off] !== 0x47) break;
+    const b1 = data[off + 1] as number;
+    if ((((b1 & 0x1f) << 8) | (data[off + 2] as number)) !== pid) continue;
+    if (off > 0 && b1 & 0x40) break; // the next PES packet
+    const control = ((data[off + 3] as number) >> 4) & 3;
+    const start = off + 4 + (control & 2 ? 1 + (data[off + 4] as number) : 0);
+    if (control & 1 && start < off + 188) parts.push(data.subarray(start, off + 188));
+  }
+  const pes = Buffer.concat(parts);
+  // PES header: start code prefix, stream id, length, two flag bytes, header data length.
+  if (pes.length < 9 || pes[0] !== 0 || pes[1] !== 0 || pes[2] !== 1) return null;
+  return pes.subarray(9 + (pes[8] as number));
+}

@@ -1,0 +1,160 @@
+/**
+ * The fallback's H.264 reader (src/engine/ffmpeg/h264.ts over leading-bytes.ts): each packet's
+ * first slice header, read in place from MP4 samples and MPEG-TS PES packets, against FFmpeg's own
+ * bitstream tracer (`trace_headers`) on the same packets; which packets are second fields; and the
+ * log rule that lets an IDR entry ignore the frame-number gaps of the GOP a seek landed in.
+ */
+import { execFile } from 'node:child_process';
+import { open } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { troubleWatch } from '../../src/engine/ffmpeg/extract.js';
+import { type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
+import { firstSliceAt } from '../../src/engine/ffmpeg/leading-bytes.js';
+import { probeFile, type VideoDetails, videoDetails } from '../../src/engine/ffprobe.js';
+import { indexClip, paffMp4, paffTs } from '../helpers/fixtures.js';
+
+const execFileP = promisify(execFile);
+
+/** FFmpeg's reading of each packet's first slice header, in decode order. */
+async function traced(path: string): Promise<SliceInfo[]> {
+  const { stderr } = await execFileP(
+    'ffmpeg',
+    [
+      ...['-hide_banner', '-loglevel', 'trace', '-i', path, '-map', '0:v', '-c', 'copy'],
+      ...['-bsf:v', 'trace_headers', '-f', 'null', '-'],
+    ],
+    { maxBuffer: 1 << 28 },
+  );
+  const out: SliceInfo[] = [];
+  let current: Partial<SliceInfo & { read: boolean; inSlice: boolean }> | null = null;
+  const value = (line: string) => Number(/= (\d+)$/.exec(line)?.[1]);
+  for (const line of stderr.split('\n')) {
+    if (!line.startsWith('[trace_headers')) continue;
+    if (line.includes('] Packet: ')) {
+      current = {};
+      continue;
+    }
+    if (!current || current.read) continue;
+    if (line.endsWith('] Slice Header')) current.inSlice = true;
+    else if (!current.inSlice) continue;
+    else if (/ nal_unit_type /.test(line)) current.idr = value(line) === 5;
+    else if (/ frame_num /.test(line)) {
+      current.frameNum = value(line);
+      current.field = null;
+    } else if (/ field_pic_flag /.test(line)) current.field = value(line) ? 'top' : null;
+    else if (/ bottom_field_flag /.test(line)) current.field = value(line) ? 'bottom' : 'top';
+    else if (/ (idr_pic_id|pic_order_cnt_lsb) /.test(line)) {
+      current.read = true;
+      out.push({
+        idr: current.idr as boolean,
+        frameNum: current.frameNum as number,
+        field: current.field ?? null,
+      });
+    }
+  }
+  return out;
+}
+
+/** This reader's view of each packet, in decode order (positions from ffprobe's listing). */
+async function read(path: string, d: VideoDetails): Promise<Array<SliceInfo | null>> {
+  const h = d.h264;
+  if (!h?.sps) throw new Error('no H.264 SPS read from the extradata');
+  const { stdout } = await execFileP('ffprobe', [
+    ...['-v', 'error', '-select_streams', '0', '-show_entries', 'packet=pos,size', '-of', 'csv=p=0', path],
+  ]);
+  const file = await open(path, 'r');
+  try {
+    const out: Array<SliceInfo | null> = [];
+    for (const line of stdout.split('\n').filter(Boolean)) {
+      const [size, pos] = line.split(',').map(Number) as [number, number];
+      const nal = await firstSliceAt(file, h.layout, h.lengthSize, { pos, size });
+      out.push(nal && sliceInfo(nal, h.sps));
+    }
+    return out;
+  } finally {
+    await file.close();
+  }
+}
+
+describe('H.264 slice headers read in place', () => {
+  const subjects: Array<[string, () => Promise<string>, boolean]> = [
+    ['PAFF MP4', paffMp4, true],
+    ['PAFF TS', paffTs, true],
+    ['progressive MP4', () => indexClip({ seconds: 4, gop: 25 }), false],
+    ['progressive TS', () => indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 }), false],
+  ];
+  it.each(subjects)(
+    '%s: every packet as trace_headers reads it, second fields told',
+    async (_, make, paff) => {
+      const path = await make();
+      const d = videoDetails(await probeFile(path), 0);
+      const mine = await read(path, d);
+      const theirs = await traced(path);
+      expect(mine.length).toBeGreaterThan(50);
+      expect(mine).toEqual(theirs);
+      expect(d.h264?.sps?.frameMbsOnly).toBe(!paff);
+      // The PAFF fixtures are pairs in decode order, first field then second; no frame is a field.
+      expect(secondFields(mine)).toEqual(mine.map((_, i) => paff && i % 2 === 1));
+    },
+    120_000,
+  );
+
+  it('a field is second only after a first field of the other parity and the same frame_num', () => {
+    const f = (frameNum: number, field: SliceInfo['field'], idr = false): SliceInfo => ({
+      idr,
+      frameNum,
+      field,
+    });
+    expect(
+      secondFields([
+        f(0, 'top', true),
+        f(0, 'bottom'), // pairs with the IDR top field
+        f(1, 'top'),
+        f(2, 'bottom'), // another frame_num: a lone field, then a first field
+        f(2, 'top'), // pairs with it
+        f(3, 'top'),
+        f(3, 'top'), // same parity: a new first field
+        null,
+        f(4, 'bottom'), // nothing readable before it
+        f(5, null),
+        f(5, 'top'), // a frame never opens a pair
+      ]),
+    ).toEqual([false, true, false, false, true, false, false, false, false, false, false]);
+  });
+});
+
+describe('an IDR entry ignores the gaps of the GOP a seek landed in', () => {
+  const d = { index: 0, indexed: false, demuxer: 'mpegts' } as VideoDetails;
+  const packet = (pts: number) =>
+    `[info] demuxer -> ist_index:0 type:video next_dts:NOPTS pkt_pts:${pts} pkt_pts_time:1 pkt_dts:${pts} `;
+  const gap = '[h264 @ 0x55] [debug] Frame num gap 11 6';
+  const idr =
+    '[h264 @ 0x56] [debug] slice:1 F mb:0 I fix IDR frame:0 poc:65536/65536 ref:0/0 qp:4 loop:1:0:0 weight:0 ';
+  const p =
+    '[h264 @ 0x55] [debug] slice:1 F mb:0 P fix frame:1 poc:65544/65544 ref:1/1 qp:6 loop:1:0:0 weight:0 ';
+  const watch = (idrEntry: bigint | null, lines: string[]) => {
+    const w = troubleWatch(d, new Set([3600n, 7200n]), idrEntry);
+    for (const line of lines) w.line(line);
+    return w.found().invented;
+  };
+
+  it('gaps before the first IDR slice after the first packet do not count; after it they do', () => {
+    // The bisecting seek lands before the entry (3600); with frame threads the gaps are logged after it.
+    const landed = [packet(0), packet(3600), gap, gap, idr, p];
+    expect(watch(3600n, landed)).toBe(false);
+    expect(watch(3600n, [...landed, gap])).toBe(true);
+    // The stream probe's own decode logs an IDR slice before the run reads any packet: not the
+    // entry, so the landed GOP's gaps after it still do not count, and the entry's IDR opens them.
+    expect(watch(3600n, [idr, packet(0), gap, packet(3600)])).toBe(false);
+    expect(watch(3600n, [idr, packet(0), gap, packet(3600), idr, gap])).toBe(true);
+  });
+
+  it('a seek that lands past the entry never reads it: its gaps count, whatever IDR comes next', () => {
+    expect(watch(3600n, [packet(5000), gap, packet(7200), idr, p])).toBe(true);
+  });
+
+  it('without an IDR entry every gap counts', () => {
+    expect(watch(null, [packet(0), packet(3600), gap, idr, p])).toBe(true);
+  });
+});
