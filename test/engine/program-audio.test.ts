@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '../../src/engine/types.js';
 import { ENGINES, runCli } from '../helpers/cli.js';
 import { FFMPEG, TWO_PROGRAMS_AUDIO_TS, twoProgramsAudioTs } from '../helpers/fixtures.js';
+import { programTable } from '../helpers/oracle.js';
 
 const execFileP = promisify(execFile);
 
@@ -29,26 +30,6 @@ async function engineNamed(name: string): Promise<Engine> {
   const loaded = loadNative();
   if (!('engine' in loaded)) throw new Error(loaded.error);
   return loaded.engine;
-}
-
-/** ffprobe's program table: program number -> the stream indices it lists. */
-async function programTable(path: string): Promise<Map<number, number[]>> {
-  const { stdout } = await execFileP('ffprobe', [
-    ...[
-      '-v',
-      'error',
-      '-show_programs',
-      '-show_entries',
-      'program=program_num:stream=index',
-      '-of',
-      'json',
-      path,
-    ],
-  ]);
-  const parsed = JSON.parse(stdout) as {
-    programs: Array<{ program_num: number; streams: Array<{ index: number }> }>;
-  };
-  return new Map(parsed.programs.map((p) => [p.program_num, p.streams.map((s) => s.index)]));
 }
 
 /** The peak |sample| (0..1) of audio stream `index` in [from, to) s of its decode, by ffmpeg. */

@@ -54,6 +54,7 @@ import {
   type PacketExtent,
   packetExtent,
   probeFile,
+  programTable,
   runVidsheet as runCliGroup,
 } from '../helpers/oracle.js';
 
@@ -489,23 +490,7 @@ describe('fixtures reproduce the real-world lies', () => {
       const counts = o.streams.map((_, i) => packets.filter((p) => p.stream_index === i).length);
       expect(counts).toEqual(o.streams.map((v) => v.frames));
       if (programs.length) {
-        const { stdout } = await execFileP('ffprobe', [
-          ...[
-            '-v',
-            'error',
-            '-show_entries',
-            'program=program_num:program_stream=index',
-            '-of',
-            'json',
-            path,
-          ],
-        ]);
-        const parsed = JSON.parse(stdout) as {
-          programs: Array<{ program_num: number; streams: Array<{ index: number }> }>;
-        };
-        expect(parsed.programs.map((p) => [p.program_num, p.streams.map((s) => s.index)])).toEqual(
-          programs.map((n, i) => [n, [i]]),
-        );
+        expect([...(await programTable(path))]).toEqual(programs.map((n, i) => [n, [i]]));
       }
       // The independent referee: the stream `ffmpeg -i` maps by default, and its first frame.
       expect(await ffmpegDefaultVideo(path)).toEqual({ stream: o.shown, shows: o.streams[o.shown]?.base });

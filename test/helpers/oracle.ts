@@ -12,6 +12,7 @@
  *   pts + duration of a complete packet), and the clip extent DESIGN §2 gives.
  * - {@link oracleFrames}, {@link judgeCell}, {@link judgeRun}: what a sequential decode shows at the
  *   cells' times, a sheet's cells judged against it, a whole CLI run judged (test/corpus).
+ * - {@link programTable}: which streams each program of a transport stream lists.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -91,4 +92,16 @@ export async function decodedIndices(path: string, stream: number): Promise<Inde
   });
   paired.sort((a, b) => (a.pts < b.pts ? -1 : a.pts > b.pts ? 1 : 0)); // stable, like frameTimes
   return paired.map((p) => p.read);
+}
+
+/** ffprobe's program table: program number -> the stream indices it lists. */
+export async function programTable(path: string): Promise<Map<number, number[]>> {
+  const { stdout } = await execFileP('ffprobe', [
+    ...['-v', 'error', '-show_programs', '-show_entries', 'program=program_num:stream=index'],
+    ...['-of', 'json', path],
+  ]);
+  const parsed = JSON.parse(stdout) as {
+    programs: Array<{ program_num: number; streams: Array<{ index: number }> }>;
+  };
+  return new Map(parsed.programs.map((p) => [p.program_num, p.streams.map((s) => s.index)]));
 }
