@@ -17,6 +17,8 @@
  *   --events [--only clip,...] [--engines native,ffmpeg] [--densities 3x3,4x4,6x6] [--no-corpus]
  *                                      the zoom hints' recall and false hints on clips with known
  *                                      events and on corpus cuts, each engine (events.mjs)
+ *   --fields [--runs 3]                what finding H.264 field pairs costs the fallback's listing
+ *                                      on 10 minutes of interlaced broadcast (fields.mjs)
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -40,6 +42,7 @@ const SEPARATE = {
   '--session': 'session.mjs',
   '--hunt': 'hunt.mjs',
   '--events': 'events.mjs',
+  '--fields': 'fields.mjs',
 };
 for (const [name, script] of Object.entries(SEPARATE)) {
   if (!argv.includes(name)) continue;

@@ -5,12 +5,11 @@
  * log rule that lets an IDR entry ignore the frame-number gaps of the GOP a seek landed in.
  */
 import { execFile } from 'node:child_process';
-import { open } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { troubleWatch } from '../../src/engine/ffmpeg/extract.js';
 import { type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
-import { firstSliceAt } from '../../src/engine/ffmpeg/leading-bytes.js';
+import { mapFirstSlices } from '../../src/engine/ffmpeg/leading-bytes.js';
 import { probeFile, type VideoDetails, videoDetails } from '../../src/engine/ffprobe.js';
 import { indexClip, paffMp4, paffTs } from '../helpers/fixtures.js';
 
@@ -56,25 +55,27 @@ async function traced(path: string): Promise<SliceInfo[]> {
   return out;
 }
 
-/** This reader's view of each packet, in decode order (positions from ffprobe's listing). */
-async function read(path: string, d: VideoDetails): Promise<Array<SliceInfo | null>> {
-  const h = d.h264;
-  if (!h?.sps) throw new Error('no H.264 SPS read from the extradata');
+/** Each packet's position and size, in decode order, as ffprobe lists them. */
+async function listPackets(path: string): Promise<Array<{ pos: number; size: number }>> {
   const { stdout } = await execFileP('ffprobe', [
     ...['-v', 'error', '-select_streams', '0', '-show_entries', 'packet=pos,size', '-of', 'csv=p=0', path],
   ]);
-  const file = await open(path, 'r');
-  try {
-    const out: Array<SliceInfo | null> = [];
-    for (const line of stdout.split('\n').filter(Boolean)) {
+  return stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
       const [size, pos] = line.split(',').map(Number) as [number, number];
-      const nal = await firstSliceAt(file, h.layout, h.lengthSize, { pos, size });
-      out.push(nal && sliceInfo(nal, h.sps));
-    }
-    return out;
-  } finally {
-    await file.close();
-  }
+      return { pos, size };
+    });
+}
+
+/** This reader's view of each packet, in decode order (positions from ffprobe's listing). */
+async function read(path: string, d: VideoDetails): Promise<Array<SliceInfo | null>> {
+  const h = d.h264;
+  const sps = h?.sps;
+  if (!h || !sps) throw new Error('no H.264 SPS read from the extradata');
+  const at = await listPackets(path);
+  return mapFirstSlices(path, h.layout, h.lengthSize, at, (nal) => nal && sliceInfo(nal, sps));
 }
 
 describe('H.264 slice headers read in place', () => {
@@ -99,6 +100,29 @@ describe('H.264 slice headers read in place', () => {
     },
     120_000,
   );
+
+  it('a long listing is read in turns: other work runs between its reads', async () => {
+    const path = await paffTs();
+    const d = videoDetails(await probeFile(path), 0);
+    const h = d.h264;
+    if (!h) throw new Error('no H.264 details');
+    const packets = await listPackets(path);
+    // 3000 reads of real packets, as an hour of broadcast would be many more.
+    const at = Array.from({ length: 3000 }, (_, i) => packets[i % packets.length]);
+    let read = 0;
+    let seenAt: number | undefined;
+    setImmediate(() => {
+      seenAt = read;
+    });
+    const slices = await mapFirstSlices(path, h.layout, h.lengthSize, at, (nal) => {
+      read++;
+      return nal !== null;
+    });
+    expect(slices.every(Boolean)).toBe(true);
+    // The event loop turned after the first batch, long before the last read.
+    expect(seenAt).toBeGreaterThan(0);
+    expect(seenAt).toBeLessThan(at.length / 2);
+  });
 
   it('a field is second only after a first field of the other parity and the same frame_num', () => {
     const f = (frameNum: number, field: SliceInfo['field'], idr = false): SliceInfo => ({

@@ -24,14 +24,14 @@
  *   the native engine shows), told from the order the decoder logs all frames in (-debug_ts).
  */
 import { createHash } from 'node:crypto';
-import { copyFile, mkdir, open, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
 import { type EntryDecode, provesEntry } from '../../core/open-gop.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
-import { firstSliceAt } from './leading-bytes.js';
+import { mapFirstSlices } from './leading-bytes.js';
 import { lastAtOrBefore, type Packets, seconds } from './packets.js';
 import { Ladder, type OpenGops } from './recovery.js';
 
@@ -523,13 +523,14 @@ async function isIdr(req: GroupRequest, pts: bigint): Promise<boolean> {
   const h = req.d.h264;
   const at = req.packets.bytes.get(pts);
   if (!h || !at) return false;
-  const file = await open(req.path, 'r');
-  try {
-    const nal = await firstSliceAt(file, h.layout, h.lengthSize, at);
-    return nal !== null && ((nal[0] as number) & 0x1f) === 5;
-  } finally {
-    await file.close();
-  }
+  const [idr] = await mapFirstSlices(
+    req.path,
+    h.layout,
+    h.lengthSize,
+    [at],
+    (nal) => nal !== null && ((nal[0] as number) & 0x1f) === 5,
+  );
+  return idr ?? false;
 }
 
 /** Who logged a line (decoder-log.json's sources). */

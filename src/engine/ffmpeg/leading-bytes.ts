@@ -5,7 +5,7 @@
  * continues in later transport packets of the same PID (others interleave). Anything else, or
  * bytes that do not look like what is expected, gives null: the caller then decides as without.
  */
-import type { FileHandle } from 'node:fs/promises';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { firstSlice } from './h264.js';
 
 /**
@@ -16,37 +16,64 @@ import { firstSlice } from './h264.js';
  */
 const READS = { sample: [512, 4096], transport: [188 * 4, 188 * 48] } as const;
 
+/**
+ * Reads between two turns of the event loop. The reads are synchronous: they are a few hundred
+ * bytes each, from a file ffprobe has just read through (in the page cache), where a promise read
+ * costs about 25 µs of CPU against 1.5 µs (bench/fields.mjs). An hour of interlaced broadcast is
+ * 90 000 packets: seconds of CPU the other way. Yielding every 256 reads keeps a server's other
+ * requests waiting well under a millisecond at a time.
+ */
+const READS_PER_TURN = 256;
+
 export type Layout = 'sample' | 'transport';
 
+/** Where a packet's bytes are, as ffprobe lists them. */
+export interface PacketBytes {
+  pos: number;
+  size: number;
+}
+
 /**
- * The first coded slice NAL unit of the packet at `at` (h264.ts `firstSlice`: its header byte
- * first, possibly cut short after the slice header), or null when none is found.
+ * `judge` applied to the first coded slice NAL unit of each packet of `at` (h264.ts `firstSlice`:
+ * its header byte first, possibly cut short after the slice header; null when none is found or the
+ * packet's position is unknown), read in place from the file at `path`, in order. The slice is
+ * only valid during its call.
  */
-export async function firstSliceAt(
-  file: FileHandle,
+export async function mapFirstSlices<T>(
+  path: string,
   layout: Layout,
   lengthSize: number | null,
-  at: { pos: number; size: number },
-): Promise<Buffer | null> {
+  at: ReadonlyArray<PacketBytes | undefined>,
+  judge: (nal: Buffer | null) => T,
+): Promise<T[]> {
+  const fd = openSync(path, 'r');
+  try {
+    const out: T[] = [];
+    for (const [i, packet] of at.entries()) {
+      if (i % READS_PER_TURN === READS_PER_TURN - 1) await new Promise(setImmediate);
+      out.push(judge(packet ? firstSliceAt(fd, layout, lengthSize, packet) : null));
+    }
+    return out;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function firstSliceAt(fd: number, layout: Layout, lengthSize: number | null, at: PacketBytes): Buffer | null {
   const [few, more] = READS[layout];
-  const bytes = await leadingBytes(file, layout, at, few);
+  const bytes = leadingBytes(fd, layout, at, few);
   const nal = bytes && firstSlice(bytes, lengthSize);
   // h264.ts reads at most a slice's first 32 bytes: a unit cut shorter is read again with more.
   if (nal && nal.length >= 32) return nal;
-  const again = await leadingBytes(file, layout, at, more);
+  const again = leadingBytes(fd, layout, at, more);
   return (again && firstSlice(again, lengthSize)) ?? nal;
 }
 
 /** The leading bytes of the packet at `at`: length-prefixed NAL units (sample) or Annex B (transport). */
-async function leadingBytes(
-  file: FileHandle,
-  layout: Layout,
-  at: { pos: number; size: number },
-  want: number,
-): Promise<Buffer | null> {
+function leadingBytes(fd: number, layout: Layout, at: PacketBytes, want: number): Buffer | null {
   const length = layout === 'sample' ? Math.min(at.size, want) : want;
-  const buf = Buffer.alloc(length);
-  const { bytesRead } = await file.read(buf, 0, length, at.pos);
+  const buf = Buffer.allocUnsafe(length);
+  const bytesRead = readSync(fd, buf, 0, length, at.pos);
   const data = buf.subarray(0, bytesRead);
   return layout === 'sample' ? data : pesPayload(data);
 }

@@ -3,12 +3,11 @@
  * timestamps, keyframes, and where each packet's bytes are (so NAL headers can be read in place).
  * Listing is demux only (ffprobe `-show_entries packet=...`), never a decode.
  */
-import { open } from 'node:fs/promises';
 import type { PacketLog } from '../../core/zoom.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
-import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
-import { firstSliceAt } from './leading-bytes.js';
+import { secondFields, sliceInfo } from './h264.js';
+import { mapFirstSlices } from './leading-bytes.js';
 
 export interface Packets {
   /** Presentation timestamps of the frames (a field pair's second field is none), ascending and distinct, in the stream's time base. */
@@ -203,20 +202,11 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
   const h = d.h264;
   const sps = h?.sps;
   if (!h || !sps || sps.frameMbsOnly) return;
-  const file = await open(path, 'r');
-  try {
-    const slices: Array<SliceInfo | null> = [];
-    for (const r of rows) {
-      const nal =
-        r.pos === undefined || r.size === undefined
-          ? null
-          : await firstSliceAt(file, h.layout, h.lengthSize, { pos: r.pos, size: r.size });
-      slices.push(nal && sliceInfo(nal, sps));
-    }
-    for (const [i, second] of secondFields(slices).entries()) if (second) (rows[i] as Row).second = true;
-  } finally {
-    await file.close();
-  }
+  const at = rows.map((r) =>
+    r.pos === undefined || r.size === undefined ? undefined : { pos: r.pos, size: r.size },
+  );
+  const slices = await mapFirstSlices(path, h.layout, h.lengthSize, at, (nal) => nal && sliceInfo(nal, sps));
+  for (const [i, second] of secondFields(slices).entries()) if (second) (rows[i] as Row).second = true;
 }
 
 /**
