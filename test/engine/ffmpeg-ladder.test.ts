@@ -2,8 +2,8 @@
  * The fallback's recovery ladder climbs only on real damage (issue 24): on intact files every
  * seek's decode is accepted as it is, so each group of targets costs one ffmpeg run. Two false
  * alarms made it climb to the stream start:
- * - H.264 field pictures each in a packet of their own (PAFF): a second field's time was taken for
- *   a frame, whose picture never came out ("frames missing");
+ * - field pictures each in a packet of their own (H.264 PAFF; MPEG-2 in MP4 samples): a second
+ *   field's time was taken for a frame, whose picture never came out ("frames missing");
  * - every H.264 transport stream: the bisecting seek lands in the GOP before the IDR entry and the
  *   decoder logs "Frame num gap" there, which counted as invented reference pictures.
  * Counted by the extraction's debug counter (extract.ts `extractionStats`), over a whole job in
@@ -20,7 +20,7 @@ import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { runJob } from '../../src/job.js';
-import { indexClip, PAFF, paffMp4, paffTs } from '../helpers/fixtures.js';
+import { fieldPicturesMp4, indexClip, PAFF, paffMp4, paffTs } from '../helpers/fixtures.js';
 
 let work: string;
 beforeAll(() => {
@@ -45,6 +45,7 @@ async function overview(path: string, name: string): Promise<{ restarts: number;
 const SUBJECTS: Array<[string, () => Promise<string>]> = [
   ['PAFF H.264 MP4 (each field its own sample)', paffMp4],
   ['PAFF H.264 TS (each field its own PES packet)', paffTs],
+  ['field-coded MPEG-2 MP4 (each field its own sample)', fieldPicturesMp4],
   ['progressive H.264 TS', () => indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 })],
 ];
 

@@ -1,6 +1,7 @@
 /**
- * A packet's first slice NAL unit, read in place from the file at the position ffprobe lists for
- * it (h264.ts reads its header). MP4/MOV store a sample contiguously; an MPEG-TS
+ * A packet's leading bytes, read in place from the file at the position ffprobe lists for it: an
+ * H.264 packet's first slice NAL unit (h264.ts reads its header), an MPEG-2 packet's picture
+ * headers (mpeg2.ts). MP4/MOV store a sample contiguously; an MPEG-TS
  * packet's position is the first 188-byte transport packet of its PES packet, whose payload
  * continues in later transport packets of the same PID (others interleave). Anything else, or
  * bytes that do not look like what is expected, gives null: the caller then decides as without.
@@ -34,24 +35,29 @@ export interface PacketBytes {
 }
 
 /**
- * `judge` applied to the first coded slice NAL unit of each packet of `at` (h264.ts `firstSlice`:
- * its header byte first, possibly cut short after the slice header; null when none is found or the
- * packet's position is unknown), read in place from the file at `path`, in order. The slice is
- * only valid during its call.
+ * Reads a packet's leading bytes, `want` of them at most: of the sample (MP4/MOV: length-prefixed
+ * NAL units or the codec's own bytes) or of the file, gathered into the PES payload (MPEG-TS:
+ * Annex B); null when they do not look like what is expected.
  */
-export async function mapFirstSlices<T>(
+export type ReadLeading = (want: number) => Buffer | null;
+
+/**
+ * `judge` applied to each packet of `at`, read in place from the file at `path`, in order; it is
+ * given no reader for a packet whose position is unknown. What a reader returns is only valid
+ * during its call.
+ */
+export async function mapPackets<T>(
   path: string,
   layout: Layout,
-  lengthSize: number | null,
   at: ReadonlyArray<PacketBytes | undefined>,
-  judge: (nal: Buffer | null) => T,
+  judge: (read: ReadLeading | null) => T,
 ): Promise<T[]> {
   const fd = openSync(path, 'r');
   try {
     const out: T[] = [];
     for (const [i, packet] of at.entries()) {
       if (i % READS_PER_TURN === READS_PER_TURN - 1) await new Promise(setImmediate);
-      out.push(judge(packet ? firstSliceAt(fd, layout, lengthSize, packet) : null));
+      out.push(judge(packet ? (want) => leadingBytes(fd, layout, packet, want) : null));
     }
     return out;
   } finally {
@@ -59,17 +65,32 @@ export async function mapFirstSlices<T>(
   }
 }
 
-function firstSliceAt(fd: number, layout: Layout, lengthSize: number | null, at: PacketBytes): Buffer | null {
+/**
+ * `judge` applied to the first coded slice NAL unit of each H.264 packet of `at` (h264.ts
+ * `firstSlice`: its header byte first, possibly cut short after the slice header; null when none
+ * is found or the packet's position is unknown): see {@link mapPackets}.
+ */
+export function mapFirstSlices<T>(
+  path: string,
+  layout: Layout,
+  lengthSize: number | null,
+  at: ReadonlyArray<PacketBytes | undefined>,
+  judge: (nal: Buffer | null) => T,
+): Promise<T[]> {
+  return mapPackets(path, layout, at, (read) => judge(read && firstSliceIn(read, layout, lengthSize)));
+}
+
+function firstSliceIn(read: ReadLeading, layout: Layout, lengthSize: number | null): Buffer | null {
   const [few, more] = READS[layout];
-  const bytes = leadingBytes(fd, layout, at, few);
+  const bytes = read(few);
   const nal = bytes && firstSlice(bytes, lengthSize);
   // h264.ts reads at most a slice's first 32 bytes: a unit cut shorter is read again with more.
   if (nal && nal.length >= 32) return nal;
-  const again = leadingBytes(fd, layout, at, more);
+  const again = read(more);
   return (again && firstSlice(again, lengthSize)) ?? nal;
 }
 
-/** The leading bytes of the packet at `at`: length-prefixed NAL units (sample) or Annex B (transport). */
+/** See {@link ReadLeading}. */
 function leadingBytes(fd: number, layout: Layout, at: PacketBytes, want: number): Buffer | null {
   const length = layout === 'sample' ? Math.min(at.size, want) : want;
   const buf = Buffer.allocUnsafe(length);

@@ -6,8 +6,9 @@
 import type { PacketLog } from '../../core/zoom.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
-import { secondFields, sliceInfo } from './h264.js';
-import { mapFirstSlices } from './leading-bytes.js';
+import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
+import { mapFirstSlices, mapPackets } from './leading-bytes.js';
+import { mpeg2Picture } from './mpeg2.js';
 
 export interface Packets {
   /** Presentation timestamps of the frames (a field pair's second field is none), ascending and distinct, in the stream's time base. */
@@ -195,18 +196,22 @@ async function readRows(
 }
 
 /**
- * Marks the rows (decode order) that are a field pair's second field, from their first slice
- * headers read in place (h264.ts); only in H.264 whose SPS allows field pictures.
+ * Marks the rows (decode order) that are a field pair's second field, from their picture headers
+ * read in place: H.264 whose SPS allows field pictures (h264.ts), and MPEG-2 in MP4/MOV, where a
+ * muxer may store each field as a sample (mpeg2.ts; elsewhere FFmpeg's parser joins the fields).
  */
 async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Promise<void> {
   const h = d.h264;
   const sps = h?.sps;
-  if (!h || !sps || sps.frameMbsOnly) return;
-  const at = rows.map((r) =>
-    r.pos === undefined || r.size === undefined ? undefined : { pos: r.pos, size: r.size },
-  );
-  const slices = await mapFirstSlices(path, h.layout, h.lengthSize, at, (nal) => nal && sliceInfo(nal, sps));
-  for (const [i, second] of secondFields(slices).entries()) if (second) (rows[i] as Row).second = true;
+  const at = () =>
+    rows.map((r) => (r.pos === undefined || r.size === undefined ? undefined : { pos: r.pos, size: r.size }));
+  let pictures: Array<SliceInfo | null>;
+  if (d.codec === 'mpeg2video' && d.sampleTable)
+    pictures = await mapPackets(path, 'sample', at(), (read) => read && mpeg2Picture(read));
+  else if (h && sps && !sps.frameMbsOnly)
+    pictures = await mapFirstSlices(path, h.layout, h.lengthSize, at(), (nal) => nal && sliceInfo(nal, sps));
+  else return;
+  for (const [i, second] of secondFields(pictures).entries()) if (second) (rows[i] as Row).second = true;
 }
 
 /**
