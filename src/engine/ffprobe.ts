@@ -257,7 +257,7 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
       sampleTable,
       nal: sampleTable ? nalLayout(s) : null,
-      h264: h264Reading(s, sampleTable ? 'sample' : /\bmpegts\b/.test(formatName) ? 'transport' : null),
+      h264: h264Reading(s, h264Layout(sampleTable, formatName)),
     });
     return {
       index: s.index,
@@ -360,13 +360,20 @@ function nalLayout(s: StreamJson): VideoDetails['nal'] {
   return s.codec_name === 'hevc' ? { codec: 'hevc', lengthSize: 4, progressive } : null;
 }
 
+/** Where leading-bytes.ts finds a packet's bytes in this container; null where it cannot. */
+function h264Layout(sampleTable: boolean, formatName: string): Layout | null {
+  if (sampleTable) return 'sample';
+  if (/\bmpegts\b/.test(formatName)) return 'transport';
+  return /\bmatroska\b/.test(formatName) ? 'block' : null;
+}
+
 /** See VideoDetails.h264: the layouts leading-bytes.ts reads, the SPS from the extradata. */
 function h264Reading(s: StreamJson, layout: Layout | null): VideoDetails['h264'] {
   if (s.codec_name !== 'h264' || layout === null) return null;
   const extradata = fromHexdump(s.extradata ?? '');
   // avcC (MP4) says how long its length prefixes are; Annex B has start codes.
   const lengthSize = extradata[0] === 1 && extradata.length > 4 ? ((extradata[4] as number) & 3) + 1 : null;
-  if (layout === 'sample' && lengthSize === null) return null;
+  if (layout !== 'transport' && lengthSize === null) return null;
   return { layout, lengthSize, sps: extradataSps(extradata) };
 }
 

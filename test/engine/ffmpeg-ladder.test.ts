@@ -20,7 +20,7 @@ import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { runJob } from '../../src/job.js';
-import { fieldPicturesMp4, indexClip, PAFF, paffMp4, paffTs } from '../helpers/fixtures.js';
+import { fieldPicturesMp4, indexClip, PAFF, paffMkv, paffMp4, paffTs } from '../helpers/fixtures.js';
 
 let work: string;
 beforeAll(() => {
@@ -45,6 +45,7 @@ async function overview(path: string, name: string): Promise<{ restarts: number;
 const SUBJECTS: Array<[string, () => Promise<string>]> = [
   ['PAFF H.264 MP4 (each field its own sample)', paffMp4],
   ['PAFF H.264 TS (each field its own PES packet)', paffTs],
+  ['PAFF H.264 MKV (each field its own block)', paffMkv],
   ['field-coded MPEG-2 MP4 (each field its own sample)', fieldPicturesMp4],
   ['progressive H.264 TS', () => indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 })],
 ];
@@ -65,6 +66,7 @@ describe('ffmpeg engine: no restart on an intact file', () => {
   it.each([
     ['MP4', paffMp4],
     ['TS', paffTs],
+    ['MKV', paffMkv],
   ])(
     'PAFF %s: only first fields are frames, one per frame of the stream',
     async (_, make) => {

@@ -9,9 +9,9 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { troubleWatch } from '../../src/engine/ffmpeg/extract.js';
 import { type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
-import { mapFirstSlices } from '../../src/engine/ffmpeg/leading-bytes.js';
+import { blockHeader, mapFirstSlices } from '../../src/engine/ffmpeg/leading-bytes.js';
 import { probeFile, type VideoDetails, videoDetails } from '../../src/engine/ffprobe.js';
-import { indexClip, paffMp4, paffTs } from '../helpers/fixtures.js';
+import { indexClip, paffMkv, paffMp4, paffTs } from '../helpers/fixtures.js';
 
 const execFileP = promisify(execFile);
 
@@ -20,7 +20,7 @@ async function traced(path: string): Promise<SliceInfo[]> {
   const { stderr } = await execFileP(
     'ffmpeg',
     [
-      ...['-hide_banner', '-loglevel', 'trace', '-i', path, '-map', '0:v', '-c', 'copy'],
+      ...['-hide_banner', '-nostats', '-loglevel', 'trace', '-i', path, '-map', '0:v', '-c', 'copy'],
       ...['-bsf:v', 'trace_headers', '-f', 'null', '-'],
     ],
     { maxBuffer: 1 << 28 },
@@ -82,6 +82,7 @@ describe('H.264 slice headers read in place', () => {
   const subjects: Array<[string, () => Promise<string>, boolean]> = [
     ['PAFF MP4', paffMp4, true],
     ['PAFF TS', paffTs, true],
+    ['PAFF MKV', paffMkv, true],
     ['progressive MP4', () => indexClip({ seconds: 4, gop: 25 }), false],
     ['progressive TS', () => indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 }), false],
   ];
@@ -100,6 +101,18 @@ describe('H.264 slice headers read in place', () => {
     },
     120_000,
   );
+
+  it('a Matroska block header is skipped; a laced block is not read', () => {
+    // Track 1 (one-byte number), timecode 0x0014, flags: keyframe.
+    expect(blockHeader(Buffer.from([0x81, 0x00, 0x14, 0x80, 0, 0, 0, 2]))).toBe(4);
+    // Track 200 (two-byte number 0x40c8), flags 0.
+    expect(blockHeader(Buffer.from([0x40, 0xc8, 0x00, 0x00, 0x00, 0, 0, 0]))).toBe(5);
+    // Xiph, fixed-size and EBML lacing: several frames, each sized in the block.
+    for (const lacing of [0x02, 0x04, 0x06])
+      expect(blockHeader(Buffer.from([0x81, 0, 0, lacing, 0]))).toBeNull();
+    expect(blockHeader(Buffer.from([0x00, 0x81]))).toBeNull();
+    expect(blockHeader(Buffer.from([0x81, 0x00]))).toBeNull();
+  });
 
   it('a long listing is read in turns: other work runs between its reads', async () => {
     const path = await paffTs();

@@ -41,7 +41,7 @@ async function traced(path: string): Promise<Array<Array<{ temporal: number; str
   const { stderr } = await execFileP(
     'ffmpeg',
     [
-      ...['-hide_banner', '-loglevel', 'trace', '-i', path, '-map', '0:v', '-c', 'copy'],
+      ...['-hide_banner', '-nostats', '-loglevel', 'trace', '-i', path, '-map', '0:v', '-c', 'copy'],
       ...['-bsf:v', 'trace_headers', '-f', 'null', '-'],
     ],
     { maxBuffer: 1 << 28 },

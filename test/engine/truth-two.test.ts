@@ -28,6 +28,7 @@ import {
   INTRA_REFRESH_TS,
   intraRefreshTs,
   PAFF,
+  paffMkv,
   paffMp4,
   paffTs,
 } from '../helpers/fixtures.js';
@@ -129,6 +130,7 @@ describe('fixtures reproduce the real-world lies', () => {
   for (const [container, make] of [
     ['TS', paffTs],
     ['MP4', paffMp4],
+    ['MKV', paffMkv],
   ] as const) {
     it(
       `PAFF H.264 ${container}: each field picture its own packet of 20 ms, B-frames reordered, one interlaced frame per pair`,
@@ -362,6 +364,7 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     ['PAFF H.264 TS 0:02-0:04', paffTs, {}, { start: 2, end: 4, duration: PAFF.seconds }],
     ['PAFF H.264 MP4 (each field its own sample)', paffMp4, {}, { duration: PAFF.seconds }],
     ['PAFF H.264 MP4 0:02-0:04', paffMp4, {}, { start: 2, end: 4, duration: PAFF.seconds }],
+    ['PAFF H.264 MKV (each field its own block)', paffMkv, {}, { duration: PAFF.seconds }],
   ];
   // A TS with 10 % of its bytes zeroed in the middle: around the damage the decoder hands a
   // picture out late, after later ones (so skipping non-reference pictures on the way to a target

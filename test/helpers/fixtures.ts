@@ -1756,6 +1756,16 @@ export function paffTs(): Promise<string> {
   });
 }
 
+/**
+ * The same PAFF H.264 in Matroska, as recorders that keep broadcast packets write it: each field
+ * its own block (SimpleBlock, no lacing).
+ */
+export function paffMkv(): Promise<string> {
+  return cached('paff-h264', 'mkv', PAFF, async (out) => {
+    await run('ffmpeg', [...FFMPEG, '-i', await paffMp4(), '-map', '0:v', '-c', 'copy', ...BITEXACT, out]);
+  });
+}
+
 // --- 5. Engine truth, round two (issue 24): real-world lies the first round did not cover -------
 
 /** What {@link cutLongGopMxf} holds: the declared length, and how much of its data is left. */

@@ -15,7 +15,7 @@ import { firstSlice } from './h264.js';
  * then more, for a packet whose parameter sets and SEI come first. A long interlaced broadcast is
  * listed field by field, so the first read is kept small.
  */
-const READS = { sample: [512, 4096], transport: [188 * 4, 188 * 48] } as const;
+const READS = { sample: [512, 4096], block: [512, 4096], transport: [188 * 4, 188 * 48] } as const;
 
 /**
  * Reads between two turns of the event loop. The reads are synchronous: they are a few hundred
@@ -26,7 +26,12 @@ const READS = { sample: [512, 4096], transport: [188 * 4, 188 * 48] } as const;
  */
 const READS_PER_TURN = 256;
 
-export type Layout = 'sample' | 'transport';
+/**
+ * How a packet's bytes sit at its listed position: an MP4/MOV sample; a Matroska block (a short
+ * header, then the frame: ffprobe lists the block's position and the frame's size); the first
+ * transport packet of an MPEG-TS PES packet.
+ */
+export type Layout = 'sample' | 'block' | 'transport';
 
 /** Where a packet's bytes are, as ffprobe lists them. */
 export interface PacketBytes {
@@ -92,11 +97,30 @@ function firstSliceIn(read: ReadLeading, layout: Layout, lengthSize: number | nu
 
 /** See {@link ReadLeading}. */
 function leadingBytes(fd: number, layout: Layout, at: PacketBytes, want: number): Buffer | null {
-  const length = layout === 'sample' ? Math.min(at.size, want) : want;
+  const header = layout === 'block' ? BLOCK_HEADER_MAX : 0;
+  const length = layout === 'transport' ? want : Math.min(at.size, want) + header;
   const buf = Buffer.allocUnsafe(length);
-  const bytesRead = readSync(fd, buf, 0, length, at.pos);
-  const data = buf.subarray(0, bytesRead);
-  return layout === 'sample' ? data : pesPayload(data);
+  const data = buf.subarray(0, readSync(fd, buf, 0, length, at.pos));
+  if (layout === 'sample') return data;
+  if (layout === 'transport') return pesPayload(data);
+  const skip = blockHeader(data);
+  return skip === null ? null : data.subarray(skip, skip + Math.min(at.size, want));
+}
+
+/** A Matroska block header's longest: an 8-byte track number, the timecode, the flags. */
+const BLOCK_HEADER_MAX = 8 + 3;
+
+/**
+ * The length of the Matroska block header `data` starts with (the track number as an EBML
+ * variable-size integer, a 16-bit timecode, a flags byte); null for a laced block (several frames,
+ * each with its own size) or anything unreadable.
+ */
+export function blockHeader(data: Buffer): number | null {
+  const first = data[0];
+  if (first === undefined || first === 0) return null;
+  const length = Math.clz32(first) - 23; // leading zeros of the byte, plus one
+  const flags = data[length + 2];
+  return flags === undefined || (flags & 0x06) !== 0 ? null : length + 3;
 }
 
 /**
