@@ -156,3 +156,38 @@ export function entersOpenGops(
   const rest = groups.filter((g) => g !== first).map((g) => (g.last - g.key) * g.decoded + run);
   return today >= ENTER_MARGIN * (proof + spread(rest, cores));
 }
+
+/**
+ * How far past the reach a proof made ahead goes (seconds), so that a picture both its decodes
+ * show lies at least the reach past the keyframe (pictures come every few frames in either).
+ */
+export const AHEAD_MARGIN = 0.25;
+
+/**
+ * Where the first entry's proof is cheaper: behind, a second decode from the keyframe before
+ * (`previous`, or the stream's start) through the entry's own decode's end (its last target, at
+ * least the reach past `key`); or ahead, the entry's own decode carried on to the reach (and
+ * AHEAD_MARGIN) past `next`, the keyframe after its targets, met by a decode from `next` over that
+ * span: the two started at least the reach apart, so they prove `next`'s entry, and with it the
+ * stream's, with no decode from further back. Ahead only where `next` is an entry at least the
+ * reach after `key`.
+ */
+export function provesAhead({
+  key,
+  last,
+  next,
+  previous,
+  reach,
+}: {
+  key: number;
+  last: number;
+  /** The next keyframe when it is an entry, else null. */
+  next: number | null;
+  previous: number;
+  reach: number;
+}): boolean {
+  if (next === null || next - key < reach) return false;
+  const own = Math.max(last, key + reach);
+  const end = next + reach + AHEAD_MARGIN;
+  return end - own + (end - next) < own - previous;
+}

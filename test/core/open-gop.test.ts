@@ -5,9 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  AHEAD_MARGIN,
   ENTER_MARGIN,
   entersOpenGops,
   type GopGroup,
+  provesAhead,
   RUN_PIXELS,
   runSeconds,
 } from '../../src/core/open-gop.js';
@@ -170,5 +172,37 @@ describe('entersOpenGops', () => {
     );
     expect(entersOpenGops(spread, { reach, start: 0, run: 0, cores: 1 })).toBe(true);
     expect(entersOpenGops(spread, { reach, start: 0, run: 0, cores: 4 })).toBe(false);
+  });
+});
+
+describe('provesAhead', () => {
+  const reach = 1.77;
+  const at = (n: number, last: number, next: number | null = key(n + 1)) =>
+    provesAhead({ key: key(n), last, next, previous: key(n - 1), reach });
+
+  it('proves ahead where carrying the decode past the next keyframe costs less than a GOP behind', () => {
+    // The 10-s window's group of GOP 24, its last target at 205.5 s: ahead (k25 + 1.77 + 0.25 -
+    // 205.5) + 2.02 = 4.37 s; behind 205.5 - k23 = 16.13 s.
+    expect(at(24, 205.5)).toBe(true);
+    // A target 3.2 s into GOP 24: ahead 7.04 + 2.02 s against 11.43 s behind.
+    expect(at(24, key(24) + 3.2)).toBe(true);
+  });
+
+  it('is decided by the cost: even at reach + margin past the keyframe (GOPs of equal length)', () => {
+    // Ahead (k + G + r + m - own) + r + m; behind own - (k - G): equal at own = k + r + m.
+    const even = key(10) + reach + AHEAD_MARGIN;
+    expect(at(10, even + 0.01)).toBe(true);
+    expect(at(10, even - 0.01)).toBe(false);
+    // A target 0.5 s in: the entry's own decode still goes on to the reach past its keyframe, so
+    // with the keyframe before 9.5 s back, ahead (G + m) + (r + m) = 10.50 s < 1.77 + 9.5 s.
+    const k = key(10);
+    expect(provesAhead({ key: k, last: k + 0.5, next: k + GOP, previous: k - 9.5, reach })).toBe(true);
+  });
+
+  it('never ahead without a next entry, or one closer than the reach', () => {
+    expect(at(24, 205.5, null)).toBe(false);
+    expect(at(24, key(24) + 1.7, key(24) + 1.76)).toBe(false);
+    // At the reach it may (ahead 2.02 + 2.02 s against GOP + 1.77 s behind).
+    expect(at(24, key(24) + 1.76, key(24) + reach)).toBe(true);
   });
 });
