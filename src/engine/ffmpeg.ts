@@ -199,6 +199,9 @@ async function renderSheets(
   const gate = limiter(parallel);
   const seeking = { trusted: true };
   const openGops = new OpenGops();
+  // The stream's share of reference pictures (the open-GOP cost rule's weight), read once.
+  let referenceShareOnce: Promise<number> | undefined;
+  const shareOf = (list: Packets) => (referenceShareOnce ??= referenceShare(plan.input, d, list));
   // The listed keyframes nal.ts shows to be sync samples in name only: entries (an open GOP's
   // recovery point, or a false sync sample), which only a second decode can judge.
   const entriesOf = async (packets: Packets) => {
@@ -249,7 +252,9 @@ async function renderSheets(
         wanted.map((f) => list.pts[f] as bigint),
       );
       const reference = new Set(wanted.filter((_, i) => hints[i]?.reference === true));
-      const share = await referenceShare(plan.input, d, list);
+      // The share is read (once a render) only where some group may skip.
+      const skips = groupFrames(wanted, list, list.keyframes).some((g) => g.every((f) => reference.has(f)));
+      const share = skips ? await shareOf(list) : 1;
       return entersOpenGops(gopGroups(wanted, list, entries, d, guess, reference, share), {
         reach: d.referenceReach,
         start: d.startTime,
@@ -396,7 +401,7 @@ function gopGroups(
 }
 
 /** Packets sampled for the share of reference pictures (evenly over the listed ones). */
-const SHARE_SAMPLE = 400;
+const SHARE_SAMPLE = 200;
 
 /**
  * The share of the stream's pictures that are reference pictures (what `-skip_frame noref` still
