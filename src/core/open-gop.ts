@@ -67,9 +67,10 @@ export function provesEntry(first: EntryDecode, earlier: EntryDecode, reach: num
 }
 
 /**
- * Entering open GOPs costs: what the decodes a choice needs span, in seconds of stream (frames
- * decoded, the bulk of a render's time). A run of targets opening at a keyframe `key`, its last
- * target `last`, as the groups would be if every keyframe were a start.
+ * Entering open GOPs costs: the seconds of stream each decode run decodes, weighted by the share of
+ * its frames the decoder really decodes (frames decoded, the bulk of a render's time), laid out on
+ * the cores the runs share. A run of targets opening at a keyframe `key`, its last target `last`,
+ * as the groups would be if every keyframe were a start.
  */
 export interface GopGroup {
   key: number;
@@ -80,6 +81,12 @@ export interface GopGroup {
   previous: number | null;
   /** The last true random-access point at or before `key` (null: none, the stream's start). */
   randomAccess: number | null;
+  /**
+   * The share of the frames a decode to this group's targets decodes: 1, or, where every target is
+   * a reference picture (the decoder then skips the others, `-skip_frame noref`), the stream's
+   * share of reference pictures.
+   */
+  decoded: number;
 }
 
 /**
@@ -105,28 +112,82 @@ export function runSeconds(pixelsPerSecond: number | null): number {
 }
 
 /**
+ * How long runs of these costs take on `cores` single-threaded decoders: a run is not split, so
+ * never less than the longest run, nor than their sum shared by the cores.
+ */
+function spread(runs: number[], cores: number): number {
+  const sum = runs.reduce((a, b) => a + b, 0);
+  return Math.max(sum / Math.max(1, cores), ...runs, 0);
+}
+
+/**
  * Whether decoding starts at open-GOP entries (then the first entry is proven, see provesEntry)
- * rather than only at true random-access points, where the decode from those is much longer than
- * the entries' own decodes plus the proof: decoding from the last true random-access point spans,
- * per such point, its distance to its last target; entering spans each group's distance from its
- * keyframe, plus the proof on the first entry: both its decodes go on to at least `reach` past the
- * keyframe, the second starting at the keyframe before (or the stream's `start`). Each run adds
- * `run` seconds (see runSeconds).
+ * rather than only at true random-access points, where the decode from those takes much longer
+ * than the entries' own decodes plus the proof. Each run costs its span in seconds of stream times
+ * the share of frames it decodes (GopGroup.decoded), plus `run` seconds (see runSeconds):
+ * - from the last true random-access point: per such point one run to its last target, skipping
+ *   non-reference pictures only where every group it serves does; the runs share the cores;
+ * - entering: one run per group from its keyframe. The first entry's two decodes (its own, and the
+ *   proof's from the keyframe before or the stream's `start`) both go on to at least `reach` past
+ *   the keyframe, decoding every frame, one after the other while the other entries wait for the
+ *   verdict; the remaining runs then share the cores.
  */
 export function entersOpenGops(
   groups: readonly GopGroup[],
-  { reach, start, run }: { reach: number; start: number; run: number },
+  { reach, start, run, cores }: { reach: number; start: number; run: number; cores: number },
 ): boolean {
   const first = groups.find((g) => g.entry);
   if (!first) return false;
-  const fromRandomAccess = new Map<number, number>();
+  const fromRandomAccess = new Map<number, { last: number; decoded: number }>();
   for (const g of groups) {
     const ra = g.randomAccess ?? start;
-    fromRandomAccess.set(ra, Math.max(fromRandomAccess.get(ra) ?? ra, g.last));
+    const seen = fromRandomAccess.get(ra) ?? { last: ra, decoded: 0 };
+    fromRandomAccess.set(ra, {
+      last: Math.max(seen.last, g.last),
+      decoded: Math.max(seen.decoded, g.decoded),
+    });
   }
-  const today = [...fromRandomAccess].reduce((sum, [ra, last]) => sum + (last - ra + run), 0);
+  const today = spread(
+    [...fromRandomAccess].map(([ra, { last, decoded }]) => (last - ra) * decoded + run),
+    cores,
+  );
   const through = Math.max(first.last, first.key + reach);
-  const proof = through - first.last + (through - (first.previous ?? start)) + run;
-  const enter = groups.reduce((sum, g) => sum + (g.last - g.key + run), 0) + proof;
-  return today >= ENTER_MARGIN * enter;
+  const proof = through - first.key + run + (through - (first.previous ?? start)) + run;
+  const rest = groups.filter((g) => g !== first).map((g) => (g.last - g.key) * g.decoded + run);
+  return today >= ENTER_MARGIN * (proof + spread(rest, cores));
+}
+
+/**
+ * How far past the reach a proof made ahead goes (seconds), so that a picture both its decodes
+ * show lies at least the reach past the keyframe (pictures come every few frames in either).
+ */
+export const AHEAD_MARGIN = 0.25;
+
+/**
+ * Where the first entry's proof is cheaper: behind, a second decode from the keyframe before
+ * (`previous`, or the stream's start) through the entry's own decode's end (its last target, at
+ * least the reach past `key`); or ahead, the entry's own decode carried on to the reach (and
+ * AHEAD_MARGIN) past `next`, the keyframe after its targets, met by a decode from `next` over that
+ * span: the two started at least the reach apart, so they prove `next`'s entry, and with it the
+ * stream's, with no decode from further back. Ahead only where `next` is an entry at least the
+ * reach after `key`.
+ */
+export function provesAhead({
+  key,
+  last,
+  next,
+  previous,
+  reach,
+}: {
+  key: number;
+  last: number;
+  /** The next keyframe when it is an entry, else null. */
+  next: number | null;
+  previous: number;
+  reach: number;
+}): boolean {
+  if (next === null || next - key < reach) return false;
+  const own = Math.max(last, key + reach);
+  const end = next + reach + AHEAD_MARGIN;
+  return end - own + (end - next) < own - previous;
 }

@@ -199,6 +199,9 @@ async function renderSheets(
   const gate = limiter(parallel);
   const seeking = { trusted: true };
   const openGops = new OpenGops();
+  // The stream's share of reference pictures (the open-GOP cost rule's weight), read once.
+  let referenceShareOnce: Promise<number> | undefined;
+  const shareOf = (list: Packets) => (referenceShareOnce ??= referenceShare(plan.input, d, list));
   // The listed keyframes nal.ts shows to be sync samples in name only: entries (an open GOP's
   // recovery point, or a false sync sample), which only a second decode can judge.
   const entriesOf = async (packets: Packets) => {
@@ -238,21 +241,36 @@ async function renderSheets(
     // and the ladder go back to) and the rule asked again, exactly.
     const targetsIn = (list: Packets) =>
       [...new Set(framesOf(list).values())].filter((f) => f >= 0).sort((a, b) => a - b);
-    const enters = (list: Packets, guess: boolean) =>
-      entersOpenGops(gopGroups(targetsIn(list), list, entries, d, guess), {
+    // The rule counts the frames really decoded: a group whose targets are all reference pictures
+    // skips the others, so it decodes the stream's share of reference pictures.
+    const enters = async (list: Packets, guess: boolean) => {
+      const wanted = targetsIn(list);
+      const hints = await pictureHints(
+        plan.input,
+        d,
+        list,
+        wanted.map((f) => list.pts[f] as bigint),
+      );
+      const reference = new Set(wanted.filter((_, i) => hints[i]?.reference === true));
+      // The share is read (once a render) only where some group may skip.
+      const skips = groupFrames(wanted, list, list.keyframes).some((g) => g.every((f) => reference.has(f)));
+      const share = skips ? await shareOf(list) : 1;
+      return entersOpenGops(gopGroups(wanted, list, entries, d, guess, reference, share), {
         reach: d.referenceReach,
         start: d.startTime,
         run: runSeconds(pixelRate),
+        cores: parallel,
       });
+    };
     let entering = false;
-    if (d.timestamps && d.nal?.codec === 'h264' && entries.size > 0 && enters(packets, true)) {
+    if (d.timestamps && d.nal?.codec === 'h264' && entries.size > 0 && (await enters(packets, true))) {
       if (packets !== wholeList) {
         packets = await whole();
         if (hinting && !wholeForHints) logs.push(packets.log);
         entries = await entriesOf(packets);
         keyframes = usableKeyframes(packets, entries);
       }
-      entering = enters(packets, false);
+      entering = await enters(packets, false);
     }
     if (entering) keyframes = packets.keyframes;
     else entries = new Set();
@@ -349,6 +367,8 @@ function gopGroups(
   entries: Set<bigint>,
   d: VideoDetails,
   guess: boolean,
+  reference: Set<number>,
+  share: number,
 ): GopGroup[] {
   const all = packets.keyframes;
   return groupFrames(wanted, packets, all).flatMap((group) => {
@@ -373,9 +393,26 @@ function gopGroups(
             ? null
             : seconds(previous, d),
         randomAccess: ra === undefined ? null : seconds(ra, d),
+        // As extractPart decides `skipNonReference`.
+        decoded: group.every((f) => reference.has(f)) ? share : 1,
       },
     ];
   });
+}
+
+/** Packets sampled for the share of reference pictures (evenly over the listed ones). */
+const SHARE_SAMPLE = 200;
+
+/**
+ * The share of the stream's pictures that are reference pictures (what `-skip_frame noref` still
+ * decodes), from the NAL headers of up to SHARE_SAMPLE listed packets; 1 where they cannot be read.
+ */
+async function referenceShare(path: string, d: VideoDetails, packets: Packets): Promise<number> {
+  const step = Math.max(1, Math.floor(packets.pts.length / SHARE_SAMPLE));
+  const sample = packets.pts.filter((_, i) => i % step === 0).slice(0, SHARE_SAMPLE);
+  const hints = await pictureHints(path, d, packets, sample);
+  const told = hints.filter((h) => h.reference !== undefined);
+  return told.length ? told.filter((h) => h.reference).length / told.length : 1;
 }
 
 /** One log of several (each listing's packets and spans; repeats are the rule's to drop). */

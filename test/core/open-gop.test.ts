@@ -5,9 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  AHEAD_MARGIN,
   ENTER_MARGIN,
   entersOpenGops,
   type GopGroup,
+  provesAhead,
   RUN_PIXELS,
   runSeconds,
 } from '../../src/core/open-gop.js';
@@ -22,6 +24,7 @@ const open = (n: number, last: number): GopGroup => ({
   entry: n > 0,
   previous: n > 0 ? key(n - 1) : null,
   randomAccess: 0,
+  decoded: 1,
 });
 
 describe('entersOpenGops', () => {
@@ -29,19 +32,19 @@ describe('entersOpenGops', () => {
 
   it('never enters a stream without entries', () => {
     const closed = [25, 26].map((n) => ({ ...open(n, key(n) + 4), entry: false, randomAccess: key(n) }));
-    expect(entersOpenGops(closed, { reach, start: 0, run: 0 })).toBe(false);
+    expect(entersOpenGops(closed, { reach, start: 0, run: 0, cores: 1 })).toBe(false);
   });
 
   it('enters the 10-second window 200 s into a long clip', () => {
     // From the IDR at 0: 210.5 s. Entering: 7.9 + 4.67 s, plus the proof from keyframe 23 to the
     // first group's last target (7.9 s past its keyframe, past the reach): 16.1 s.
     const groups = [open(24, 205.5), open(25, 210.5)];
-    expect(entersOpenGops(groups, { reach, start: 0, run: 0 })).toBe(true);
+    expect(entersOpenGops(groups, { reach, start: 0, run: 0, cores: 1 })).toBe(true);
   });
 
   it('keeps decoding from the start near the start of a short clip', () => {
     // From the IDR: 9 s. Entering: 3 + 0.77 s, plus the proof through 1.77 s past k1: 1 + 10 s.
-    expect(entersOpenGops([open(0, 3), open(1, 9)], { reach, start: 0, run: 0 })).toBe(false);
+    expect(entersOpenGops([open(0, 3), open(1, 9)], { reach, start: 0, run: 0, cores: 1 })).toBe(false);
   });
 
   it('is decided by the margin: from the start exactly ENTER_MARGIN times the entering cost enters', () => {
@@ -49,8 +52,8 @@ describe('entersOpenGops', () => {
     const enter = 4 + GOP + 4;
     const at = (last: number): GopGroup[] => [{ ...open(5, last), key: last - 4, previous: last - 4 - GOP }];
     const exact = ENTER_MARGIN * enter;
-    expect(entersOpenGops(at(exact), { reach, start: 0, run: 0 })).toBe(true);
-    expect(entersOpenGops(at(exact - 0.01), { reach, start: 0, run: 0 })).toBe(false);
+    expect(entersOpenGops(at(exact), { reach, start: 0, run: 0, cores: 1 })).toBe(true);
+    expect(entersOpenGops(at(exact - 0.01), { reach, start: 0, run: 0, cores: 1 })).toBe(false);
   });
 
   it('proves on the first entry, its decodes going on to the reach past its keyframe', () => {
@@ -62,10 +65,12 @@ describe('entersOpenGops', () => {
     // A stream whose IDR is its start, before k15 + 1 by ENTER_MARGIN x enter (or 0.01 s less).
     const fromStart = near.map((g) => ({ ...g, randomAccess: null }));
     const start = (span: number) => key(15) + 1 - span;
-    expect(entersOpenGops(fromStart, { reach, start: start(ENTER_MARGIN * enter), run: 0 })).toBe(true);
-    expect(entersOpenGops(fromStart, { reach, start: start(ENTER_MARGIN * enter - 0.01), run: 0 })).toBe(
-      false,
+    expect(entersOpenGops(fromStart, { reach, start: start(ENTER_MARGIN * enter), run: 0, cores: 1 })).toBe(
+      true,
     );
+    expect(
+      entersOpenGops(fromStart, { reach, start: start(ENTER_MARGIN * enter - 0.01), run: 0, cores: 1 }),
+    ).toBe(false);
   });
 
   it('counts a decode from a shared random-access point once, to its last target', () => {
@@ -79,17 +84,17 @@ describe('entersOpenGops', () => {
     const today = 3.5 + (key(40) + 2 - key(20));
     const enter = 3.5 + 2 + 2 + (GOP + 2);
     expect(today >= ENTER_MARGIN * enter).toBe(true);
-    expect(entersOpenGops(groups, { reach, start: 0, run: 0 })).toBe(true);
+    expect(entersOpenGops(groups, { reach, start: 0, run: 0, cores: 1 })).toBe(true);
     // With an IDR a second before each entry (3.5 + 3 + 3 s from them), entering no longer pays.
     const close = groups.map((g, i) => (i === 0 ? g : { ...g, randomAccess: g.key - 1 }));
-    expect(entersOpenGops(close, { reach, start: 0, run: 0 })).toBe(false);
+    expect(entersOpenGops(close, { reach, start: 0, run: 0, cores: 1 })).toBe(false);
   });
 
   it('verifies an entry with no keyframe before it from the stream start', () => {
     // A stream starting at 100 s whose first listed keyframe is an entry: verification spans from 100.
-    const g: GopGroup = { key: 110, last: 113, entry: true, previous: null, randomAccess: null };
+    const g: GopGroup = { key: 110, last: 113, entry: true, previous: null, randomAccess: null, decoded: 1 };
     // From the start: 13 s; entering 3 s, the proof from the start 13 s.
-    expect(entersOpenGops([g], { reach, start: 100, run: 0 })).toBe(false);
+    expect(entersOpenGops([g], { reach, start: 100, run: 0, cores: 1 })).toBe(false);
   });
 
   it('counts each run at its cost in pixels: a small clip stays on one run where a large one enters', () => {
@@ -101,7 +106,7 @@ describe('entersOpenGops', () => {
     const groups = [4, 6, 8, 10, 12, 14, 16].map((n) => open(n, key(n) + 4));
     const today = key(16) + 4;
     const enter = 7 * 4 + GOP + 4;
-    const at = (run: number) => entersOpenGops(groups, { reach, start: 0, run });
+    const at = (run: number) => entersOpenGops(groups, { reach, start: 0, run, cores: 1 });
     expect(at(0)).toBe(true);
     // The run cost at which both sides are equal by the margin: (today + r) = M (enter + 8 r).
     const even = (today - ENTER_MARGIN * enter) / (8 * ENTER_MARGIN - 1);
@@ -110,5 +115,94 @@ describe('entersOpenGops', () => {
     // 1080p at 30 fps enters; 640x360 at 30 fps does not.
     expect(at(runSeconds(1920 * 1080 * 30))).toBe(true);
     expect(at(runSeconds(640 * 360 * 30))).toBe(false);
+  });
+
+  it('counts the frames decoded: a group skipping non-reference pictures decodes their share', () => {
+    // Entries k5 (4 s in) and k6 (6 s in); the stream's IDR is its start. Entering: the proof
+    // path decodes every frame (4 + (k5 + 4 - k4) s), the k6 group 6 s x its share.
+    const at = (shares: [number, number], start: number) => {
+      const [a, b] = [open(5, key(5) + 4), open(6, key(6) + 6)].map((g, i) => ({
+        ...g,
+        randomAccess: null,
+        decoded: shares[i] as number,
+      }));
+      return entersOpenGops([a as GopGroup, b as GopGroup], { reach, start, run: 0, cores: 1 });
+    };
+    // Both groups skip (half the pictures are references): from the start one run skips too,
+    // (k6 + 6 - start) x 0.5; entering 8 + GOP + 3.
+    const half = key(6) + 6 - 2 * ENTER_MARGIN * (8 + GOP + 3);
+    expect(at([0.5, 0.5], half)).toBe(true);
+    expect(at([0.5, 0.5], half + 0.01)).toBe(false);
+    // Only the k6 group skips: the run from the start serves k5 too and decodes every frame.
+    const whole = key(6) + 6 - ENTER_MARGIN * (8 + GOP + 3);
+    expect(at([1, 0.5], whole)).toBe(true);
+    expect(at([1, 0.5], whole + 0.01)).toBe(false);
+  });
+
+  it('shares the cores between runs, never less than the longest run', () => {
+    // Ten groups 6 s past keyframes k1..k10, the IDR at the start. From it: one run of
+    // k10 + 6 - start whatever the cores. Entering: the proof path 6 + (k1 + 6 - k0) s, then nine
+    // runs of 6 s: 54 s on one core, 27 s on two, 6 s (the longest) on a hundred.
+    const groups = Array.from({ length: 10 }, (_, i) => ({
+      ...open(i + 1, key(i + 1) + 6),
+      randomAccess: null,
+    }));
+    const proof = 6 + key(1) + 6;
+    const edge = (rest: number) => key(10) + 6 - ENTER_MARGIN * (proof + rest);
+    for (const [cores, rest] of [
+      [1, 54],
+      [2, 27],
+      [100, 6],
+    ] as const) {
+      expect(entersOpenGops(groups, { reach, start: edge(rest), run: 0, cores })).toBe(true);
+      expect(entersOpenGops(groups, { reach, start: edge(rest) + 0.01, run: 0, cores })).toBe(false);
+    }
+    // Four random-access points, each 10 s before an entry with a target 6 s in: from them four
+    // runs of 16 s, 64 s on one core, 16 s on four. Entering: 6 + 14 s of proof, then three runs
+    // of 6 s (18 s on one core, 6 s on four). One core: 64 >= 1.25 x 38; four: 16 < 1.25 x 26.
+    const spread = [0, 1, 2, 3].map(
+      (i): GopGroup => ({
+        key: 100 * i + 10,
+        last: 100 * i + 16,
+        entry: true,
+        previous: 100 * i + 2,
+        randomAccess: 100 * i,
+        decoded: 1,
+      }),
+    );
+    expect(entersOpenGops(spread, { reach, start: 0, run: 0, cores: 1 })).toBe(true);
+    expect(entersOpenGops(spread, { reach, start: 0, run: 0, cores: 4 })).toBe(false);
+  });
+});
+
+describe('provesAhead', () => {
+  const reach = 1.77;
+  const at = (n: number, last: number, next: number | null = key(n + 1)) =>
+    provesAhead({ key: key(n), last, next, previous: key(n - 1), reach });
+
+  it('proves ahead where carrying the decode past the next keyframe costs less than a GOP behind', () => {
+    // The 10-s window's group of GOP 24, its last target at 205.5 s: ahead (k25 + 1.77 + 0.25 -
+    // 205.5) + 2.02 = 4.37 s; behind 205.5 - k23 = 16.13 s.
+    expect(at(24, 205.5)).toBe(true);
+    // A target 3.2 s into GOP 24: ahead 7.04 + 2.02 s against 11.43 s behind.
+    expect(at(24, key(24) + 3.2)).toBe(true);
+  });
+
+  it('is decided by the cost: even at reach + margin past the keyframe (GOPs of equal length)', () => {
+    // Ahead (k + G + r + m - own) + r + m; behind own - (k - G): equal at own = k + r + m.
+    const even = key(10) + reach + AHEAD_MARGIN;
+    expect(at(10, even + 0.01)).toBe(true);
+    expect(at(10, even - 0.01)).toBe(false);
+    // A target 0.5 s in: the entry's own decode still goes on to the reach past its keyframe, so
+    // with the keyframe before 9.5 s back, ahead (G + m) + (r + m) = 10.50 s < 1.77 + 9.5 s.
+    const k = key(10);
+    expect(provesAhead({ key: k, last: k + 0.5, next: k + GOP, previous: k - 9.5, reach })).toBe(true);
+  });
+
+  it('never ahead without a next entry, or one closer than the reach', () => {
+    expect(at(24, 205.5, null)).toBe(false);
+    expect(at(24, key(24) + 1.7, key(24) + 1.76)).toBe(false);
+    // At the reach it may (ahead 2.02 + 2.02 s against GOP + 1.77 s behind).
+    expect(at(24, key(24) + 1.76, key(24) + reach)).toBe(true);
   });
 });

@@ -168,6 +168,38 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
     expect(seeks).toHaveLength(timesMs.length - 2 + 1 + 1);
   }, 300_000);
 
+  it('targets in consecutive GOPs: the entries share the cores, so entering pays; the proof is made ahead', async () => {
+    // The clip of the test above. Seven targets 9.5 s into GOPs 23..29, after two near the start.
+    // From the IDR: one run to 299.5 s, its cost 299.5 + 29 s = 328.5 s. Entering: the proof path
+    // 9.5 + 19.5 s of stream in two runs (87 s), then six runs of 9.5 + 29 s: 231 s laid end to
+    // end, as the rule once counted them (1.25 x 318 s > 328.5 s: it declined), 115.5 s shared by
+    // two cores (1.25 x 202.5 s < 328.5 s). (Assumes at least two cores, as any CI runner has.)
+    const clip = await indexClip({
+      seconds: 600,
+      fps: 6,
+      gop: 60,
+      bframes: 3,
+      openGop: true,
+      width: 960,
+      height: 540,
+    });
+    const late = [23, 24, 25, 26, 27, 28, 29].map((n) => n * 10_000 + 9_500);
+    const timesMs = [3_300, 6_600, ...late];
+    const seeks = await render(clip, timesMs, 'consecutive');
+    for (const t of late) {
+      const key = Math.floor(t / 10_000) * 10;
+      expect(seeks.some((s) => Math.abs(s - key) < 0.01)).toBe(true);
+    }
+    // The first two targets from the IDR, each later one from its own keyframe. The proof is made
+    // ahead (src/core/open-gop.ts provesAhead: 9.55 + 9.05 s against 19.5 s from keyframe 22): the
+    // GOP-23 group's decode goes on to 249.05 s, met by a second decode from keyframe 24, not one
+    // from keyframe 22.
+    expect(seeks.filter((s) => s < 10)).toHaveLength(1);
+    expect(seeks.some((s) => Math.abs(s - 220) < 0.01)).toBe(false);
+    expect(seeks.filter((s) => Math.abs(s - 240) < 0.01)).toHaveLength(2);
+    expect(seeks).toHaveLength(late.length + 1 + 1);
+  }, 300_000);
+
   it('near the start: decoding starts at the IDR, as entering would cost more', async () => {
     const clip = await indexClip({ seconds: 20, gop: 100, bframes: 3, openGop: true });
     const timesMs = [1_000, 3_000, 5_000, 7_000, 9_000, 11_000, 13_000, 15_000, 17_000];

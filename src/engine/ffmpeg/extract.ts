@@ -27,7 +27,7 @@ import { createHash } from 'node:crypto';
 import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
-import { type EntryDecode, provesEntry } from '../../core/open-gop.js';
+import { AHEAD_MARGIN, type EntryDecode, provesAhead, provesEntry } from '../../core/open-gop.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
@@ -142,11 +142,25 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
   // While proving, both decodes go on to the reach past the entry (the proof compares every
   // picture over it), however close after the entry the targets are.
   const [tbNum, tbDen] = d.timeBase;
-  const reachEnd =
-    opening === undefined
-      ? lastPts
-      : opening + BigInt(Math.ceil((reach * Number(tbDen)) / Number(tbNum))) + 1n;
-  const proveTo = reachEnd > lastPts ? reachEnd : lastPts;
+  const ticks = (s: number) => BigInt(Math.ceil((s * Number(tbDen)) / Number(tbNum)));
+  const reachEnd = opening === undefined ? lastPts : opening + ticks(reach) + 1n;
+  // The keyframe after the group, where the proof may be made ahead (src/core/open-gop.ts
+  // provesAhead): this group's decode carried on past it, met by a short decode from it.
+  const next = req.keyframes[key + 1];
+  const ahead =
+    claim !== null &&
+    opening !== undefined &&
+    next !== undefined &&
+    req.entries.has(next) &&
+    provesAhead({
+      key: seconds(opening, d),
+      last: seconds(lastPts, d),
+      next: seconds(next, d),
+      previous: key > 0 ? seconds(req.keyframes[key - 1] as bigint, d) : d.startTime,
+      reach,
+    });
+  const aheadEnd = next === undefined ? lastPts : next + ticks(reach + AHEAD_MARGIN);
+  const proveTo = ahead ? aheadEnd : reachEnd > lastPts ? reachEnd : lastPts;
   // The claiming group's first attempt, when it entered as an entry does.
   let entered: EntryDecode | undefined;
   try {
@@ -181,8 +195,18 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
         claim.settle(proven);
         claim = null;
       } else if (claim && attempt === 0) {
-        if (decode.entry) entered = decode;
-        else {
+        if (decode.entry) {
+          entered = decode;
+          // Ahead: a verdict (proven: this entry is one like it) ends the claim; none told leaves
+          // it to the proof behind, the next attempt.
+          const proven = ahead ? await proveAhead(req, key + 1, r, aheadEnd) : null;
+          if (proven !== null) {
+            debug('open-GOP entries: %s ahead', proven ? 'proven' : 'disproven');
+            claim.settle(proven);
+            claim = null;
+            if (proven) return r.frames;
+          }
+        } else {
           // Clean, or more trouble than an entry's: this group proves nothing.
           claim.settle(null);
           claim = null;
@@ -219,6 +243,31 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
     // A claim not settled (the run failed, or went to the start of the stream) is given up.
     claim?.settle(null);
   }
+}
+
+/**
+ * The proof made ahead (src/core/open-gop.ts provesAhead): `own`, the claiming group's decode
+ * carried on to `end` with its pictures' digests, against a decode from keyframe `next` (an entry,
+ * an index into req.keyframes) to `end`. Each decode's chosen picture is the last one both show.
+ */
+async function proveAhead(req: GroupRequest, next: number, own: Run, end: bigint): Promise<boolean | null> {
+  const { d, packets } = req;
+  const target = lastAtOrBefore(packets.pts, (p) => p <= end);
+  const r = await extractOnce({ ...req, group: [target] }, next, false, end, 1000);
+  const shared = [...r.prints.keys()].filter((p) => p <= end && own.prints.has(p));
+  const chosen = shared.reduce<bigint | undefined>((a, p) => (a === undefined || p > a ? p : a), undefined);
+  if (chosen === undefined) return null;
+  const key = seconds(req.keyframes[next] as bigint, d);
+  const opening = seconds(req.keyframes[next - 1] as bigint, d);
+  const decode = (run: Run, at: number): EntryDecode => ({
+    start: at,
+    key: at,
+    entry: run.entry,
+    frame: seconds(chosen, d),
+    print: run.prints.get(chosen) ?? null,
+    prints: [...run.prints].map(([p, print]) => [seconds(p, d), print] as const),
+  });
+  return provesEntry(decode(r, key), decode(own, opening), d.referenceReach);
 }
 
 /**
