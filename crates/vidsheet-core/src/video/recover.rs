@@ -393,6 +393,22 @@ impl Drop for Claim {
     }
 }
 
+/// An entry proven by the decode under way. The first attempt at an entry chose a frame within
+/// the reach of its keyframe, so it cannot prove the entry by its own restart's chosen frame; but
+/// that restart, from the keyframe before, decodes on through keyframe + reach for this decoder's
+/// later targets. So the first attempt decodes on to keyframe + reach (a few pictures more), and
+/// the restart's pictures from the keyframe on are compared with it as they come out ([`proves`],
+/// the chosen frame being the first picture past the reach both showed): the proof's second
+/// decode is work done anyway. Given up (the claim released) when decoding is repositioned first.
+pub(super) struct Verifying {
+    claim: Claim,
+    reach: i64,
+    /// The first attempt, its prints through its last picture (`frame`).
+    first: Attempt,
+    /// The restart's prints from the keyframe on.
+    prints: Vec<(i64, u64)>,
+}
+
 /// Restarts for one target.
 pub(super) struct Recovery {
     /// Where the first suspect decode entered the stream (its index keyframe when there is one).
@@ -425,11 +441,19 @@ impl VideoSource {
         let key = self.watch.key.and_then(|(_, pts)| pts);
         // A first attempt at an entry of the kind waits for any other decoder's proof, then
         // claims its own when it can give one (see [`proves`]).
+        let can_prove = key.is_some_and(|k| chosen.saturating_sub(k) >= reach);
+        // A chosen frame within the reach of the keyframe: the restart this attempt needs anyway
+        // decodes on past keyframe + reach for later targets, so the entry is proven by decoding
+        // this attempt on that far too (see [`Verifying`]).
+        let goes_on = !can_prove && key.is_some_and(|k| self.restart_passes_reach(k, reach));
         let claim = if found.entry && self.recovery.is_none() {
-            let can_prove = key.is_some_and(|k| chosen.saturating_sub(k) >= reach);
-            self.open_gops.claim(can_prove)
+            self.open_gops.claim(can_prove || goes_on)
         } else {
             None
+        };
+        let (claim, later) = match claim {
+            Some(claim) if goes_on => (None, self.decode_on_to_prove(claim, reach)),
+            claim => (claim, None),
         };
         if found.entry && self.open_gops.proven() {
             // An entry like the one proven clean in this stream (see the module comment).
@@ -486,7 +510,10 @@ impl VideoSource {
             }
             Next::Back(back) => match self.restart_point(origin, back) {
                 // A fresh decoder: going back, the one here may hold parameter sets from later.
-                Some(ts) if self.renew_decoder() && self.try_seek(ts) => {}
+                Some(ts) if self.renew_decoder() && self.try_seek(ts) => {
+                    // The restart is the proof's earlier decode.
+                    self.verifying = later;
+                }
                 _ => self.rewind_for_trouble(),
             },
             Next::Rewind => self.rewind_for_trouble(),
@@ -503,6 +530,9 @@ impl VideoSource {
     /// Called for every picture that comes out: while an entry may yet be proven (trouble
     /// reported, nothing proven), keeps its digest for the proof and returns it.
     pub(super) fn print_to_prove(&mut self, frame: &ff::frame::Video, pts: i64) -> Option<u64> {
+        if self.verifying.is_some() {
+            return self.verify(frame, pts);
+        }
         if !self.needs_print() || !self.open_gops.open() {
             return None;
         }
@@ -519,6 +549,108 @@ impl VideoSource {
         let print = fingerprint(frame)?;
         self.watch.printed(pts, print);
         Some(print)
+    }
+
+    /// Whether a restart one keyframe before the keyframe at `key` starts at least `reach` before
+    /// it and, decoding on for this decoder's targets, shows pictures at least `reach` past it
+    /// without seeking (a target there, before the next keyframe of the index).
+    fn restart_passes_reach(&self, key: i64, reach: i64) -> bool {
+        let past = key.saturating_add(reach);
+        let next_key = self.index_keyframe_after(key.saturating_add(1));
+        let index_key = self.keyframe_index(key).filter(|&k| k != i64::MIN);
+        let far_enough = index_key
+            .and_then(|k| self.index_keyframe_back(k, 1))
+            .is_none_or(|earlier| earlier <= key.saturating_sub(reach));
+        far_enough
+            && self.targets[self.target_pos.min(self.targets.len())..]
+                .iter()
+                .any(|&t| t >= past && next_key.is_none_or(|n| t < n))
+    }
+
+    /// The first attempt at an entry, its chosen frame within `reach` of the keyframe: decodes on
+    /// (the pictures are dropped: a restart follows) to the first picture at least `reach` past
+    /// the keyframe, and keeps what the proof compares. None, the claim released, when the
+    /// trouble found on the way is more than the entry's.
+    fn decode_on_to_prove(&mut self, claim: Claim, reach: i64) -> Option<Verifying> {
+        let (_, key) = self.watch.key?;
+        let key = key?;
+        let past = key.saturating_add(reach);
+        let shown = |d: &super::Decoded| d.pts;
+        let mut last = self
+            .cur
+            .iter()
+            .chain(self.next.iter())
+            .chain(self.ahead.iter())
+            .map(shown)
+            .max()?;
+        while last < past {
+            match self.next_frame() {
+                Some(f) => last = last.max(f.pts),
+                None => break,
+            }
+        }
+        let found = self.watch.findings(&self.log.read(), last);
+        if last < past || !found.entry {
+            return None;
+        }
+        Some(Verifying {
+            claim,
+            reach,
+            first: Attempt {
+                start: self.entry?,
+                trouble: found.trouble,
+                invented: found.invented,
+                frame: last,
+                print: None,
+                key: Some(key),
+                entry: true,
+                prints: std::mem::take(&mut self.watch.prints),
+            },
+            prints: Vec::new(),
+        })
+    }
+
+    /// A picture of the decode that proves an entry ([`Verifying`]): keeps its digest; at the first
+    /// picture `reach` past the keyframe that the first attempt showed too, gives the verdict.
+    fn verify(&mut self, frame: &ff::frame::Video, pts: i64) -> Option<u64> {
+        let v = self.verifying.as_mut()?;
+        let key = v.first.key?;
+        if pts < key {
+            return None;
+        }
+        let print = fingerprint(frame);
+        if let Some(print) = print {
+            v.prints.push((pts, print));
+        }
+        let last = v.first.prints.last().map_or(i64::MIN, |p| p.0);
+        let theirs = v.first.prints.iter().find(|p| p.0 == pts).map(|p| p.1);
+        if pts > last || print.is_none() {
+            // Past what the first attempt showed, or a picture that cannot be compared.
+            self.verifying = None;
+        } else if pts >= key.saturating_add(v.reach) && theirs.is_some() {
+            let v = self.verifying.take()?;
+            let first = Attempt {
+                frame: pts,
+                print: theirs,
+                ..v.first
+            };
+            let earlier = Attempt {
+                start: self.entry.unwrap_or(i64::MAX),
+                trouble: BTreeSet::new(),
+                invented: false,
+                frame: pts,
+                print,
+                key: None,
+                entry: false,
+                prints: v.prints,
+            };
+            match proves(&first, &earlier, v.reach) {
+                Some(true) => v.claim.settle(Proof::Proven),
+                Some(false) => v.claim.settle(Proof::Disproven),
+                None => {}
+            }
+        }
+        print
     }
 
     /// How far back a picture may reference, in stream units: the stream's reference pictures
