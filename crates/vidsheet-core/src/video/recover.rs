@@ -883,6 +883,51 @@ mod tests {
         assert_eq!(proves(&damaged, &earlier(&same), reach), None);
     }
 
+    /// One decode of fixtures/vectors/open-gop-proof.json.
+    #[derive(serde::Deserialize)]
+    struct VectorDecode {
+        start: i64,
+        key: Option<i64>,
+        entry: bool,
+        frame: i64,
+        print: Option<u64>,
+        prints: Vec<(i64, u64)>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct ProofCase {
+        name: String,
+        reach: i64,
+        first: VectorDecode,
+        earlier: VectorDecode,
+        expect: Option<bool>,
+    }
+
+    #[test]
+    fn the_proof_follows_the_shared_vectors() {
+        let attempt = |d: VectorDecode| Attempt {
+            start: d.start,
+            trouble: BTreeSet::new(),
+            invented: d.entry,
+            frame: d.frame,
+            print: d.print,
+            key: d.key,
+            entry: d.entry,
+            prints: d.prints,
+        };
+        let cases = crate::vectors::cases::<ProofCase>("open-gop-proof.json");
+        assert!(cases.len() >= 11);
+        for case in cases {
+            let (first, earlier) = (attempt(case.first), attempt(case.earlier));
+            assert_eq!(
+                proves(&first, &earlier, case.reach),
+                case.expect,
+                "{}",
+                case.name
+            );
+        }
+    }
+
     #[test]
     fn one_decoder_proves_at_a_time_the_others_wait_for_its_verdict() {
         let gops = Arc::new(OpenGops::default());
