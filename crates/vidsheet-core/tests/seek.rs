@@ -323,10 +323,9 @@ fn an_open_gop_entry_just_past_its_keyframe_is_proven_by_the_restart_it_needs_an
     let stats = check_clip_on(&dir, &clip, &[202 * 40, 260 * 40, 320 * 40], Some(1), 1);
     // The reach here is well under 30 frames (3 references, B-frames in threes).
     let (few, reach) = (3, 30);
-    let bound = (references(200, 200 + reach)
-        + references(100, 260)
-        + references(300, 320)
-        + 3 * few) as u64;
+    let bound =
+        (references(200, 200 + reach) + references(100, 260) + references(300, 320) + 3 * few)
+            as u64;
     assert!(
         stats.decoded_frames <= bound,
         "decoded {} frames; proving the first entry by its own restart and trusting the second \
