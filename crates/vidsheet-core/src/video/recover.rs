@@ -39,6 +39,9 @@
 //! for every later frame; an encoder that references across some keyframes does so within the
 //! reach of one of them, and a stream whose keyframes are closer together than the reach (like
 //! false-sync.mp4) is never proven. The proof is shared by the job's decoders of the stream.
+//! The frame the proof runs to is the target's chosen frame, or, when that lies within the reach
+//! of the keyframe, the first picture past the reach: both decodes go on that far, the second one
+//! for later targets it decodes anyway ([`Verifying`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -283,10 +286,10 @@ impl Ladder {
 }
 
 /// Whether `earlier`, a later attempt for the same target, proves `first`'s entry clean (see the
-/// module comment): `first` found nothing but what entering at its keyframe produces and chose a
-/// frame at least `reach` after that keyframe; `earlier` started at least `reach` before it, chose
-/// the very same picture, and every picture both showed from the keyframe to the chosen frame is
-/// the same. (Pictures only one decode showed are non-reference ones it chose to skip: nothing
+/// module comment): `first` found nothing but what entering at its keyframe produces and ran to a
+/// frame (`frame`: the chosen one, or one it decoded on to) at least `reach` after that keyframe;
+/// `earlier` started at least `reach` before it, showed the very same picture there, and every
+/// picture both showed from the keyframe to that frame is the same. (Pictures only one decode showed are non-reference ones it chose to skip: nothing
 /// depends on them.) None when the two cannot tell (`first` is not such an entry, or `earlier`
 /// did not start far enough back); Some(false) when they disprove it.
 fn proves(first: &Attempt, earlier: &Attempt, reach: i64) -> Option<bool> {
