@@ -288,6 +288,53 @@ fn an_open_gop_entry_is_verified_from_one_keyframe_earlier_not_two() {
     assert!(stats.seeks >= 2, "the entry was verified: {stats:?}");
 }
 
+/// The first open-GOP entry met at a target just past its keyframe (closer than any reference
+/// reaches, so the target alone cannot tell whether the entry is clean): the restart from the
+/// keyframe before, which that target needs anyway, decodes on for the later targets of the GOP,
+/// and its pictures from the keyframe on prove the entry as they come out; the first attempt only
+/// decodes on to keyframe + reach. So the next entry (frame 320) is trusted without a second
+/// decode. Without that proof, frame 320's entry is verified from frame 200: one GOP more.
+#[test]
+fn an_open_gop_entry_just_past_its_keyframe_is_proven_by_the_restart_it_needs_anyway() {
+    let dir = TempDir::new("seek-opengop-near");
+    let clip = dir.path("opengop.mp4");
+    let open_gop = ["-x264-params", "b-adapt=0:b-pyramid=none:open-gop=1"];
+    encode_index(&index_source(25, 16.0), 1, 100, &open_gop, &clip);
+    let types = ffprobe(&[
+        "-select_streams",
+        "v:0",
+        "-show_entries",
+        "frame=pict_type",
+        "-of",
+        "csv=p=0",
+        &clip,
+    ]);
+    let types: Vec<&str> = types
+        .lines()
+        .map(|l| l.trim().trim_end_matches(','))
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(types.len(), 400);
+    assert!([0, 100, 200, 300].iter().all(|&k| types[k] == "I"));
+    let references =
+        |from: usize, to: usize| types[from..=to].iter().filter(|t| **t != "B").count();
+    // Frame 202, two past keyframe 200; frame 260, past the reach in the same GOP; frame 320, the
+    // next entry, 20 past its keyframe.
+    let stats = check_clip_on(&dir, &clip, &[202 * 40, 260 * 40, 320 * 40], Some(1), 1);
+    // The reach here is well under 30 frames (3 references, B-frames in threes).
+    let (few, reach) = (3, 30);
+    let bound =
+        (references(200, 200 + reach) + references(100, 260) + references(300, 320) + 3 * few)
+            as u64;
+    assert!(
+        stats.decoded_frames <= bound,
+        "decoded {} frames; proving the first entry by its own restart and trusting the second \
+         cost at most {bound} (the second verified too: {} more): {stats:?}",
+        stats.decoded_frames,
+        references(200, 320),
+    );
+}
+
 /// Cells spread over many GOPs are split into contiguous parts decoded in parallel, each by its
 /// own decoder: every cell still shows exactly the frame the rule picks, including cells on either
 /// side of a keyframe (where parts meet), duplicates, and targets before the first and after the

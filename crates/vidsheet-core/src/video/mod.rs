@@ -152,6 +152,8 @@ pub(crate) struct VideoSource {
     watch: recover::Watch,
     /// Restarts further back for the current target.
     recovery: Option<recover::Recovery>,
+    /// An open-GOP entry this decoder is proving with its current decode ([`recover::Verifying`]).
+    verifying: Option<recover::Verifying>,
     /// This stream's open-GOP entries were proven clean ([`recover`]); shared by the job's
     /// decoders of the stream.
     open_gops: std::sync::Arc<recover::OpenGops>,

@@ -198,6 +198,7 @@ impl VideoSource {
             landing: false,
             watch: recover::Watch::default(),
             recovery: None,
+            verifying: None,
             open_gops: Default::default(),
             forward_only: false,
             packets: None,

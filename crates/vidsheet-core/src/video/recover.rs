@@ -39,6 +39,9 @@
 //! for every later frame; an encoder that references across some keyframes does so within the
 //! reach of one of them, and a stream whose keyframes are closer together than the reach (like
 //! false-sync.mp4) is never proven. The proof is shared by the job's decoders of the stream.
+//! The frame the proof runs to is the target's chosen frame, or, when that lies within the reach
+//! of the keyframe, the first picture past the reach: both decodes go on that far, the second one
+//! for later targets it decodes anyway ([`Verifying`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -283,10 +286,10 @@ impl Ladder {
 }
 
 /// Whether `earlier`, a later attempt for the same target, proves `first`'s entry clean (see the
-/// module comment): `first` found nothing but what entering at its keyframe produces and chose a
-/// frame at least `reach` after that keyframe; `earlier` started at least `reach` before it, chose
-/// the very same picture, and every picture both showed from the keyframe to the chosen frame is
-/// the same. (Pictures only one decode showed are non-reference ones it chose to skip: nothing
+/// module comment): `first` found nothing but what entering at its keyframe produces and ran to a
+/// frame (`frame`: the chosen one, or one it decoded on to) at least `reach` after that keyframe;
+/// `earlier` started at least `reach` before it, showed the very same picture there, and every
+/// picture both showed from the keyframe to that frame is the same. (Pictures only one decode showed are non-reference ones it chose to skip: nothing
 /// depends on them.) None when the two cannot tell (`first` is not such an entry, or `earlier`
 /// did not start far enough back); Some(false) when they disprove it.
 fn proves(first: &Attempt, earlier: &Attempt, reach: i64) -> Option<bool> {
@@ -393,6 +396,22 @@ impl Drop for Claim {
     }
 }
 
+/// An entry proven by the decode under way. The first attempt at an entry chose a frame within
+/// the reach of its keyframe, so it cannot prove the entry by its own restart's chosen frame; but
+/// that restart, from the keyframe before, decodes on through keyframe + reach for this decoder's
+/// later targets. So the first attempt decodes on to keyframe + reach (a few pictures more), and
+/// the restart's pictures from the keyframe on are compared with it as they come out ([`proves`],
+/// the chosen frame being the first picture past the reach both showed): the proof's second
+/// decode is work done anyway. Given up (the claim released) when decoding is repositioned first.
+pub(super) struct Verifying {
+    claim: Claim,
+    reach: i64,
+    /// The first attempt, its prints through its last picture (`frame`).
+    first: Attempt,
+    /// The restart's prints from the keyframe on.
+    prints: Vec<(i64, u64)>,
+}
+
 /// Restarts for one target.
 pub(super) struct Recovery {
     /// Where the first suspect decode entered the stream (its index keyframe when there is one).
@@ -425,11 +444,19 @@ impl VideoSource {
         let key = self.watch.key.and_then(|(_, pts)| pts);
         // A first attempt at an entry of the kind waits for any other decoder's proof, then
         // claims its own when it can give one (see [`proves`]).
+        let can_prove = key.is_some_and(|k| chosen.saturating_sub(k) >= reach);
+        // A chosen frame within the reach of the keyframe: the restart this attempt needs anyway
+        // decodes on past keyframe + reach for later targets, so the entry is proven by decoding
+        // this attempt on that far too (see [`Verifying`]).
+        let goes_on = !can_prove && key.is_some_and(|k| self.restart_passes_reach(k, reach));
         let claim = if found.entry && self.recovery.is_none() {
-            let can_prove = key.is_some_and(|k| chosen.saturating_sub(k) >= reach);
-            self.open_gops.claim(can_prove)
+            self.open_gops.claim(can_prove || goes_on)
         } else {
             None
+        };
+        let (claim, later) = match claim {
+            Some(claim) if goes_on => (None, self.decode_on_to_prove(claim, reach)),
+            claim => (claim, None),
         };
         if found.entry && self.open_gops.proven() {
             // An entry like the one proven clean in this stream (see the module comment).
@@ -486,7 +513,10 @@ impl VideoSource {
             }
             Next::Back(back) => match self.restart_point(origin, back) {
                 // A fresh decoder: going back, the one here may hold parameter sets from later.
-                Some(ts) if self.renew_decoder() && self.try_seek(ts) => {}
+                Some(ts) if self.renew_decoder() && self.try_seek(ts) => {
+                    // The restart is the proof's earlier decode.
+                    self.verifying = later;
+                }
                 _ => self.rewind_for_trouble(),
             },
             Next::Rewind => self.rewind_for_trouble(),
@@ -503,6 +533,9 @@ impl VideoSource {
     /// Called for every picture that comes out: while an entry may yet be proven (trouble
     /// reported, nothing proven), keeps its digest for the proof and returns it.
     pub(super) fn print_to_prove(&mut self, frame: &ff::frame::Video, pts: i64) -> Option<u64> {
+        if self.verifying.is_some() {
+            return self.verify(frame, pts);
+        }
         if !self.needs_print() || !self.open_gops.open() {
             return None;
         }
@@ -519,6 +552,108 @@ impl VideoSource {
         let print = fingerprint(frame)?;
         self.watch.printed(pts, print);
         Some(print)
+    }
+
+    /// Whether a restart one keyframe before the keyframe at `key` starts at least `reach` before
+    /// it and, decoding on for this decoder's targets, shows pictures at least `reach` past it
+    /// without seeking (a target there, before the next keyframe of the index).
+    fn restart_passes_reach(&self, key: i64, reach: i64) -> bool {
+        let past = key.saturating_add(reach);
+        let next_key = self.index_keyframe_after(key.saturating_add(1));
+        let index_key = self.keyframe_index(key).filter(|&k| k != i64::MIN);
+        let far_enough = index_key
+            .and_then(|k| self.index_keyframe_back(k, 1))
+            .is_none_or(|earlier| earlier <= key.saturating_sub(reach));
+        far_enough
+            && self.targets[self.target_pos.min(self.targets.len())..]
+                .iter()
+                .any(|&t| t >= past && next_key.is_none_or(|n| t < n))
+    }
+
+    /// The first attempt at an entry, its chosen frame within `reach` of the keyframe: decodes on
+    /// (the pictures are dropped: a restart follows) to the first picture at least `reach` past
+    /// the keyframe, and keeps what the proof compares. None, the claim released, when the
+    /// trouble found on the way is more than the entry's.
+    fn decode_on_to_prove(&mut self, claim: Claim, reach: i64) -> Option<Verifying> {
+        let (_, key) = self.watch.key?;
+        let key = key?;
+        let past = key.saturating_add(reach);
+        let shown = |d: &super::Decoded| d.pts;
+        let mut last = self
+            .cur
+            .iter()
+            .chain(self.next.iter())
+            .chain(self.ahead.iter())
+            .map(shown)
+            .max()?;
+        while last < past {
+            match self.next_frame() {
+                Some(f) => last = last.max(f.pts),
+                None => break,
+            }
+        }
+        let found = self.watch.findings(&self.log.read(), last);
+        if last < past || !found.entry {
+            return None;
+        }
+        Some(Verifying {
+            claim,
+            reach,
+            first: Attempt {
+                start: self.entry?,
+                trouble: found.trouble,
+                invented: found.invented,
+                frame: last,
+                print: None,
+                key: Some(key),
+                entry: true,
+                prints: std::mem::take(&mut self.watch.prints),
+            },
+            prints: Vec::new(),
+        })
+    }
+
+    /// A picture of the decode that proves an entry ([`Verifying`]): keeps its digest; at the first
+    /// picture `reach` past the keyframe that the first attempt showed too, gives the verdict.
+    fn verify(&mut self, frame: &ff::frame::Video, pts: i64) -> Option<u64> {
+        let v = self.verifying.as_mut()?;
+        let key = v.first.key?;
+        if pts < key {
+            return None;
+        }
+        let print = fingerprint(frame);
+        if let Some(print) = print {
+            v.prints.push((pts, print));
+        }
+        let last = v.first.prints.last().map_or(i64::MIN, |p| p.0);
+        let theirs = v.first.prints.iter().find(|p| p.0 == pts).map(|p| p.1);
+        if pts > last || print.is_none() {
+            // Past what the first attempt showed, or a picture that cannot be compared.
+            self.verifying = None;
+        } else if pts >= key.saturating_add(v.reach) && theirs.is_some() {
+            let v = self.verifying.take()?;
+            let first = Attempt {
+                frame: pts,
+                print: theirs,
+                ..v.first
+            };
+            let earlier = Attempt {
+                start: self.entry.unwrap_or(i64::MAX),
+                trouble: BTreeSet::new(),
+                invented: false,
+                frame: pts,
+                print,
+                key: None,
+                entry: false,
+                prints: v.prints,
+            };
+            match proves(&first, &earlier, v.reach) {
+                Some(true) => v.claim.settle(Proof::Proven),
+                Some(false) => v.claim.settle(Proof::Disproven),
+                None => {}
+            }
+        }
+        print
     }
 
     /// How far back a picture may reference, in stream units: the stream's reference pictures
@@ -749,6 +884,51 @@ mod tests {
         let mut damaged = attempt(1000, 1200, &same);
         damaged.entry = false;
         assert_eq!(proves(&damaged, &earlier(&same), reach), None);
+    }
+
+    /// One decode of fixtures/vectors/open-gop-proof.json.
+    #[derive(serde::Deserialize)]
+    struct VectorDecode {
+        start: i64,
+        key: Option<i64>,
+        entry: bool,
+        frame: i64,
+        print: Option<u64>,
+        prints: Vec<(i64, u64)>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct ProofCase {
+        name: String,
+        reach: i64,
+        first: VectorDecode,
+        earlier: VectorDecode,
+        expect: Option<bool>,
+    }
+
+    #[test]
+    fn the_proof_follows_the_shared_vectors() {
+        let attempt = |d: VectorDecode| Attempt {
+            start: d.start,
+            trouble: BTreeSet::new(),
+            invented: d.entry,
+            frame: d.frame,
+            print: d.print,
+            key: d.key,
+            entry: d.entry,
+            prints: d.prints,
+        };
+        let cases = crate::vectors::cases::<ProofCase>("open-gop-proof.json");
+        assert!(cases.len() >= 11);
+        for case in cases {
+            let (first, earlier) = (attempt(case.first), attempt(case.earlier));
+            assert_eq!(
+                proves(&first, &earlier, case.reach),
+                case.expect,
+                "{}",
+                case.name
+            );
+        }
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl VideoSource {
         }
     }
 
-    fn index_keyframe_after(&self, ts: i64) -> Option<i64> {
+    pub(super) fn index_keyframe_after(&self, ts: i64) -> Option<i64> {
         unsafe {
             let e = ffi::avformat_index_get_entry_from_timestamp(self.stream(), ts, 0);
             (!e.is_null()).then(|| (*e).timestamp)
@@ -126,6 +126,8 @@ impl VideoSource {
         self.packet_failed = false;
         self.first_field = None;
         self.entry = None;
+        // A proof by the decode that was under way needs that decode whole.
+        self.verifying = None;
         // Trouble is watched from a seek until a target is answered; from the start there is no
         // seek artefact to watch for.
         let watch = !self.from_start;
