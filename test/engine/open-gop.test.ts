@@ -142,27 +142,28 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
       .map((a) => (a.includes('-ss') ? Number(a[a.indexOf('-ss') + 1]) : 0));
   }
 
+  /** 10 minutes of 960x540 at 6 fps, a keyframe every 10 s: only the first an IDR. */
+  const longOpenGopClip = () =>
+    indexClip({ seconds: 600, fps: 6, gop: 60, bframes: 3, openGop: true, width: 960, height: 540 });
+
+  /** Each target of `timesMs` was decoded by a run that seeks to its own 10-s keyframe. */
+  const expectOwnKeyframes = (seeks: number[], timesMs: number[]) => {
+    for (const t of timesMs) {
+      const key = Math.floor(t / 10_000) * 10;
+      expect(seeks.some((s) => Math.abs(s - key) < 0.01)).toBe(true);
+    }
+  };
+
   it('a long clip: each target far from the IDR is decoded from its own GOP, not from the start', async () => {
     // 10 minutes at 6 fps, a keyframe every 10 s: only the first is an IDR, the others recovery
     // points. (960x540 at 6 fps: a run costs as much as about 29 s of decoding, and a picture may
     // reference 8.8 s back, src/core/open-gop.ts.)
-    const clip = await indexClip({
-      seconds: 600,
-      fps: 6,
-      gop: 60,
-      bframes: 3,
-      openGop: true,
-      width: 960,
-      height: 540,
-    });
+    const clip = await longOpenGopClip();
     const timesMs = [33_300, 100_000, 166_700, 233_300, 300_000, 366_700, 433_300, 500_000, 566_700];
     const seeks = await render(clip, timesMs, 'long');
     // The render's first two targets are decoded on their own (MP4 lists them first): from the
     // IDR, as entering would not pay for them. Every later target's own keyframe is a start.
-    for (const t of timesMs.slice(2)) {
-      const key = Math.floor(t / 10_000) * 10;
-      expect(seeks.some((s) => Math.abs(s - key) < 0.01)).toBe(true);
-    }
+    expectOwnKeyframes(seeks, timesMs.slice(2));
     expect(seeks.filter((s) => s < 10)).toHaveLength(1);
     // One run per group, one for the first two targets and the proof's second decode.
     expect(seeks).toHaveLength(timesMs.length - 2 + 1 + 1);
@@ -174,22 +175,11 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
     // 9.5 + 19.5 s of stream in two runs (87 s), then six runs of 9.5 + 29 s: 231 s laid end to
     // end, as the rule once counted them (1.25 x 318 s > 328.5 s: it declined), 115.5 s shared by
     // two cores (1.25 x 202.5 s < 328.5 s). (Assumes at least two cores, as any CI runner has.)
-    const clip = await indexClip({
-      seconds: 600,
-      fps: 6,
-      gop: 60,
-      bframes: 3,
-      openGop: true,
-      width: 960,
-      height: 540,
-    });
+    const clip = await longOpenGopClip();
     const late = [23, 24, 25, 26, 27, 28, 29].map((n) => n * 10_000 + 9_500);
     const timesMs = [3_300, 6_600, ...late];
     const seeks = await render(clip, timesMs, 'consecutive');
-    for (const t of late) {
-      const key = Math.floor(t / 10_000) * 10;
-      expect(seeks.some((s) => Math.abs(s - key) < 0.01)).toBe(true);
-    }
+    expectOwnKeyframes(seeks, late);
     // The first two targets from the IDR, each later one from its own keyframe. The proof is made
     // ahead (src/core/open-gop.ts provesAhead: 9.55 + 9.05 s against 19.5 s from keyframe 22): the
     // GOP-23 group's decode goes on to 249.05 s, met by a second decode from keyframe 24, not one

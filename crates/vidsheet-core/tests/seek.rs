@@ -236,6 +236,31 @@ fn other_codecs_with_b_frames() {
     }
 }
 
+/// Encodes the 16-s index clip at `clip` as x264 open GOPs on one core (keyframes every 100
+/// frames, 4 s; one B-frame, no pyramid) and returns ffprobe's picture type of each of its 400
+/// frames, the oracle of the decode bounds below.
+fn open_gop_index_clip(clip: &str) -> Vec<String> {
+    let open_gop = ["-x264-params", "b-adapt=0:b-pyramid=none:open-gop=1"];
+    encode_index(&index_source(25, 16.0), 1, 100, &open_gop, clip);
+    let types = ffprobe(&[
+        "-select_streams",
+        "v:0",
+        "-show_entries",
+        "frame=pict_type",
+        "-of",
+        "csv=p=0",
+        clip,
+    ]);
+    let types: Vec<String> = types
+        .lines()
+        .map(|l| l.trim().trim_end_matches(',').to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(types.len(), 400);
+    assert!([0, 100, 200, 300].iter().all(|&k| types[k] == "I"));
+    types
+}
+
 /// Entering an open GOP's keyframe (not an IDR) in an MP4, the first entry of the stream is
 /// verified by decoding again from one keyframe earlier. MP4's index holds decode times while a
 /// seek takes a presentation time (the demuxer subtracts the reordering shift), so seeking to the
@@ -249,27 +274,8 @@ fn other_codecs_with_b_frames() {
 fn an_open_gop_entry_is_verified_from_one_keyframe_earlier_not_two() {
     let dir = TempDir::new("seek-opengop-restart");
     let clip = dir.path("opengop.mp4");
-    // Keyframes every 100 frames (4 s).
-    let open_gop = ["-x264-params", "b-adapt=0:b-pyramid=none:open-gop=1"];
-    encode_index(&index_source(25, 16.0), 1, 100, &open_gop, &clip);
-    let types = ffprobe(&[
-        "-select_streams",
-        "v:0",
-        "-show_entries",
-        "frame=pict_type",
-        "-of",
-        "csv=p=0",
-        &clip,
-    ]);
-    let types: Vec<&str> = types
-        .lines()
-        .map(|l| l.trim().trim_end_matches(','))
-        .filter(|l| !l.is_empty())
-        .collect();
-    assert_eq!(types.len(), 400);
-    assert!([0, 100, 200, 300].iter().all(|&k| types[k] == "I"));
-    let references =
-        |from: usize, to: usize| types[from..=to].iter().filter(|t| **t != "B").count();
+    let types = open_gop_index_clip(&clip);
+    let references = |from: usize, to: usize| types[from..=to].iter().filter(|t| *t != "B").count();
     // 8.8 s: frame 220, 20 frames past its keyframe (200), further than any reference reaches: the
     // first entry, verified. 12.8 s: frame 320, an entry like it, trusted once that one is proven.
     let stats = check_clip_on(&dir, &clip, &[220 * 40, 320 * 40], Some(1), 1);
@@ -298,26 +304,8 @@ fn an_open_gop_entry_is_verified_from_one_keyframe_earlier_not_two() {
 fn an_open_gop_entry_just_past_its_keyframe_is_proven_by_the_restart_it_needs_anyway() {
     let dir = TempDir::new("seek-opengop-near");
     let clip = dir.path("opengop.mp4");
-    let open_gop = ["-x264-params", "b-adapt=0:b-pyramid=none:open-gop=1"];
-    encode_index(&index_source(25, 16.0), 1, 100, &open_gop, &clip);
-    let types = ffprobe(&[
-        "-select_streams",
-        "v:0",
-        "-show_entries",
-        "frame=pict_type",
-        "-of",
-        "csv=p=0",
-        &clip,
-    ]);
-    let types: Vec<&str> = types
-        .lines()
-        .map(|l| l.trim().trim_end_matches(','))
-        .filter(|l| !l.is_empty())
-        .collect();
-    assert_eq!(types.len(), 400);
-    assert!([0, 100, 200, 300].iter().all(|&k| types[k] == "I"));
-    let references =
-        |from: usize, to: usize| types[from..=to].iter().filter(|t| **t != "B").count();
+    let types = open_gop_index_clip(&clip);
+    let references = |from: usize, to: usize| types[from..=to].iter().filter(|t| *t != "B").count();
     // Frame 202, two past keyframe 200; frame 260, past the reach in the same GOP; frame 320, the
     // next entry, 20 past its keyframe.
     let stats = check_clip_on(&dir, &clip, &[202 * 40, 260 * 40, 320 * 40], Some(1), 1);
