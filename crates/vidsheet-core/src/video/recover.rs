@@ -289,9 +289,10 @@ impl Ladder {
 /// module comment): `first` found nothing but what entering at its keyframe produces and ran to a
 /// frame (`frame`: the chosen one, or one it decoded on to) at least `reach` after that keyframe;
 /// `earlier` started at least `reach` before it, showed the very same picture there, and every
-/// picture both showed from the keyframe to that frame is the same. (Pictures only one decode showed are non-reference ones it chose to skip: nothing
-/// depends on them.) None when the two cannot tell (`first` is not such an entry, or `earlier`
-/// did not start far enough back); Some(false) when they disprove it.
+/// picture both showed from the keyframe to that frame is the same. (Pictures only one decode
+/// showed are non-reference ones it chose to skip: nothing depends on them.) None when the two
+/// cannot tell (`first` is not such an entry, or `earlier` did not start far enough back);
+/// Some(false) when they disprove it.
 fn proves(first: &Attempt, earlier: &Attempt, reach: i64) -> Option<bool> {
     let key = first.key?;
     if !first.entry
