@@ -191,3 +191,42 @@ export function provesAhead({
   const end = next + reach + AHEAD_MARGIN;
   return end - own + (end - next) < own - previous;
 }
+
+/** A group as proofPair weighs it (seconds): the keyframe it opens at and its last target. */
+export interface OpeningGroup {
+  key: number;
+  last: number;
+  /** The keyframe is not a true random-access point (an open GOP's recovery point). */
+  entry: boolean;
+  /** The keyframe before `key`, or the stream's start where there is none. */
+  previous: number;
+}
+
+/**
+ * Two groups of a render whose own decodes prove the stream's entries between them, with no
+ * decode of their own (unlike provesAhead and the proof behind, which add one while the other
+ * entries wait): `first` opens at an entry, `earlier` at a keyframe at least the reach before it.
+ * `earlier`'s decode is carried on to `end` (the reach and AHEAD_MARGIN past `first`'s keyframe),
+ * `first`'s goes at least there, both keeping their pictures' digests: what provesEntry compares,
+ * as provesAhead's two decodes. Of such pairs the one that decodes least past its targets (indices
+ * into `groups`), where that is less than `first` proving behind would decode (from the keyframe
+ * before it, as the ladder's next attempt; else the pair would cost the other groups more than the
+ * wait it spares them); null where there is none.
+ */
+export function proofPair(
+  groups: readonly OpeningGroup[],
+  reach: number,
+): { earlier: number; first: number; end: number } | null {
+  let best: { earlier: number; first: number; end: number; cost: number } | null = null;
+  for (const [f, first] of groups.entries()) {
+    if (!first.entry) continue;
+    const end = first.key + reach + AHEAD_MARGIN;
+    for (const [e, earlier] of groups.entries()) {
+      if (first.key - earlier.key < reach || earlier.last >= first.key) continue;
+      const cost = end - earlier.last + Math.max(0, end - first.last);
+      const behind = Math.max(first.last, first.key + reach) - first.previous;
+      if (cost < behind && (!best || cost < best.cost)) best = { earlier: e, first: f, end, cost };
+    }
+  }
+  return best && { earlier: best.earlier, first: best.first, end: best.end };
+}

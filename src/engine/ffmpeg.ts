@@ -22,11 +22,11 @@ import { setMaxListeners } from 'node:events';
 import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { entersOpenGops, type GopGroup, runSeconds } from '../core/open-gop.js';
+import { entersOpenGops, type GopGroup, proofPair, runSeconds } from '../core/open-gop.js';
 import { audioPeaks } from './ffmpeg/audio.js';
 import { composeSheet } from './ffmpeg/compose.js';
 import { encodeSheet } from './ffmpeg/encode.js';
-import { extractGroup, readFrame } from './ffmpeg/extract.js';
+import { extractGroup, type GroupRequest, proofMeeting, readFrame } from './ffmpeg/extract.js';
 import { groupFrames, packetsFor } from './ffmpeg/groups.js';
 import { pictureHints } from './ffmpeg/nal.js';
 import {
@@ -179,11 +179,22 @@ async function renderSheets(
   const parts =
     d.sampleTable && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
   let wholeStream: Promise<Packets> | undefined;
+  // Stops the hints' light listing (below) once the whole stream's list, which serves them too,
+  // is read: the two would demux the whole file twice.
+  const hintsStop = new AbortController();
+  stop.signal.addEventListener('abort', () => hintsStop.abort(), { once: true });
   // The whole stream's list once it is in: set before any `whole()` caller resumes, so a part can
   // tell whether it already has it without waiting for a listing still running for the hints.
   let wholeList: Packets | undefined;
-  const whole = () =>
-    (wholeStream ??= listAllPackets(plan.input, d, stop.signal).then((list) => (wholeList = list)));
+  const whole = () => {
+    // The whole list serves the hints too (see wholeForHints): the light listing stops.
+    hintsStop.abort();
+    wholeStream ??= listAllPackets(plan.input, d, stop.signal).then((list) => {
+      wholeList = list;
+      return list;
+    });
+    return wholeStream;
+  };
   // The zoom hints' packets (core/zoom.ts): what the listings below read. MP4/MOV lists only the
   // neighbourhood of each target, which leaves most gaps unseen, so a whole list (demux only, a
   // few % of a render, measured in bench/run.mjs --hints) is read alongside the decoding, as the
@@ -194,11 +205,11 @@ async function renderSheets(
   const decodeAt = cells.map(() => Number.NaN);
   const hinting = process.env.VIDSHEET_BENCH_NO_HINTS !== '1';
   const wholeForHints =
-    hinting && d.sampleTable && d.timestamps ? listHintPackets(plan.input, d, stop.signal) : undefined;
+    hinting && d.sampleTable && d.timestamps ? listHintPackets(plan.input, d, hintsStop.signal) : undefined;
   wholeForHints?.catch(() => {});
   const gate = limiter(parallel);
   const seeking = { trusted: true };
-  const openGops = new OpenGops();
+  const openGops = new OpenGops(parts.length);
   // The stream's share of reference pictures (the open-GOP cost rule's weight), read once.
   let referenceShareOnce: Promise<number> | undefined;
   const shareOf = (list: Packets) => (referenceShareOnce ??= referenceShare(plan.input, d, list));
@@ -211,7 +222,7 @@ async function renderSheets(
   // The keyframes decoding may start at: the true random-access points.
   const usableKeyframes = (packets: Packets, entries: Set<bigint>) =>
     packets.keyframes.filter((k) => !entries.has(k));
-  const extractPart = async (partTimes: number[], p: number) => {
+  const extractPartOf = async (partTimes: number[], p: number, chosen: () => void) => {
     let packets = await packetsFor(plan.input, d, partTimes, whole, stop.signal);
     if (hinting && !wholeForHints) logs.push(packets.log);
     let entries = await entriesOf(packets);
@@ -303,35 +314,62 @@ async function renderSheets(
     const isReference = new Map(wanted.map((f, i) => [f, hints[i]?.reference]));
     // Several groups run one per core, each single-threaded; a lone group gets every thread.
     const threads = groups.length > 1 || parts.length > 1 ? 1 : 0;
+    // Entering, two groups may prove the stream's entries with their own decodes, running
+    // alongside the others (src/core/open-gop.ts proofPair).
+    const pair =
+      entering && threads === 1 ? proofPairOf(groups, packets, keyframes, entries, d, openGops) : null;
+    chosen();
     await settleAll(
       groups.map((group, g) =>
-        gate(async () => {
-          // Queued tasks start after a failure too: they must not recreate tempDir.
-          stop.signal.throwIfAborted();
-          const dir = join(plan.tempDir, `p${p}g${g}`);
-          await mkdir(dir, { recursive: true });
-          const got = await extractGroup({
-            path: plan.input,
-            d,
-            packets,
-            group,
-            size,
-            dir,
-            threads,
-            skipNonReference: group.every((f) => isReference.get(f) === true),
-            keyframes,
-            entries,
-            seeking,
-            openGops,
-            signal: stop.signal,
-            shownInstead,
-          });
-          for (const [pts, file] of got) files.set(pts, file);
-          settle(group.flatMap((f) => cellsOfFrame.get(f) ?? []));
+        gate(async (aside) => {
+          try {
+            // Queued tasks start after a failure too: they must not recreate tempDir.
+            stop.signal.throwIfAborted();
+            const dir = join(plan.tempDir, `p${p}g${g}`);
+            await mkdir(dir, { recursive: true });
+            const got = await extractGroup({
+              path: plan.input,
+              d,
+              packets,
+              group,
+              size,
+              dir,
+              threads,
+              skipNonReference: group.every((f) => isReference.get(f) === true),
+              keyframes,
+              entries,
+              seeking,
+              openGops,
+              pair: pair?.sides.get(g),
+              aside,
+              signal: stop.signal,
+              shownInstead,
+            });
+            for (const [pts, file] of got) files.set(pts, file);
+            settle(group.flatMap((f) => cellsOfFrame.get(f) ?? []));
+          } finally {
+            // A pair side that never decoded (aborted before it began) gives the pair up.
+            const side = pair?.sides.get(g);
+            side?.meeting.offer(side.side, null);
+          }
         }),
       ),
       abortAll,
     );
+  };
+  // Each part tells openGops once it has chosen its proof pair, or has none (failed before).
+  const extractPart = async (partTimes: number[], p: number) => {
+    let told = false;
+    const chosen = () => {
+      if (told) return;
+      told = true;
+      openGops.paired();
+    };
+    try {
+      await extractPartOf(partTimes, p, chosen);
+    } finally {
+      chosen();
+    }
   };
   await settleAll(parts.map(extractPart), abortAll).catch((error: unknown) => {
     throw sheetFailure ? sheetFailure.error : error;
@@ -398,6 +436,55 @@ function gopGroups(
       },
     ];
   });
+}
+
+/**
+ * The render's proof pair (src/core/open-gop.ts proofPair) among `groups` (ascending indices into
+ * packets.pts, each opening at the last of `keyframes` at or before its first target): each side's
+ * role by group index, sharing one meeting. null without a pair, or when another part's groups
+ * already hold the proof.
+ */
+function proofPairOf(
+  groups: number[][],
+  packets: Packets,
+  keyframes: bigint[],
+  entries: Set<bigint>,
+  d: VideoDetails,
+  openGops: OpenGops,
+): { sides: Map<number, NonNullable<GroupRequest['pair']>> } | null {
+  const opening = groups.map((group) => {
+    const first = packets.pts[group[0] as number] as bigint;
+    return keyframes[lastAtOrBefore(keyframes, (k) => k <= first)];
+  });
+  const weighed = groups.flatMap((group, g) => {
+    const key = opening[g];
+    if (key === undefined) return [];
+    const last = packets.pts[group[group.length - 1] as number] as bigint;
+    const before = keyframes[keyframes.indexOf(key) - 1];
+    return [
+      {
+        g,
+        key: seconds(key, d),
+        last: seconds(last, d),
+        entry: entries.has(key),
+        previous: before === undefined ? d.startTime : seconds(before, d),
+      },
+    ];
+  });
+  const chosen = proofPair(weighed, d.referenceReach);
+  if (!chosen) return null;
+  const earlier = weighed[chosen.earlier] as (typeof weighed)[number];
+  const first = weighed[chosen.first] as (typeof weighed)[number];
+  const keys = { earlier: opening[earlier.g] as bigint, first: opening[first.g] as bigint };
+  const made = proofMeeting(openGops, d, keys);
+  if (!made) return null;
+  const { meeting, end } = made;
+  return {
+    sides: new Map([
+      [earlier.g, { side: 'earlier', end, meeting }],
+      [first.g, { side: 'first', end, meeting }],
+    ]),
+  };
 }
 
 /** Packets sampled for the share of reference pictures (evenly over the listed ones). */

@@ -38,8 +38,9 @@ export function run(
       reject(signal.reason);
       return;
     }
-    debug('spawn %s %s', tool, args.join(' '));
+    const began = performance.now();
     const child = spawn(tool, args, { stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+    debug('spawn %s %d %s', tool, child.pid, args.join(' '));
     const kill = () => child.kill('SIGKILL');
     signal?.addEventListener('abort', kill, { once: true });
     const done = () => {
@@ -81,25 +82,47 @@ export function run(
       }
       if (code !== 0)
         debug('%s exited %s%s: %s', tool, code, timedOut ? ' (timed out)' : '', err.trim().slice(-500));
+      // Where a render's time goes: each process's wall time, paired with its spawn line by pid.
+      debug('%s %d done in %d ms', tool, child.pid, Math.round(performance.now() - began));
       resolve({ code: timedOut ? null : code, stdout: Buffer.concat(out), stderr: err });
     });
   });
 }
 
+/**
+ * Sets a gated task's slot aside while it waits for `wait` (for what another task decides), so
+ * the slot serves a queued task meanwhile; the task then queues for a slot again.
+ */
+export type Aside = <U>(wait: Promise<U>) => Promise<U>;
+
 /** A gate that lets at most `limit` tasks run at once, the others queued in call order. */
-export function limiter(limit: number): <T>(task: () => Promise<T>) => Promise<T> {
+export function limiter(limit: number): <T>(task: (aside: Aside) => Promise<T>) => Promise<T> {
   let running = 0;
   const queue: Array<() => void> = [];
-  return async (task) => {
+  // Queued: a finishing task hands its slot over, so a newcomer cannot take it in between.
+  const acquire = async () => {
     if (running < limit) running++;
-    // Queued: a finishing task hands its slot over, so a newcomer cannot take it in between.
     else await new Promise<void>((go) => queue.push(go));
+  };
+  const release = () => {
+    const next = queue.shift();
+    if (next) next();
+    else running--;
+  };
+  const aside: Aside = async (wait) => {
+    release();
     try {
-      return await task();
+      return await wait;
     } finally {
-      const next = queue.shift();
-      if (next) next();
-      else running--;
+      await acquire();
+    }
+  };
+  return async (task) => {
+    await acquire();
+    try {
+      return await task(aside);
+    } finally {
+      release();
     }
   };
 }

@@ -1,6 +1,7 @@
 /**
  * The open-GOP cost rule (src/core/open-gop.ts entersOpenGops): when the fallback enters open GOPs
- * at their recovery-point keyframes rather than decoding from the last true random-access point.
+ * at their recovery-point keyframes rather than decoding from the last true random-access point;
+ * and where the first entry's proof is made (provesAhead, proofPair).
  * Expected answers are the decode spans worked out by hand for each case (seconds of stream).
  */
 import { describe, expect, it } from 'vitest';
@@ -9,6 +10,8 @@ import {
   ENTER_MARGIN,
   entersOpenGops,
   type GopGroup,
+  type OpeningGroup,
+  proofPair,
   provesAhead,
   RUN_PIXELS,
   runSeconds,
@@ -204,5 +207,55 @@ describe('provesAhead', () => {
     expect(at(24, key(24) + 1.7, key(24) + 1.76)).toBe(false);
     // At the reach it may (ahead 2.02 + 2.02 s against GOP + 1.77 s behind).
     expect(at(24, key(24) + 1.76, key(24) + reach)).toBe(true);
+  });
+});
+
+describe('proofPair', () => {
+  const reach = 1.77;
+  /** A group opening at keyframe n of the benchmark clip (keyframe 0 the only IDR). */
+  const group = (n: number, last: number): OpeningGroup => ({
+    key: key(n),
+    last,
+    entry: n > 0,
+    previous: n > 0 ? key(n - 1) : 0,
+  });
+  const end = (n: number) => key(n) + reach + AHEAD_MARGIN;
+
+  it("pairs the 10-s window's groups whose decodes meet at the least cost", () => {
+    // The benchmark's window (200.5..210.5 s) in two parts of the render: the first two targets
+    // from keyframe 24 (197.6 s), the rest of GOP 24, and GOP 25 (205.83 s) to 210.4 s. The GOP-24
+    // group ending at 205.8 s carries on 2.05 s to 207.85 s, where GOP 25's own decode already
+    // goes; the one ending at 200.77 s would carry on 7.08 s.
+    const groups = [group(24, 200.77), group(24, 205.8), group(25, 210.4)];
+    const pair = proofPair(groups, reach);
+    expect(pair?.earlier).toBe(1);
+    expect(pair?.first).toBe(2);
+    expect(pair?.end).toBeCloseTo(end(25), 9);
+  });
+
+  it('counts the decode `first` carries on to the end too', () => {
+    // GOP 25's target 0.5 s in: it carries on to 207.85 s as well (2.05 + 1.52 s); GOP 26's
+    // group (its keyframe 8.23 s after GOP 25's last target) would cost more.
+    const groups = [group(24, 205.8), group(25, key(25) + 0.5), group(26, key(26) + 5)];
+    expect(proofPair(groups, reach)).toEqual({ earlier: 0, first: 1, end: end(25) });
+  });
+
+  it('never pairs where proving behind decodes less: targets a minute apart', () => {
+    // A 3x3 overview of the 10-minute clip: GOP 8 (65.9 s) and GOP 16 (131.7 s). Carrying GOP
+    // 8's decode on to GOP 16 costs 63.9 s; GOP 16 proving behind from keyframe 15 costs 10.2 s.
+    expect(proofPair([group(8, key(8) + 1), group(16, key(16) + 2)], reach)).toBeNull();
+  });
+
+  it('never pairs keyframes closer than the reach, nor a first group that is no entry', () => {
+    const near = { key: 10, last: 10.2, entry: true, previous: 9 };
+    expect(proofPair([{ key: 9, last: 9.5, entry: true, previous: 0 }, near], reach)).toBeNull();
+    // From the IDR at 0 to a keyframe that is itself an IDR: nothing to prove.
+    expect(proofPair([group(0, 7), { ...group(1, key(1) + 3), entry: false }], reach)).toBeNull();
+    // The IDR's group may be the earlier side.
+    expect(proofPair([group(0, 7), group(1, key(1) + 3)], reach)).toEqual({
+      earlier: 0,
+      first: 1,
+      end: end(1),
+    });
   });
 });

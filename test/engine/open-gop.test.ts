@@ -169,7 +169,7 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
     expect(seeks).toHaveLength(timesMs.length - 2 + 1 + 1);
   }, 300_000);
 
-  it('targets in consecutive GOPs: the entries share the cores, so entering pays; the proof is made ahead', async () => {
+  it("targets in consecutive GOPs: the entries share the cores, so entering pays; the proof is two groups' decodes", async () => {
     // The clip of the test above. Seven targets 9.5 s into GOPs 23..29, after two near the start.
     // From the IDR: one run to 299.5 s, its cost 299.5 + 29 s = 328.5 s. Entering: the proof path
     // 9.5 + 19.5 s of stream in two runs (87 s), then six runs of 9.5 + 29 s: 231 s laid end to
@@ -181,13 +181,33 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
     const seeks = await render(clip, timesMs, 'consecutive');
     expectOwnKeyframes(seeks, late);
     // The first two targets from the IDR, each later one from its own keyframe. The proof is made
-    // ahead (src/core/open-gop.ts provesAhead: 9.55 + 9.05 s against 19.5 s from keyframe 22): the
-    // GOP-23 group's decode goes on to 249.05 s, met by a second decode from keyframe 24, not one
-    // from keyframe 22.
+    // by two groups' own decodes (src/core/open-gop.ts proofPair: 9.55 s more than their targets
+    // need, against 19.5 s from keyframe 22): the GOP-23 group's decode goes on to 249.05 s, met
+    // by the GOP-24 group's own decode from keyframe 24, not by a second one from keyframe 24
+    // (provesAhead's) nor one from keyframe 22.
     expect(seeks.filter((s) => s < 10)).toHaveLength(1);
     expect(seeks.some((s) => Math.abs(s - 220) < 0.01)).toBe(false);
-    expect(seeks.filter((s) => Math.abs(s - 240) < 0.01)).toHaveLength(2);
-    expect(seeks).toHaveLength(late.length + 1 + 1);
+    expect(seeks.filter((s) => Math.abs(s - 240) < 0.01)).toHaveLength(1);
+    expect(seeks).toHaveLength(late.length + 1);
+  }, 300_000);
+
+  it("a window over two GOPs: as many runs as a closed-GOP clip, the proof made by two groups' own decodes", async () => {
+    // Nine targets 302..318 s: GOP 30 (keyframe 300 s) to 308 s, GOP 31 (310 s) from 310 s. The
+    // GOP-30 group's decode goes on to 319.05 s (the reach, 8.8 s, and 0.25 s past 310 s), where
+    // GOP 31's own decode goes too: together they prove the entry at 310 s (src/core/open-gop.ts
+    // proofPair), with no decode of their own and no group waiting for one.
+    const timesMs = [302_000, 304_000, 306_000, 308_000, 310_000, 312_000, 314_000, 316_000, 318_000];
+    const openSeeks = await render(await longOpenGopClip(), timesMs, 'window-open');
+    const closed = await indexClip({ seconds: 600, fps: 6, gop: 60, bframes: 3, width: 960, height: 540 });
+    const closedSeeks = await render(closed, timesMs, 'window-closed');
+    // Each run from its own keyframe: the GOP-31 entry decoded once (a proof made ahead would
+    // decode from it twice, one made behind from 300 s or before).
+    const at = (seeks: number[], key: number) => seeks.filter((s) => Math.abs(s - key) < 0.01).length;
+    expect(openSeeks.every((s) => Math.abs(s - 300) < 0.01 || Math.abs(s - 310) < 0.01)).toBe(true);
+    expect(at(openSeeks, 310)).toBe(1);
+    // The closed-GOP clip's window: the same runs (the render's parts may each decode GOP 30).
+    expect(at(openSeeks, 300)).toBe(at(closedSeeks, 300));
+    expect(openSeeks).toHaveLength(closedSeeks.length);
   }, 300_000);
 
   it('near the start: decoding starts at the IDR, as entering would cost more', async () => {

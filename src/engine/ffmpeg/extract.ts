@@ -29,11 +29,11 @@ import { join } from 'node:path';
 import { debuglog } from 'node:util';
 import { AHEAD_MARGIN, type EntryDecode, provesAhead, provesEntry } from '../../core/open-gop.js';
 import { input, type VideoDetails } from '../ffprobe.js';
-import { run } from '../process.js';
+import { type Aside, run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
 import { mapFirstSlices } from './leading-bytes.js';
 import { lastAtOrBefore, type Packets, seconds } from './packets.js';
-import { Ladder, type OpenGops } from './recovery.js';
+import { Ladder, type OpenGops, type PairSide, ProofPair } from './recovery.js';
 
 const debug = debuglog('vidsheet');
 
@@ -73,6 +73,13 @@ export interface GroupRequest {
   entries: ReadonlySet<bigint>;
   /** Shared by the groups of one render: whether the stream's open-GOP entries are proven clean. */
   openGops: OpenGops;
+  /**
+   * This group is a side of the render's proof pair (src/core/open-gop.ts proofPair): its first
+   * decode goes on to `end` keeping its pictures' digests, and is handed to `meeting`.
+   */
+  pair?: { side: PairSide; end: bigint; meeting: ProofPair<Run> };
+  /** Sets the group's core aside while it waits for the open-GOP verdict (process.ts limiter). */
+  aside?: Aside;
   signal: AbortSignal;
   /**
    * Filled in by the extraction: a target whose own picture never decoded and that shows the frame
@@ -88,7 +95,7 @@ export interface GroupRequest {
  * H.264 inventing reference pictures for a frame_num gap (started on a picture that is not an IDR;
  * it says so only at debug level).
  */
-interface Run {
+export interface Run {
   frames: Map<bigint, string>;
   /** Every frame the decoder gave, by timestamp (stream time base; empty when it logs another). */
   decoded: bigint[];
@@ -133,12 +140,15 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
   let start: Start = d.timestamps && req.seeking.trusted ? key : 'stream';
   const keyPts = (s: Start) => (s === 'stream' || s < 0 ? undefined : (req.keyframes[s] as bigint));
   const opening = keyPts(start);
-  // A group opening at an entry waits for any other group's proof of the stream's open GOPs; one
-  // that can prove (entries are told apart only when one thread decodes, see troubleWatch) claims
-  // the proof before its first run, so the groups that follow wait for its verdict rather than
-  // verify their own entries.
-  let claim =
-    opening !== undefined && req.entries.has(opening) ? await req.openGops.claim(req.threads === 1) : null;
+  const entering = opening !== undefined && req.entries.has(opening);
+  // A group opening at an entry claims the proof of the stream's open GOPs when no other group
+  // holds it and it can prove (entries are told apart only when one thread decodes, see
+  // troubleWatch), and no pair of this render's groups proves it with their own decodes (`pair`).
+  // The groups that find the claim held decode meanwhile, keeping their pictures' digests so they
+  // can still prove, and wait for the verdict only to judge their decode.
+  const aside = req.aside ?? (<U>(wait: Promise<U>) => wait);
+  let claim = entering && !req.pair && req.threads === 1 ? await aside(req.openGops.claimAlone()) : null;
+  debug('group at %ss: %s', seconds(firstPts, d).toFixed(3), claim ? 'claims the open-GOP proof' : 'starts');
   // While proving, both decodes go on to the reach past the entry (the proof compares every
   // picture over it), however close after the entry the targets are.
   const [tbNum, tbDen] = d.timeBase;
@@ -159,16 +169,26 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
       previous: key > 0 ? seconds(req.keyframes[key - 1] as bigint, d) : d.startTime,
       reach,
     });
-  const aheadEnd = next === undefined ? lastPts : next + ticks(reach + AHEAD_MARGIN);
-  const proveTo = ahead ? aheadEnd : reachEnd > lastPts ? reachEnd : lastPts;
+  const aheadEnd = next === undefined ? lastPts : aheadOf(d, next);
+  const later = (p: bigint) => (p > lastPts ? p : lastPts);
+  // How far the decodes that may prove go, keeping their pictures' digests; null: none may.
+  const proveTo = req.pair
+    ? later(req.pair.end)
+    : ahead
+      ? aheadEnd
+      : entering && req.threads === 1 && req.openGops.open
+        ? later(reachEnd)
+        : null;
   // The claiming group's first attempt, when it entered as an entry does.
   let entered: EntryDecode | undefined;
+  // Whether this group's side of a proof pair has been handed over.
+  let offered = false;
   try {
     for (let attempt = 0; ; attempt++) {
       const skip = attempt === 0 && req.skipNonReference;
       const from = keyPts(start);
       // Digests of every picture from the keyframe on, for the proof (src/core/open-gop.ts).
-      const prove = claim === null ? null : proveTo;
+      const prove = claim !== null || attempt === 0 ? proveTo : null;
       let r = await extractOnce(req, start, skip, prove, 2 * attempt);
       if (skip && !complete(r)) {
         // The decoder skipped a target the hints called a reference picture: run again, skipping
@@ -211,9 +231,21 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
           claim.settle(null);
           claim = null;
         }
-      } else if (decode.entry && attempt === 0 && req.openGops.proven) {
-        // An entry like the one proven clean in this stream (src/core/open-gop.ts).
-        return r.frames;
+      } else if (attempt === 0 && (entering || req.pair)) {
+        // A side of a proof pair hands its decode over: the pair judges once both are in.
+        req.pair?.meeting.offer(req.pair.side, whole && opening !== undefined ? r : null);
+        offered = true;
+        if (entering) {
+          // The verdict decides this entry's decode; meanwhile its core serves other groups.
+          await aside(req.openGops.settled());
+          // An entry like the one proven clean in this stream (src/core/open-gop.ts).
+          if (decode.entry && req.openGops.proven) return r.frames;
+          // No verdict (the claim was given up): this entry proves it, from further back.
+          if (decode.entry && proveTo !== null) {
+            claim = await aside(req.openGops.claim(req.threads === 1));
+            if (claim) entered = decode;
+          }
+        }
       }
       // A decode from the start of the stream is what a sequential decode shows: final.
       if (start === 'stream') {
@@ -240,34 +272,84 @@ export async function extractGroup(req: GroupRequest): Promise<Map<bigint, strin
       start = back >= 0 ? back : 'stream';
     }
   } finally {
-    // A claim not settled (the run failed, or went to the start of the stream) is given up.
+    // A claim not settled (the run failed, or went to the start of the stream) is given up, and
+    // so is a pair whose side never decoded.
     claim?.settle(null);
+    if (!offered) req.pair?.meeting.offer(req.pair.side, null);
   }
 }
 
 /**
  * The proof made ahead (src/core/open-gop.ts provesAhead): `own`, the claiming group's decode
  * carried on to `end` with its pictures' digests, against a decode from keyframe `next` (an entry,
- * an index into req.keyframes) to `end`. Each decode's chosen picture is the last one both show.
+ * an index into req.keyframes) to `end`.
  */
 async function proveAhead(req: GroupRequest, next: number, own: Run, end: bigint): Promise<boolean | null> {
   const { d, packets } = req;
   const target = lastAtOrBefore(packets.pts, (p) => p <= end);
   const r = await extractOnce({ ...req, group: [target] }, next, false, end, 1000);
-  const shared = [...r.prints.keys()].filter((p) => p <= end && own.prints.has(p));
+  const key = req.keyframes[next] as bigint;
+  return meet(d, { run: r, key }, { run: own, key: req.keyframes[next - 1] as bigint }, end);
+}
+
+/** A decode that may prove: its run (with its pictures' digests) and the keyframe it started at. */
+interface ProvingDecode {
+  run: Run;
+  key: bigint;
+}
+
+/**
+ * Whether `earlier`, a decode started at least the reach before `first`'s entry, proves that entry
+ * clean (src/core/open-gop.ts provesEntry), both decodes kept their pictures' digests through
+ * `end`: each decode's chosen picture is the last one both show. null when they cannot tell.
+ */
+function meet(d: VideoDetails, first: ProvingDecode, earlier: ProvingDecode, end: bigint): boolean | null {
+  const shared = [...first.run.prints.keys()].filter((p) => p <= end && earlier.run.prints.has(p));
   const chosen = shared.reduce<bigint | undefined>((a, p) => (a === undefined || p > a ? p : a), undefined);
   if (chosen === undefined) return null;
-  const key = seconds(req.keyframes[next] as bigint, d);
-  const opening = seconds(req.keyframes[next - 1] as bigint, d);
-  const decode = (run: Run, at: number): EntryDecode => ({
-    start: at,
-    key: at,
+  const decode = ({ run, key }: ProvingDecode): EntryDecode => ({
+    start: seconds(key, d),
+    key: seconds(key, d),
     entry: run.entry,
     frame: seconds(chosen, d),
     print: run.prints.get(chosen) ?? null,
     prints: [...run.prints].map(([p, print]) => [seconds(p, d), print] as const),
   });
-  return provesEntry(decode(r, key), decode(own, opening), d.referenceReach);
+  return provesEntry(decode(first), decode(earlier), d.referenceReach);
+}
+
+/**
+ * Two groups of a render that prove the stream's open-GOP entries with their own decodes (src/core/
+ * open-gop.ts proofPair): `first` opening at entry keyframe `keys.first`, `earlier` at `keys.earlier`,
+ * both decoding through the returned `end`. null when another group already holds the proof (or
+ * its verdict is in).
+ */
+export function proofMeeting(
+  openGops: OpenGops,
+  d: VideoDetails,
+  keys: { earlier: bigint; first: bigint },
+): { meeting: ProofPair<Run>; end: bigint } | null {
+  const claim = openGops.claimNow();
+  if (!claim) return null;
+  const end = aheadOf(d, keys.first);
+  const meeting = new ProofPair<Run>(claim, (earlier, first) => {
+    const proven = meet(d, { run: first, key: keys.first }, { run: earlier, key: keys.earlier }, end);
+    debug(
+      'open-GOP entries: %s by a pair of groups',
+      proven === null ? 'not told' : proven ? 'proven' : 'disproven',
+    );
+    return proven;
+  });
+  return { meeting, end };
+}
+
+/**
+ * Where decodes proving entry keyframe `key` ahead end: the reach and AHEAD_MARGIN past it (a
+ * picture both decodes show then lies at least the reach past it).
+ */
+function aheadOf(d: VideoDetails, key: bigint): bigint {
+  const [tbNum, tbDen] = d.timeBase;
+  return key + BigInt(Math.ceil(((d.referenceReach + AHEAD_MARGIN) * Number(tbDen)) / Number(tbNum)));
 }
 
 /**
@@ -444,6 +526,13 @@ async function extractOnce(
     },
   );
   log.end();
+  debug(
+    'run %s: from %s to %ss, %d frames decoded',
+    dir,
+    seek === null ? 'the stream start' : `${seek.toFixed(3)}s`,
+    seconds(end, d).toFixed(3),
+    stamps.decoded.length,
+  );
   const frames = new Map<bigint, string>();
   const whole = ppmHeader(size).length + size.w * size.h * 3;
   const matched = await matchOutputs(req, dir, pts, eps, stamps, exit.code);

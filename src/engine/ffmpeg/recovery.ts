@@ -79,6 +79,33 @@ export interface Claim {
 export class OpenGops {
   private state: Proof = 'unknown';
   private verdict: Promise<void> = Promise.resolve();
+  /** The parts of the render still to choose their proof pair (see paired). */
+  private unpaired: number;
+  private allPaired: Promise<void>;
+  private pairedAll = () => {};
+
+  /**
+   * @param parts the parts of the render that each may choose a proof pair: a group claims the
+   * proof alone only once every part has, since a pair proves with no decode of its own.
+   */
+  constructor(parts = 0) {
+    this.unpaired = parts;
+    this.allPaired = new Promise((resolve) => {
+      this.pairedAll = resolve;
+    });
+    if (parts <= 0) this.pairedAll();
+  }
+
+  /** A part has chosen its proof pair, or has none (called once per part, failed ones too). */
+  paired(): void {
+    if (--this.unpaired === 0) this.pairedAll();
+  }
+
+  /** The claim for a group that proves alone, once every part has chosen its pair; else null. */
+  async claimAlone(): Promise<Claim | null> {
+    await this.allPaired;
+    return this.claimNow();
+  }
 
   /** An entry like the one proven clean: accepted without a second decode. */
   get proven(): boolean {
@@ -90,14 +117,24 @@ export class OpenGops {
     return this.state === 'unknown' || this.state === 'proving';
   }
 
+  /** Resolves once no group holds the claim (the verdict is in, or the claim was given up). */
+  async settled(): Promise<void> {
+    while (this.state === 'proving') await this.verdict;
+  }
+
   /**
    * For an entry of the kind: while another group holds the claim, waits for its verdict; then
    * claims the proof when this entry can give it (`canProve`). null when the verdict is in or the
    * entry cannot prove.
    */
   async claim(canProve: boolean): Promise<Claim | null> {
-    while (this.state === 'proving') await this.verdict;
-    if (this.state !== 'unknown' || !canProve) return null;
+    await this.settled();
+    return canProve ? this.claimNow() : null;
+  }
+
+  /** The claim, when no group holds it and no verdict is in; else null. */
+  claimNow(): Claim | null {
+    if (this.state !== 'unknown') return null;
     this.state = 'proving';
     let release = () => {};
     this.verdict = new Promise((resolve) => {
@@ -112,5 +149,31 @@ export class OpenGops {
         release();
       },
     };
+  }
+}
+
+/** The two sides of a proof pair (src/core/open-gop.ts proofPair). */
+export type PairSide = 'earlier' | 'first';
+
+/**
+ * Where the own decodes of two groups that prove the stream's entries between them meet: each
+ * side offers its decode (null: it has none to give, it failed); the second offer judges the two
+ * and settles the claim the pair holds.
+ */
+export class ProofPair<T> {
+  private readonly offers = new Map<PairSide, T | null>();
+
+  constructor(
+    private readonly claim: Claim,
+    private readonly judge: (earlier: T, first: T) => boolean | null,
+  ) {}
+
+  offer(side: PairSide, decode: T | null): void {
+    if (this.offers.has(side)) return;
+    this.offers.set(side, decode);
+    const earlier = this.offers.get('earlier');
+    const first = this.offers.get('first');
+    if (earlier === undefined || first === undefined) return;
+    this.claim.settle(earlier === null || first === null ? null : this.judge(earlier, first));
   }
 }
