@@ -478,11 +478,10 @@ function proofPairOf(
   const keys = { earlier: opening[earlier.g] as bigint, first: opening[first.g] as bigint };
   const made = proofMeeting(openGops, d, keys);
   if (!made) return null;
-  const { meeting, end } = made;
   return {
     sides: new Map([
-      [earlier.g, { side: 'earlier', end, meeting }],
-      [first.g, { side: 'first', end, meeting }],
+      [earlier.g, { side: 'earlier', ...made }],
+      [first.g, { side: 'first', ...made }],
     ]),
   };
 }
