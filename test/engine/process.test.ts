@@ -34,6 +34,37 @@ describe('limiter', () => {
     expect(await gate(async () => 'next')).toBe('next');
   });
 
+  it("sets a waiting task's slot aside: a task waiting for a queued one does not deadlock the gate", async () => {
+    const gate = limiter(1);
+    let running = 0;
+    let most = 0;
+    const busy = async <T>(value: T) => {
+      running++;
+      most = Math.max(most, running);
+      await sleep(2);
+      running--;
+      return value;
+    };
+    let handOver = (_: string) => {};
+    const handed = new Promise<string>((resolve) => {
+      handOver = resolve;
+    });
+    // The first task waits for what the second (queued behind it) gives: with one slot and no
+    // aside this never settles.
+    const first = gate(async (aside) => {
+      await busy(null);
+      const got = await aside(handed);
+      return busy(`first after ${got}`);
+    });
+    const second = gate(async () => {
+      const value = await busy('second');
+      handOver(value);
+      return value;
+    });
+    expect(await Promise.all([first, second])).toEqual(['first after second', 'second']);
+    expect(most).toBe(1);
+  });
+
   it('pool keeps result order', async () => {
     const out = await pool(
       [30, 10, 20].map((ms) => async () => sleep(ms, ms)),
