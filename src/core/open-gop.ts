@@ -130,7 +130,8 @@ function spread(runs: number[], cores: number): number {
  * - entering: one run per group from its keyframe. The first entry's two decodes (its own, and the
  *   proof's from the keyframe before or the stream's `start`) both go on to at least `reach` past
  *   the keyframe, decoding every frame, one after the other while the other entries wait for the
- *   verdict; the remaining runs then share the cores.
+ *   verdict; the remaining runs then share the cores. (An upper bound: where two groups' own
+ *   decodes prove it, proofPair, the proof adds no run and nothing waits.)
  */
 export function entersOpenGops(
   groups: readonly GopGroup[],
