@@ -199,6 +199,8 @@ impl VideoSource {
             watch: recover::Watch::default(),
             recovery: None,
             verifying: None,
+            may_trust_pending: false,
+            provisional: false,
             open_gops: Default::default(),
             forward_only: false,
             packets: None,

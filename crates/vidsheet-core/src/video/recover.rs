@@ -42,8 +42,15 @@
 //! The frame the proof runs to is the target's chosen frame, or, when that lies within the reach
 //! of the keyframe, the first picture past the reach: both decodes go on that far, the second one
 //! for later targets it decodes anyway ([`Verifying`]).
+//!
+//! A decoder that meets an entry while another decoder is proving one does not wait for the
+//! verdict: it trusts the entry provisionally, as a proven one would be trusted, and says so
+//! ([`VideoSource::provisional`]); its caller holds back every cell decoded from then on until the
+//! verdict, and decodes them again, as if the proof had failed before, unless it is proven. What
+//! is shown is thus what the verdict allows, whenever it comes.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -323,6 +330,21 @@ fn proves(first: &Attempt, earlier: &Attempt, reach: i64) -> Option<bool> {
 pub(crate) struct OpenGops {
     state: Mutex<Proof>,
     changed: Condvar,
+    /// Times a decoder waited for another one's verdict ([`OpenGops::waits`]).
+    waits: AtomicU64,
+    /// Decoders waiting in [`OpenGops::verdict`] now, their cells held back.
+    holding: AtomicU64,
+}
+
+/// What a decoder that trusted an entry provisionally learns of the stream's proof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Another decoder is still proving.
+    Pending,
+    /// The stream's entries are clean: what was decoded trusting one stands.
+    Proven,
+    /// Disproven, or the proof given up: what was decoded trusting an entry is decoded again.
+    NotProven,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -350,6 +372,43 @@ impl OpenGops {
         matches!(*self.lock(), Proof::Unknown | Proof::Proving)
     }
 
+    /// Whether a decoder is proving an entry now.
+    fn proving(&self) -> bool {
+        *self.lock() == Proof::Proving
+    }
+
+    /// The verdict for what a decoder trusted provisionally while another one was proving; with
+    /// `wait`, waits for it while the proof is under way ([`PROOF_WAIT`] at most: then not proven).
+    pub(crate) fn verdict(&self, wait: bool) -> Verdict {
+        let deadline = Instant::now() + PROOF_WAIT;
+        let mut state = self.lock();
+        loop {
+            match *state {
+                Proof::Proven => return Verdict::Proven,
+                Proof::Proving if wait => {
+                    let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                        return Verdict::NotProven;
+                    };
+                    self.holding.fetch_add(1, Ordering::Relaxed);
+                    state = self
+                        .changed
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    self.holding.fetch_sub(1, Ordering::Relaxed);
+                }
+                Proof::Proving => return Verdict::Pending,
+                Proof::Unknown | Proof::Disproven => return Verdict::NotProven,
+            }
+        }
+    }
+
+    /// Times a decoder of the job waited for another one's verdict in [`OpenGops::claim`]
+    /// (a decoder that may trust an entry provisionally does not).
+    pub(crate) fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
+    }
+
     /// For an entry of the kind: while another decoder holds the claim, waits for its verdict;
     /// then claims the proof when this entry can give it (`can_prove`). None when the stream's
     /// verdict is in, the entry cannot prove, or on time out.
@@ -365,6 +424,7 @@ impl OpenGops {
                 Proof::Unknown => return None,
                 Proof::Proving => {
                     let left = deadline.checked_duration_since(Instant::now())?;
+                    self.waits.fetch_add(1, Ordering::Relaxed);
                     state = self
                         .changed
                         .wait_timeout(state, left)
@@ -374,6 +434,33 @@ impl OpenGops {
                 Proof::Proven | Proof::Disproven => return None,
             }
         }
+    }
+}
+
+#[cfg(test)]
+impl OpenGops {
+    /// A proof under way in a decoder outside the job (tests): the stream's state, shared with the
+    /// job's decoders, and the verdict to give (true: proven), given once a decoder of the job
+    /// waits for it with its cells held back.
+    pub(crate) fn proving_elsewhere() -> (Arc<OpenGops>, impl FnOnce(bool) + Send) {
+        let gops = Arc::new(OpenGops::default());
+        let claim = gops.claim(true);
+        let shared = Arc::clone(&gops);
+        let give = move |proven: bool| {
+            // Not waited for within the backstop: given anyway (the test's counters then fail).
+            let deadline = Instant::now() + PROOF_WAIT;
+            while shared.holding.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if let Some(claim) = claim {
+                claim.settle(if proven {
+                    Proof::Proven
+                } else {
+                    Proof::Disproven
+                });
+            }
+        };
+        (gops, give)
     }
 }
 
@@ -438,6 +525,19 @@ impl VideoSource {
         let logged = self.log.read();
         let found = self.watch.findings(&logged, chosen);
         if found.trouble.is_empty() && !found.invented {
+            self.settle();
+            return false;
+        }
+        if found.entry
+            && self.recovery.is_none()
+            && self.verifying.is_none()
+            && self.may_trust_pending
+            && self.open_gops.proving()
+        {
+            // Another decoder is proving the stream's entries: this one is trusted as a proven
+            // one would be, provisionally; the caller holds back what is decoded from here until
+            // the verdict (see the module comment).
+            self.provisional = true;
             self.settle();
             return false;
         }
@@ -523,6 +623,29 @@ impl VideoSource {
             Next::Rewind => self.rewind_for_trouble(),
         }
         true
+    }
+
+    /// Lets this decoder trust an entry provisionally while another decoder proves one, instead
+    /// of waiting for the verdict: its caller then follows [`Self::provisional`].
+    pub(crate) fn trust_pending_proofs(&mut self) {
+        self.may_trust_pending = true;
+    }
+
+    /// Whether the frames returned since an entry was trusted provisionally must wait for the
+    /// stream's verdict ([`Self::provisional_verdict`]) before they may be shown.
+    pub(crate) fn provisional(&self) -> bool {
+        self.provisional
+    }
+
+    /// The stream's verdict for what was decoded provisionally (`wait`: see
+    /// [`OpenGops::verdict`]). Once proven, nothing is provisional any more; not proven, what was
+    /// decoded since is to be decoded again, by a decoder that waits (this one stays provisional).
+    pub(crate) fn provisional_verdict(&mut self, wait: bool) -> Verdict {
+        let verdict = self.open_gops.verdict(wait);
+        if verdict == Verdict::Proven {
+            self.provisional = false;
+        }
+        verdict
     }
 
     /// Whether a frame coming out now must keep a fingerprint (see [`fingerprint`]) before its
