@@ -110,6 +110,7 @@ fn render_with(
         // Stops the workers early when the main thread leaves with an error.
         let _stop = StopOnDrop(&cancel);
         let (tx, rx) = mpsc::sync_channel::<Msg>(CHANNEL_DEPTH * parts.len().max(1));
+        proofs.start_parts(parts.len());
         for (k, part) in parts.iter().enumerate() {
             let job = Worker {
                 plan,
@@ -120,6 +121,13 @@ fn render_with(
                 cancel: &cancel,
                 record,
                 proofs: std::sync::Arc::clone(&proofs),
+                part: k,
+                before: part
+                    .cells
+                    .start
+                    .checked_sub(1)
+                    .and_then(|i| cells.get(i))
+                    .map(|c| c.0),
             };
             std::thread::Builder::new()
                 .name(format!("vidsheet-video-{k}"))

@@ -64,6 +64,10 @@ pub(super) struct Worker<'a> {
     pub record: bool,
     /// Shared by the job's decoders: see [`VideoSource::share_proofs`].
     pub proofs: std::sync::Arc<crate::video::OpenGops>,
+    /// This worker's part of the job, and the last target of the part before (µs): see
+    /// [`VideoSource::set_part`].
+    pub part: usize,
+    pub before: Option<i64>,
 }
 
 impl Worker<'_> {
@@ -73,6 +77,8 @@ impl Worker<'_> {
             Ok((stats, packets)) => Msg::Done(stats, packets),
             Err(_) => Msg::Crashed,
         };
+        // Whatever ended the work, a proof asked of this part is not given by it.
+        self.proofs.part_done(self.part);
         let _ = tx.send(msg);
     }
 
@@ -119,6 +125,7 @@ impl Worker<'_> {
             source.share_proofs(std::sync::Arc::clone(&self.proofs));
             if trusting {
                 source.trust_pending_proofs();
+                source.set_part(self.part, self.before);
             }
             let again = self.decode_from(&mut source, from, &mut stats);
             stats.decoded_frames += source.decoded_frames();
@@ -209,6 +216,8 @@ impl Worker<'_> {
                 Verdict::NotProven => return Some(discard(held, stats)),
             }
         }
+        // A proof asked of this decoder comes before waiting for one (it may be that one).
+        source.serve_witness();
         if held.is_empty() {
             return None;
         }

@@ -159,6 +159,10 @@ pub(crate) struct VideoSource {
     may_trust_pending: bool,
     /// An entry was trusted provisionally and the verdict is not in ([`VideoSource::provisional`]).
     provisional: bool,
+    /// The part of the job this decoder decodes, and the last target of the part before
+    /// (stream units): see [`VideoSource::set_part`].
+    part: Option<usize>,
+    before: Option<i64>,
     /// This stream's open-GOP entries were proven clean ([`recover`]); shared by the job's
     /// decoders of the stream.
     open_gops: std::sync::Arc<recover::OpenGops>,

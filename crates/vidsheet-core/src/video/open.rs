@@ -201,6 +201,8 @@ impl VideoSource {
             verifying: None,
             may_trust_pending: false,
             provisional: false,
+            part: None,
+            before: None,
             open_gops: Default::default(),
             forward_only: false,
             packets: None,

@@ -334,6 +334,17 @@ pub(crate) struct OpenGops {
     waits: AtomicU64,
     /// Decoders waiting in [`OpenGops::verdict`] now, their cells held back.
     holding: AtomicU64,
+    /// The job's parts still decoding, and a proof's first decode handed to one of them
+    /// ([`VideoSource::ask_witness`]).
+    witnesses: Mutex<Witnesses>,
+}
+
+/// Which parts of the job are still decoding ([`OpenGops::start_parts`]), and a proof's first
+/// decode asked of the decoder of a part: (that part, the decode to compare with).
+#[derive(Default)]
+struct Witnesses {
+    running: Vec<bool>,
+    asked: Option<(usize, Verifying)>,
 }
 
 /// What a decoder that trusted an entry provisionally learns of the stream's proof.
@@ -399,6 +410,60 @@ impl OpenGops {
                 }
                 Proof::Proving => return Verdict::Pending,
                 Proof::Unknown | Proof::Disproven => return Verdict::NotProven,
+            }
+        }
+    }
+
+    fn witnesses(&self) -> MutexGuard<'_, Witnesses> {
+        self.witnesses.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The job decodes its cells in `parts` parts, each by its own decoder, all starting now.
+    pub(crate) fn start_parts(&self, parts: usize) {
+        self.witnesses().running = vec![true; parts];
+    }
+
+    /// The decoder of `part` is done: an ask left for it is given up (the claim released).
+    pub(crate) fn part_done(&self, part: usize) {
+        let dropped = {
+            let mut w = self.witnesses();
+            if let Some(running) = w.running.get_mut(part) {
+                *running = false;
+            }
+            match w.asked.take() {
+                Some((to, v)) if to == part => Some(v),
+                other => {
+                    w.asked = other;
+                    None
+                }
+            }
+        };
+        drop(dropped);
+    }
+
+    /// Hands `v` to the decoder of `part` while it is still decoding; else gives it back.
+    fn ask(&self, part: usize, v: Verifying) -> Option<Verifying> {
+        let mut w = self.witnesses();
+        if w.asked.is_none() && w.running.get(part) == Some(&true) {
+            w.asked = Some((part, v));
+            None
+        } else {
+            Some(v)
+        }
+    }
+
+    /// The proof's first decode asked of the decoder of `part`, if any; else `part` is done (at
+    /// once, so that no ask comes in between).
+    fn asked_of(&self, part: usize) -> Option<Verifying> {
+        let mut w = self.witnesses();
+        match w.asked.take() {
+            Some((to, v)) if to == part => Some(v),
+            other => {
+                w.asked = other;
+                if let Some(running) = w.running.get_mut(part) {
+                    *running = false;
+                }
+                None
             }
         }
     }
@@ -559,6 +624,11 @@ impl VideoSource {
             Some(claim) if goes_on => (None, self.decode_on_to_prove(claim, reach)),
             claim => (claim, None),
         };
+        let asked = later.is_some();
+        let later = later.and_then(|v| self.ask_witness(v));
+        if asked && later.is_none() {
+            return true;
+        }
         if found.entry && self.open_gops.proven() {
             // An entry like the one proven clean in this stream (see the module comment).
             self.settle();
@@ -623,6 +693,88 @@ impl VideoSource {
             Next::Rewind => self.rewind_for_trouble(),
         }
         true
+    }
+
+    /// Makes this decoder the one of `part` of the job, the part before it (if any) ending with a
+    /// target at `before` (µs): see [`Self::ask_witness`].
+    pub(crate) fn set_part(&mut self, part: usize, before: Option<i64>) {
+        self.part = Some(part);
+        self.before = before.map(|us| self.ts_floor(us));
+    }
+
+    /// The proof's first decode `v` (an entry met just past its keyframe, decoded on past the
+    /// reach: [`Self::decode_on_to_prove`]) needs a decode from the keyframe before. The decoder of
+    /// the part before decodes that GOP for its own last targets: asked while it still decodes, it
+    /// decodes on through this keyframe and compares ([`Self::serve_witness`]), and this decoder
+    /// enters at the keyframe again, trusting the entry provisionally, instead of decoding the GOP
+    /// before itself. Some(v), given back, when there is no such part.
+    fn ask_witness(&mut self, v: Verifying) -> Option<Verifying> {
+        let Some(key) = v.first.key else {
+            return Some(v);
+        };
+        let index_key = self.keyframe_index(key).filter(|&k| k != i64::MIN);
+        let gop_before = index_key.and_then(|k| self.index_keyframe_back(k, 1));
+        let Some((index_key, part)) = index_key.zip(self.part.and_then(|p| p.checked_sub(1)))
+        else {
+            return Some(v);
+        };
+        // The part before ends in the GOP before this keyframe, so it decodes up to it.
+        let ends_before = self.before.is_some_and(|b| {
+            b < key && gop_before.is_some() && self.keyframe_index(b) == gop_before
+        });
+        if !ends_before || !self.may_trust_pending {
+            return Some(v);
+        }
+        if let Some(v) = self.open_gops.ask(part, v) {
+            return Some(v);
+        }
+        let ts = self.index_seek_ts(index_key);
+        if !(self.renew_decoder() && self.try_seek(ts)) {
+            self.rewind_for_trouble();
+        }
+        None
+    }
+
+    /// Gives the proof asked of this decoder ([`Self::ask_witness`]), once its own cells are
+    /// done: when its decode entered at least the reach before the keyframe asked about and the
+    /// next keyframe it meets decoding on is that one, decodes on (every picture shown) and
+    /// compares ([`Self::verify`]); else gives the ask up. Either way this part is done.
+    pub(crate) fn serve_witness(&mut self) {
+        let Some(part) = self.part else {
+            return;
+        };
+        if let Some(v) = self.open_gops.asked_of(part) {
+            let at = self
+                .cur
+                .iter()
+                .chain(self.next.iter())
+                .chain(self.ahead.iter())
+                .map(|d| d.pts)
+                .max();
+            let serves = match (v.first.key, at) {
+                (Some(key), Some(at)) => {
+                    let next_key = self.index_keyframe_after(at.saturating_add(1));
+                    at < key
+                        && !self.drained
+                        && self.entry.is_some_and(|e| e <= key.saturating_sub(v.reach))
+                        && next_key.is_some()
+                        && next_key == self.keyframe_index(key)
+                }
+                _ => false,
+            };
+            if serves {
+                self.skip_nonref = false;
+                self.verifying = Some(v);
+                // verify() ends the proof at the last picture the first decode showed.
+                while self.verifying.is_some() {
+                    if self.next_frame().is_none() {
+                        break;
+                    }
+                }
+                self.verifying = None;
+            }
+        }
+        self.open_gops.part_done(part);
     }
 
     /// Lets this decoder trust an entry provisionally while another decoder proves one, instead
