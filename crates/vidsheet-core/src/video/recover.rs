@@ -47,7 +47,10 @@
 //! verdict: it trusts the entry provisionally, as a proven one would be trusted, and says so
 //! ([`VideoSource::provisional`]); its caller holds back every cell decoded from then on until the
 //! verdict, and decodes them again, as if the proof had failed before, unless it is proven. What
-//! is shown is thus what the verdict allows, whenever it comes.
+//! is shown is thus what the verdict allows, whenever it comes. So a decoder whose first entry lies
+//! just past a keyframe does not decode the GOP before for the proof when the decoder of the part
+//! before still decodes that GOP: it asks that one to decode on through the keyframe and compare
+//! ([`VideoSource::ask_witness`]), and enters again at the keyframe, trusting it provisionally.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
