@@ -192,6 +192,15 @@ export interface RenderStats {
   skippablePackets: number
   /** Video decoders that worked in parallel (each on a contiguous part of the cells). */
   workers: number
+  /** Times a decoder waited for another one to prove the stream's open-GOP entries. */
+  proofWaits: number
+  /**
+   * Cells decoded trusting an open-GOP entry while another decoder proved one, held back
+   * until its verdict.
+   */
+  provisionalCells: number
+  /** Of those, cells decoded again because the verdict did not prove the entry. */
+  redoneCells: number
 }
 
 /** One JPEG sheet. */

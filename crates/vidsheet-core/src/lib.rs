@@ -21,6 +21,9 @@ mod probe;
 mod render;
 #[cfg(test)]
 mod vectors;
+// The integration tests' helpers (tests/common) name the crate; unit tests that use them too.
+#[cfg(test)]
+extern crate self as vidsheet_core;
 mod video;
 
 pub use audio::{audio_peaks, audio_peaks_as};

@@ -316,6 +316,16 @@ pub struct RenderStats {
     /// Video decoders that worked in parallel (each on a contiguous part of the cells).
     #[cfg_attr(feature = "napi", napi(ts_type = "number"))]
     pub workers: u64,
+    /// Times a decoder waited for another one to prove the stream's open-GOP entries.
+    #[cfg_attr(feature = "napi", napi(ts_type = "number"))]
+    pub proof_waits: u64,
+    /// Cells decoded trusting an open-GOP entry while another decoder proved one, held back
+    /// until its verdict.
+    #[cfg_attr(feature = "napi", napi(ts_type = "number"))]
+    pub provisional_cells: u64,
+    /// Of those, cells decoded again because the verdict did not prove the entry.
+    #[cfg_attr(feature = "napi", napi(ts_type = "number"))]
+    pub redone_cells: u64,
 }
 
 /// The video packets a render read on the way to its cells (src/core/zoom.ts `PacketLog`):

@@ -8,6 +8,8 @@
 //! parts), [`worker`] the decoding threads, [`crate::jpeg`] the sheet files.
 
 mod partition;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 use std::sync::atomic::AtomicBool;
@@ -19,7 +21,7 @@ use crate::jpeg::write_jpeg;
 use crate::media;
 use crate::memory::release_free_memory;
 use crate::plan::{CellRef, RenderPlan, RenderResult, RenderStats, SheetPlan};
-use crate::video::VideoSource;
+use crate::video::{OpenGops, VideoSource};
 use partition::{decoder_threads, max_workers, partition};
 use worker::{CellOut, Msg, StopOnDrop, Worker, CHANNEL_DEPTH};
 
@@ -38,6 +40,17 @@ pub fn render_on(
     cores: usize,
     progress: &mut dyn FnMut(u32, u32),
 ) -> Result<RenderResult> {
+    render_with(plan, cores, None, progress)
+}
+
+/// [`render_on`], the stream's open-GOP proofs shared with `proofs` when given (tests: a proof
+/// another decoder is making).
+fn render_with(
+    plan: &RenderPlan,
+    cores: usize,
+    proofs: Option<std::sync::Arc<OpenGops>>,
+    progress: &mut dyn FnMut(u32, u32),
+) -> Result<RenderResult> {
     media::init();
     for (i, sheet) in plan.sheets.iter().enumerate() {
         let (w, h) = (sheet.width as u64, sheet.height as u64);
@@ -51,7 +64,10 @@ pub fn render_on(
     let font = Font::load(&plan.font_path)?;
     let cores = cores.clamp(1, 16);
     // Opened with every core for the decoder's own threads: right when the cells are dense.
-    let source = VideoSource::open(&plan.input, &plan.container(), plan.video_stream, cores)?;
+    let mut source = VideoSource::open(&plan.input, &plan.container(), plan.video_stream, cores)?;
+    if let Some(proofs) = proofs {
+        source.share_proofs(proofs);
+    }
     let start_us = source.start_us;
 
     let mut cells: Vec<(i64, usize, usize)> = Vec::new();
@@ -94,6 +110,7 @@ pub fn render_on(
         // Stops the workers early when the main thread leaves with an error.
         let _stop = StopOnDrop(&cancel);
         let (tx, rx) = mpsc::sync_channel::<Msg>(CHANNEL_DEPTH * parts.len().max(1));
+        proofs.start_parts(parts.len());
         for (k, part) in parts.iter().enumerate() {
             let job = Worker {
                 plan,
@@ -104,6 +121,13 @@ pub fn render_on(
                 cancel: &cancel,
                 record,
                 proofs: std::sync::Arc::clone(&proofs),
+                part: k,
+                before: part
+                    .cells
+                    .start
+                    .checked_sub(1)
+                    .and_then(|i| cells.get(i))
+                    .map(|c| c.0),
             };
             std::thread::Builder::new()
                 .name(format!("vidsheet-video-{k}"))
@@ -165,6 +189,8 @@ pub fn render_on(
                     stats.decoded_frames += s.decoded_frames;
                     stats.seeks += s.seeks;
                     stats.skippable_packets += s.skippable_packets;
+                    stats.provisional_cells += s.provisional_cells;
+                    stats.redone_cells += s.redone_cells;
                     continue;
                 }
                 Msg::Crashed => return Err(Error::failed("the video decoder crashed")),
@@ -197,6 +223,7 @@ pub fn render_on(
         if done != total {
             return Err(Error::failed("the video decoder stopped early"));
         }
+        stats.proof_waits = proofs.waits();
 
         unreadable.sort_by_key(|c| (c.sheet, c.cell));
         packets.cells = packets_cells;

@@ -96,12 +96,18 @@ impl ToNapiValue for RenderStats {
             seeks,
             skippable_packets,
             workers,
+            proof_waits,
+            provisional_cells,
+            redone_cells,
         } = val;
         object(env, |o| {
             o.set("decodedFrames", count(decoded_frames))?;
             o.set("seeks", count(seeks))?;
             o.set("skippablePackets", count(skippable_packets))?;
-            o.set("workers", count(workers))
+            o.set("workers", count(workers))?;
+            o.set("proofWaits", count(proof_waits))?;
+            o.set("provisionalCells", count(provisional_cells))?;
+            o.set("redoneCells", count(redone_cells))
         })
     }
 }

@@ -1,5 +1,8 @@
 //! The worker threads: each decodes a contiguous, time-sorted slice of the cells with its own
 //! video source and hands every cell's picture (scaled to the cell, upright) to the main thread.
+//! Cells decoded after an open-GOP entry trusted provisionally, while another worker proves the
+//! stream's entries, are held back until the verdict: sent once proven, else dropped and decoded
+//! again by a fresh decoder that waits for verdicts (see [`crate::video::VideoSource::provisional`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,7 +11,7 @@ use std::sync::Arc;
 
 use crate::convert::{Image, ScaleCache};
 use crate::plan::{PacketLog, RenderPlan, RenderStats};
-use crate::video::{Decoded, VideoSource};
+use crate::video::{Decoded, Verdict, VideoSource};
 
 /// Results queued per worker before it waits for the main thread.
 pub(super) const CHANNEL_DEPTH: usize = 8;
@@ -61,6 +64,10 @@ pub(super) struct Worker<'a> {
     pub record: bool,
     /// Shared by the job's decoders: see [`VideoSource::share_proofs`].
     pub proofs: std::sync::Arc<crate::video::OpenGops>,
+    /// This worker's part of the job, and the last target of the part before (µs): see
+    /// [`VideoSource::set_part`].
+    pub part: usize,
+    pub before: Option<i64>,
 }
 
 impl Worker<'_> {
@@ -70,40 +77,87 @@ impl Worker<'_> {
             Ok((stats, packets)) => Msg::Done(stats, packets),
             Err(_) => Msg::Crashed,
         };
+        // Whatever ended the work, a proof asked of this part is not given by it.
+        self.proofs.part_done(self.part);
         let _ = tx.send(msg);
     }
 
     fn decode(&mut self) -> (RenderStats, PacketLog) {
         let plan = self.plan;
-        let source = match self.source.take() {
-            Some(s) => Ok(s),
-            None => VideoSource::open(
-                &plan.input,
-                &plan.container(),
-                plan.video_stream,
-                self.threads,
-            ),
+        let mut stats = RenderStats {
+            workers: 1,
+            ..RenderStats::default()
         };
-        let mut source = match source {
-            Ok(s) => s,
-            Err(_) => {
-                // Opened once already, failing now: these cells have no frame.
-                for &(_, si, ci) in self.cells {
-                    let rect = plan.sheets[si].cells[ci].rect;
-                    let out = if rect.w == 0 || rect.h == 0 {
-                        CellOut::Empty
-                    } else {
-                        CellOut::Unreadable
-                    };
-                    if !self.send(si, ci, out, None) {
-                        break;
+        let mut packets = PacketLog::default();
+        let mut given = self.source.take();
+        let mut from = 0;
+        // The first decoder trusts an open-GOP entry provisionally while another decoder proves
+        // one; one that decodes held-back cells again waits for verdicts, so this ends.
+        let mut trusting = true;
+        while from < self.cells.len() {
+            let opened = match given.take() {
+                Some(s) => Ok(s),
+                None => VideoSource::open(
+                    &plan.input,
+                    &plan.container(),
+                    plan.video_stream,
+                    self.threads,
+                ),
+            };
+            let mut source = match opened {
+                Ok(s) => s,
+                Err(_) => {
+                    // Opened once already, failing now: these cells have no frame.
+                    for &(_, si, ci) in &self.cells[from..] {
+                        let rect = plan.sheets[si].cells[ci].rect;
+                        let out = if rect.w == 0 || rect.h == 0 {
+                            CellOut::Empty
+                        } else {
+                            CellOut::Unreadable
+                        };
+                        if !self.send(si, ci, out, None) {
+                            break;
+                        }
                     }
+                    break;
                 }
-                return (RenderStats::default(), PacketLog::default());
+            };
+            source.share_proofs(std::sync::Arc::clone(&self.proofs));
+            if trusting {
+                source.trust_pending_proofs();
+                source.set_part(self.part, self.before);
             }
-        };
-        source.share_proofs(std::sync::Arc::clone(&self.proofs));
-        let targets: Vec<i64> = self.cells.iter().map(|c| c.0).collect();
+            let again = self.decode_from(&mut source, from, &mut stats);
+            stats.decoded_frames += source.decoded_frames();
+            stats.seeks += source.seeks;
+            stats.skippable_packets += source.skippable_sent;
+            packets.extend(source.take_packets());
+            // The decoder goes (with any claim on a proof it holds) before another one starts.
+            drop(source);
+            match again {
+                Some(at) => {
+                    from = at;
+                    trusting = false;
+                }
+                None => break,
+            }
+        }
+        (stats, packets)
+    }
+
+    /// Decodes the cells from `from` on with `source` and sends them, holding back those decoded
+    /// after an open-GOP entry trusted provisionally until the stream's verdict (see
+    /// [`VideoSource::provisional`]). Some(the first held-back cell) when the verdict did not
+    /// prove the entry: those cells and the rest are to be decoded again.
+    fn decode_from(
+        &self,
+        source: &mut VideoSource,
+        from: usize,
+        stats: &mut RenderStats,
+    ) -> Option<usize> {
+        let plan = self.plan;
+        let cells = &self.cells[from..];
+        let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
         source.set_targets(&targets);
         if self.record {
             source.record_packets();
@@ -111,14 +165,15 @@ impl Worker<'_> {
         let mut scaled = ScaleCache::new(source.orientation);
         // A frame's pixels may go as soon as it is scaled only when no later cell can need it at
         // another size.
-        let mut sizes = self
-            .cells
+        let mut sizes = cells
             .iter()
             .map(|&(_, si, ci)| plan.sheets[si].cells[ci].rect)
             .filter(|r| r.w > 0 && r.h > 0)
             .map(|r| (r.w, r.h));
         let uniform = sizes.next().is_none_or(|first| sizes.all(|s| s == first));
-        for &(target, si, ci) in self.cells {
+        // Cells decoded since an entry was trusted provisionally, the verdict not in yet.
+        let mut held: Vec<Held> = Vec::new();
+        for (i, &(target, si, ci)) in cells.iter().enumerate() {
             let rect = plan.sheets[si].cells[ci].rect;
             let (out, pts) = if rect.w == 0 || rect.h == 0 {
                 (CellOut::Empty, None)
@@ -138,17 +193,48 @@ impl Worker<'_> {
                 }
             };
             let time = pts.map(|(p, d)| (source.label_seconds(p), d));
-            if !self.send(si, ci, out, time) {
-                break;
+            if !source.provisional() {
+                if !self.send(si, ci, out, time) {
+                    return None;
+                }
+                continue;
+            }
+            held.push(Held {
+                at: from + i,
+                sheet: si,
+                cell: ci,
+                out,
+                time,
+            });
+            match source.provisional_verdict(false) {
+                Verdict::Pending => {}
+                Verdict::Proven => {
+                    if !self.release(&mut held, stats) {
+                        return None;
+                    }
+                }
+                Verdict::NotProven => return Some(discard(held, stats)),
             }
         }
-        let stats = RenderStats {
-            decoded_frames: source.decoded_frames(),
-            seeks: source.seeks,
-            skippable_packets: source.skippable_sent,
-            workers: 1,
-        };
-        (stats, source.take_packets())
+        // A proof asked of this decoder comes before waiting for one (it may be that one).
+        source.serve_witness();
+        if held.is_empty() {
+            return None;
+        }
+        match source.provisional_verdict(true) {
+            Verdict::Proven => {
+                self.release(&mut held, stats);
+                None
+            }
+            Verdict::Pending | Verdict::NotProven => Some(discard(held, stats)),
+        }
+    }
+
+    /// Sends the cells held back, their entry proven. False when the render is being abandoned.
+    fn release(&self, held: &mut Vec<Held>, stats: &mut RenderStats) -> bool {
+        stats.provisional_cells += held.len() as u64;
+        held.drain(..)
+            .all(|h| self.send(h.sheet, h.cell, h.out, h.time))
     }
 
     /// False when the render is being abandoned.
@@ -164,4 +250,22 @@ impl Worker<'_> {
                 })
                 .is_ok()
     }
+}
+
+/// A cell decoded after an open-GOP entry trusted provisionally, held back until the verdict.
+struct Held {
+    /// Its index in the worker's cells.
+    at: usize,
+    sheet: usize,
+    cell: usize,
+    out: CellOut,
+    time: Option<(f64, f64)>,
+}
+
+/// Drops the cells held back, their entry not proven, and returns the first one's index: from
+/// there the cells are decoded again.
+fn discard(held: Vec<Held>, stats: &mut RenderStats) -> usize {
+    stats.provisional_cells += held.len() as u64;
+    stats.redone_cells += held.len() as u64;
+    held.first().map_or(usize::MAX, |h| h.at)
 }

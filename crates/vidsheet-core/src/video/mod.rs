@@ -43,7 +43,7 @@ use crate::media::Container;
 use crate::orientation::Orientation;
 
 pub(crate) use cost::DecodeRun;
-pub(crate) use recover::OpenGops;
+pub(crate) use recover::{OpenGops, Verdict};
 
 /// Seeks further back tried when a seek lands past the target, before decoding from the start.
 const MAX_SEEK_RETRIES: u32 = 3;
@@ -154,6 +154,15 @@ pub(crate) struct VideoSource {
     recovery: Option<recover::Recovery>,
     /// An open-GOP entry this decoder is proving with its current decode ([`recover::Verifying`]).
     verifying: Option<recover::Verifying>,
+    /// Trust an entry provisionally rather than wait for another decoder's proof
+    /// ([`VideoSource::trust_pending_proofs`]).
+    may_trust_pending: bool,
+    /// An entry was trusted provisionally and the verdict is not in ([`VideoSource::provisional`]).
+    provisional: bool,
+    /// The part of the job this decoder decodes, and the last target of the part before
+    /// (stream units): see [`VideoSource::set_part`].
+    part: Option<usize>,
+    before: Option<i64>,
     /// This stream's open-GOP entries were proven clean ([`recover`]); shared by the job's
     /// decoders of the stream.
     open_gops: std::sync::Arc<recover::OpenGops>,

@@ -42,8 +42,18 @@
 //! The frame the proof runs to is the target's chosen frame, or, when that lies within the reach
 //! of the keyframe, the first picture past the reach: both decodes go on that far, the second one
 //! for later targets it decodes anyway ([`Verifying`]).
+//!
+//! A decoder that meets an entry while another decoder is proving one does not wait for the
+//! verdict: it trusts the entry provisionally, as a proven one would be trusted, and says so
+//! ([`VideoSource::provisional`]); its caller holds back every cell decoded from then on until the
+//! verdict, and decodes them again, as if the proof had failed before, unless it is proven. What
+//! is shown is thus what the verdict allows, whenever it comes. So a decoder whose first entry lies
+//! just past a keyframe does not decode the GOP before for the proof when the decoder of the part
+//! before still decodes that GOP: it asks that one to decode on through the keyframe and compare
+//! ([`VideoSource::ask_witness`]), and enters again at the keyframe, trusting it provisionally.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -323,6 +333,32 @@ fn proves(first: &Attempt, earlier: &Attempt, reach: i64) -> Option<bool> {
 pub(crate) struct OpenGops {
     state: Mutex<Proof>,
     changed: Condvar,
+    /// Times a decoder waited for another one's verdict ([`OpenGops::waits`]).
+    waits: AtomicU64,
+    /// Decoders waiting in [`OpenGops::verdict`] now, their cells held back.
+    holding: AtomicU64,
+    /// The job's parts still decoding, and a proof's first decode handed to one of them
+    /// ([`VideoSource::ask_witness`]).
+    witnesses: Mutex<Witnesses>,
+}
+
+/// Which parts of the job are still decoding ([`OpenGops::start_parts`]), and a proof's first
+/// decode asked of the decoder of a part: (that part, the decode to compare with).
+#[derive(Default)]
+struct Witnesses {
+    running: Vec<bool>,
+    asked: Option<(usize, Verifying)>,
+}
+
+/// What a decoder that trusted an entry provisionally learns of the stream's proof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Another decoder is still proving.
+    Pending,
+    /// The stream's entries are clean: what was decoded trusting one stands.
+    Proven,
+    /// Disproven, or the proof given up: what was decoded trusting an entry is decoded again.
+    NotProven,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -350,6 +386,97 @@ impl OpenGops {
         matches!(*self.lock(), Proof::Unknown | Proof::Proving)
     }
 
+    /// Whether a decoder is proving an entry now.
+    fn proving(&self) -> bool {
+        *self.lock() == Proof::Proving
+    }
+
+    /// The verdict for what a decoder trusted provisionally while another one was proving; with
+    /// `wait`, waits for it while the proof is under way ([`PROOF_WAIT`] at most: then not proven).
+    pub(crate) fn verdict(&self, wait: bool) -> Verdict {
+        let deadline = Instant::now() + PROOF_WAIT;
+        let mut state = self.lock();
+        loop {
+            match *state {
+                Proof::Proven => return Verdict::Proven,
+                Proof::Proving if wait => {
+                    let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                        return Verdict::NotProven;
+                    };
+                    self.holding.fetch_add(1, Ordering::Relaxed);
+                    state = self
+                        .changed
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    self.holding.fetch_sub(1, Ordering::Relaxed);
+                }
+                Proof::Proving => return Verdict::Pending,
+                Proof::Unknown | Proof::Disproven => return Verdict::NotProven,
+            }
+        }
+    }
+
+    fn witnesses(&self) -> MutexGuard<'_, Witnesses> {
+        self.witnesses.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The job decodes its cells in `parts` parts, each by its own decoder, all starting now.
+    pub(crate) fn start_parts(&self, parts: usize) {
+        self.witnesses().running = vec![true; parts];
+    }
+
+    /// The decoder of `part` is done: an ask left for it is given up (the claim released).
+    pub(crate) fn part_done(&self, part: usize) {
+        let dropped = {
+            let mut w = self.witnesses();
+            if let Some(running) = w.running.get_mut(part) {
+                *running = false;
+            }
+            match w.asked.take() {
+                Some((to, v)) if to == part => Some(v),
+                other => {
+                    w.asked = other;
+                    None
+                }
+            }
+        };
+        drop(dropped);
+    }
+
+    /// Hands `v` to the decoder of `part` while it is still decoding; else gives it back.
+    fn ask(&self, part: usize, v: Verifying) -> Option<Verifying> {
+        let mut w = self.witnesses();
+        if w.asked.is_none() && w.running.get(part) == Some(&true) {
+            w.asked = Some((part, v));
+            None
+        } else {
+            Some(v)
+        }
+    }
+
+    /// The proof's first decode asked of the decoder of `part`, if any; else `part` is done (at
+    /// once, so that no ask comes in between).
+    fn asked_of(&self, part: usize) -> Option<Verifying> {
+        let mut w = self.witnesses();
+        match w.asked.take() {
+            Some((to, v)) if to == part => Some(v),
+            other => {
+                w.asked = other;
+                if let Some(running) = w.running.get_mut(part) {
+                    *running = false;
+                }
+                None
+            }
+        }
+    }
+
+    /// Times a decoder of the job waited for another one's verdict in [`OpenGops::claim`]
+    /// (a decoder that may trust an entry provisionally does not).
+    pub(crate) fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
+    }
+
     /// For an entry of the kind: while another decoder holds the claim, waits for its verdict;
     /// then claims the proof when this entry can give it (`can_prove`). None when the stream's
     /// verdict is in, the entry cannot prove, or on time out.
@@ -365,6 +492,7 @@ impl OpenGops {
                 Proof::Unknown => return None,
                 Proof::Proving => {
                     let left = deadline.checked_duration_since(Instant::now())?;
+                    self.waits.fetch_add(1, Ordering::Relaxed);
                     state = self
                         .changed
                         .wait_timeout(state, left)
@@ -374,6 +502,33 @@ impl OpenGops {
                 Proof::Proven | Proof::Disproven => return None,
             }
         }
+    }
+}
+
+#[cfg(test)]
+impl OpenGops {
+    /// A proof under way in a decoder outside the job (tests): the stream's state, shared with the
+    /// job's decoders, and the verdict to give (true: proven), given once a decoder of the job
+    /// waits for it with its cells held back.
+    pub(crate) fn proving_elsewhere() -> (Arc<OpenGops>, impl FnOnce(bool) + Send) {
+        let gops = Arc::new(OpenGops::default());
+        let claim = gops.claim(true);
+        let shared = Arc::clone(&gops);
+        let give = move |proven: bool| {
+            // Not waited for within the backstop: given anyway (the test's counters then fail).
+            let deadline = Instant::now() + PROOF_WAIT;
+            while shared.holding.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if let Some(claim) = claim {
+                claim.settle(if proven {
+                    Proof::Proven
+                } else {
+                    Proof::Disproven
+                });
+            }
+        };
+        (gops, give)
     }
 }
 
@@ -441,6 +596,19 @@ impl VideoSource {
             self.settle();
             return false;
         }
+        if found.entry
+            && self.recovery.is_none()
+            && self.verifying.is_none()
+            && self.may_trust_pending
+            && self.open_gops.proving()
+        {
+            // Another decoder is proving the stream's entries: this one is trusted as a proven
+            // one would be, provisionally; the caller holds back what is decoded from here until
+            // the verdict (see the module comment).
+            self.provisional = true;
+            self.settle();
+            return false;
+        }
         let reach = self.reference_reach();
         let key = self.watch.key.and_then(|(_, pts)| pts);
         // A first attempt at an entry of the kind waits for any other decoder's proof, then
@@ -459,6 +627,11 @@ impl VideoSource {
             Some(claim) if goes_on => (None, self.decode_on_to_prove(claim, reach)),
             claim => (claim, None),
         };
+        let asked = later.is_some();
+        let later = later.and_then(|v| self.ask_witness(v));
+        if asked && later.is_none() {
+            return true;
+        }
         if found.entry && self.open_gops.proven() {
             // An entry like the one proven clean in this stream (see the module comment).
             self.settle();
@@ -523,6 +696,111 @@ impl VideoSource {
             Next::Rewind => self.rewind_for_trouble(),
         }
         true
+    }
+
+    /// Makes this decoder the one of `part` of the job, the part before it (if any) ending with a
+    /// target at `before` (µs): see [`Self::ask_witness`].
+    pub(crate) fn set_part(&mut self, part: usize, before: Option<i64>) {
+        self.part = Some(part);
+        self.before = before.map(|us| self.ts_floor(us));
+    }
+
+    /// The proof's first decode `v` (an entry met just past its keyframe, decoded on past the
+    /// reach: [`Self::decode_on_to_prove`]) needs a decode from the keyframe before. The decoder of
+    /// the part before decodes that GOP for its own last targets: asked while it still decodes, it
+    /// decodes on through this keyframe and compares ([`Self::serve_witness`]), and this decoder
+    /// enters at the keyframe again, trusting the entry provisionally, instead of decoding the GOP
+    /// before itself. Some(v), given back, when there is no such part.
+    fn ask_witness(&mut self, v: Verifying) -> Option<Verifying> {
+        let Some(key) = v.first.key else {
+            return Some(v);
+        };
+        let index_key = self.keyframe_index(key).filter(|&k| k != i64::MIN);
+        let gop_before = index_key.and_then(|k| self.index_keyframe_back(k, 1));
+        let Some((index_key, part)) = index_key.zip(self.part.and_then(|p| p.checked_sub(1)))
+        else {
+            return Some(v);
+        };
+        // The part before ends in the GOP before this keyframe, so it decodes up to it.
+        let ends_before = self.before.is_some_and(|b| {
+            b < key && gop_before.is_some() && self.keyframe_index(b) == gop_before
+        });
+        if !ends_before || !self.may_trust_pending {
+            return Some(v);
+        }
+        if let Some(v) = self.open_gops.ask(part, v) {
+            return Some(v);
+        }
+        let ts = self.index_seek_ts(index_key);
+        if !(self.renew_decoder() && self.try_seek(ts)) {
+            self.rewind_for_trouble();
+        }
+        None
+    }
+
+    /// Gives the proof asked of this decoder ([`Self::ask_witness`]), once its own cells are
+    /// done: when its decode entered at least the reach before the keyframe asked about and the
+    /// next keyframe it meets decoding on is that one, decodes on (every picture shown) and
+    /// compares ([`Self::verify`]); else gives the ask up. Either way this part is done.
+    pub(crate) fn serve_witness(&mut self) {
+        let Some(part) = self.part else {
+            return;
+        };
+        if let Some(v) = self.open_gops.asked_of(part) {
+            let at = self
+                .cur
+                .iter()
+                .chain(self.next.iter())
+                .chain(self.ahead.iter())
+                .map(|d| d.pts)
+                .max();
+            let serves = match (v.first.key, at) {
+                (Some(key), Some(at)) => {
+                    let next_key = self.index_keyframe_after(at.saturating_add(1));
+                    at < key
+                        && !self.drained
+                        && self.entry.is_some_and(|e| e <= key.saturating_sub(v.reach))
+                        && next_key.is_some()
+                        && next_key == self.keyframe_index(key)
+                }
+                _ => false,
+            };
+            if serves {
+                self.skip_nonref = false;
+                self.verifying = Some(v);
+                // verify() ends the proof at the last picture the first decode showed.
+                while self.verifying.is_some() {
+                    if self.next_frame().is_none() {
+                        break;
+                    }
+                }
+                self.verifying = None;
+            }
+        }
+        self.open_gops.part_done(part);
+    }
+
+    /// Lets this decoder trust an entry provisionally while another decoder proves one, instead
+    /// of waiting for the verdict: its caller then follows [`Self::provisional`].
+    pub(crate) fn trust_pending_proofs(&mut self) {
+        self.may_trust_pending = true;
+    }
+
+    /// Whether the frames returned since an entry was trusted provisionally must wait for the
+    /// stream's verdict ([`Self::provisional_verdict`]) before they may be shown.
+    pub(crate) fn provisional(&self) -> bool {
+        self.provisional
+    }
+
+    /// The stream's verdict for what was decoded provisionally (`wait`: see
+    /// [`OpenGops::verdict`]). Once proven, nothing is provisional any more; not proven, what was
+    /// decoded since is to be decoded again, by a decoder that waits (this one stays provisional).
+    pub(crate) fn provisional_verdict(&mut self, wait: bool) -> Verdict {
+        let verdict = self.open_gops.verdict(wait);
+        if verdict == Verdict::Proven {
+            self.provisional = false;
+        }
+        verdict
     }
 
     /// Whether a frame coming out now must keep a fingerprint (see [`fingerprint`]) before its
