@@ -179,8 +179,8 @@ async function renderSheets(
   const parts =
     d.sampleTable && times.length > parallel ? [times.slice(0, parallel), times.slice(parallel)] : [times];
   let wholeStream: Promise<Packets> | undefined;
-  // Stops the hints' light listing (below) once the whole stream's list, which serves them too,
-  // is read: the two would demux the whole file twice.
+  // Stops the hints' light listing (below) as soon as the whole stream's list, which serves them
+  // too, is asked for: the two would demux the whole file twice.
   const hintsStop = new AbortController();
   stop.signal.addEventListener('abort', () => hintsStop.abort(), { once: true });
   // The whole stream's list once it is in: set before any `whole()` caller resumes, so a part can
