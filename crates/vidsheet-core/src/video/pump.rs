@@ -57,31 +57,44 @@ impl VideoSource {
             }
             // Feed one packet of our stream.
             loop {
-                if let Some((p, serial)) = self.stash.take() {
+                if let Some((p, serial, discard)) = self.stash.take() {
                     idle += 1;
                     if idle > MAX_IDLE_PACKETS {
                         self.drained = true;
                         return None;
                     }
+                    // A referenced picture the model counts as skipped must stay skipped (a
+                    // non-reference one may be decoded: nothing predicts from it).
+                    let discard = match discard {
+                        ffi::AVDiscard::AVDISCARD_NONREF => ffi::AVDiscard::AVDISCARD_DEFAULT,
+                        d => d,
+                    };
                     unsafe {
                         let raw = self.decoder.as_mut_ptr();
-                        (*raw).skip_frame = ffi::AVDiscard::AVDISCARD_DEFAULT;
+                        (*raw).skip_frame = discard;
                         (*raw).reordered_opaque = serial as i64;
                     }
                     match self.decoder.send_packet(&p) {
                         Ok(()) => {}
-                        Err(e) if is_eagain(&e) => self.stash = Some((p, serial)),
+                        Err(e) if is_eagain(&e) => self.stash = Some((p, serial, discard)),
                         Err(_) => self.note_failure(serial),
                     }
                     break;
                 }
-                let mut packet = Packet::empty();
-                match packet.read(&mut self.input) {
-                    Ok(()) => {
+                let read = match self.refs.queue.pop_front() {
+                    Some(read) => Ok(read),
+                    None => {
+                        let mut packet = Packet::empty();
+                        packet.read(&mut self.input).map(|()| self.refs.read(packet))
+                    }
+                };
+                match read {
+                    Ok(read) => {
                         read_errors = 0;
-                        if packet.stream() != self.index {
+                        if read.packet.stream() != self.index {
                             continue;
                         }
+                        let packet = read.packet;
                         idle += 1;
                         if idle > MAX_IDLE_PACKETS {
                             self.drained = true;
@@ -92,12 +105,22 @@ impl VideoSource {
                         if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
                             self.pts_faulty |= p < d;
                         }
-                        let (skip, second_field) = self.skip_decision(&packet);
+                        let (mut skip, second_field) = self.skip_decision(&packet);
+                        // A non-reference picture a referenced one was skipped on the strength
+                        // of stays skipped ([`refs`]; the rule only grows more certain).
+                        skip |= self.skip_nonref && read.nonref_skip == Some(true);
+                        let discard = if skip {
+                            ffi::AVDiscard::AVDISCARD_NONREF
+                        } else {
+                            self.referenced_discard(&packet, read.picture.as_ref())
+                        };
+                        let skipped = discard != ffi::AVDiscard::AVDISCARD_DEFAULT;
+                        self.refs.sent(read.picture.as_ref(), skipped);
                         self.witness(packet.pts());
-                        if !skip && !second_field {
+                        if !skipped && !second_field {
                             self.owe(packet.pts());
                         }
-                        self.skippable_sent += skip as u64;
+                        self.skippable_sent += skipped as u64;
                         if self.entry.is_none() {
                             self.entry = packet.dts().or(packet.pts());
                         }
@@ -111,17 +134,13 @@ impl VideoSource {
                             .sent(serial, packet.pts(), packet.position() as i64, key);
                         unsafe {
                             let raw = self.decoder.as_mut_ptr();
-                            (*raw).skip_frame = if skip {
-                                ffi::AVDiscard::AVDISCARD_NONREF
-                            } else {
-                                ffi::AVDiscard::AVDISCARD_DEFAULT
-                            };
+                            (*raw).skip_frame = discard;
                             (*raw).reordered_opaque = serial as i64;
                         }
                         match self.decoder.send_packet(&packet) {
                             Ok(()) => {}
                             Err(e) if is_eagain(&e) => {
-                                self.stash = Some((packet, serial));
+                                self.stash = Some((packet, serial, discard));
                             }
                             Err(_) => {
                                 // Corrupt packet: skip it.

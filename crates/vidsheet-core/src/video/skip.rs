@@ -10,10 +10,11 @@
 
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
-use ff::Packet;
+use ff::{ffi, Packet};
 use ffmpeg_next as ff;
 
-use super::VideoSource;
+use super::h264::{Picture, SliceKind};
+use super::{refs, VideoSource};
 
 impl VideoSource {
     /// Announces every target of the job (absolute microseconds, any order) so frames no target
@@ -64,6 +65,61 @@ impl VideoSource {
         match pending.get(i) {
             Some(&t_min) => witness <= t_min,
             None => true,
+        }
+    }
+
+    /// How a referenced picture (`picture`, the one in `packet`) is sent: discarded when no
+    /// target can show it ([`Self::may_skip`]) and, judged from the packets read ahead, no decoded
+    /// picture needs it ([`refs`]); AVDISCARD_DEFAULT otherwise.
+    pub(super) fn referenced_discard(
+        &mut self,
+        packet: &Packet,
+        picture: Option<&Picture>,
+    ) -> ffi::AVDiscard {
+        let keep = ffi::AVDiscard::AVDISCARD_DEFAULT;
+        let Some(pic) = picture else { return keep };
+        if !pic.reference || pic.idr || !self.refs.active() || !self.may_skip(packet) {
+            return keep;
+        }
+        self.read_ahead(refs::LOOKAHEAD);
+        for i in 0..self.refs.queue.len() {
+            let read = &self.refs.queue[i];
+            let nonref = read.picture.as_ref().is_some_and(|p| !p.reference);
+            // Once judged skipped, always: a referenced picture may rest on it.
+            let skip = read.nonref_skip == Some(true) || nonref && self.may_skip(&read.packet);
+            self.refs.queue[i].nonref_skip = Some(skip);
+        }
+        if !self.refs.may_skip(pic) {
+            return keep;
+        }
+        // FFmpeg judges a picture's discard by its first slice's type.
+        match pic.slices.first().map(|s| s.kind) {
+            Some(SliceKind::B) => ffi::AVDiscard::AVDISCARD_BIDIR,
+            Some(SliceKind::P) => ffi::AVDiscard::AVDISCARD_NONINTRA,
+            _ => keep,
+        }
+    }
+
+    /// Reads packets of the stream ahead until `n` wait ([`refs`]); stops quietly at the end or a
+    /// read error (the pump meets it again when the packets read ahead are used up). Their pts
+    /// are witnesses already ([`Self::may_skip`]): those packets exist.
+    fn read_ahead(&mut self, n: usize) {
+        let mut others = 0;
+        while self.refs.queue.len() < n && others < n * 16 {
+            let mut packet = Packet::empty();
+            if packet.read(&mut self.input).is_err() {
+                return;
+            }
+            if packet.stream() != self.index {
+                others += 1;
+                continue;
+            }
+            if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
+                self.pts_faulty |= p < d;
+            }
+            self.witness(packet.pts());
+            let read = self.refs.read(packet);
+            self.refs.queue.push_back(read);
         }
     }
 
