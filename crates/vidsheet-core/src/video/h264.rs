@@ -335,7 +335,9 @@ impl ParamSets {
                 let Some(&count) = data.get(at) else { break };
                 at += 1;
                 for _ in 0..count & mask {
-                    let Some(len) = data.get(at..at + 2) else { break };
+                    let Some(len) = data.get(at..at + 2) else {
+                        break;
+                    };
                     let len = u16::from_be_bytes([len[0], len[1]]) as usize;
                     if let Some(nal) = data.get(at + 2..at + 2 + len) {
                         sets.learn(nal);
@@ -357,7 +359,11 @@ impl ParamSets {
         match nal.first().map(|h| h & 0x1f) {
             Some(7) => {
                 let head = unescape(&nal[..nal.len().min(256)]);
-                let id = Bits { data: &head, pos: 32 }.ue();
+                let id = Bits {
+                    data: &head,
+                    pos: 32,
+                }
+                .ue();
                 if let Some(id) = id {
                     self.sps.retain(|(i, _)| *i != id);
                     if let Some(sps) = parse_sps(&head) {
@@ -367,7 +373,11 @@ impl ParamSets {
             }
             Some(8) => {
                 let head = unescape(&nal[..nal.len().min(64)]);
-                let id = Bits { data: &head, pos: 8 }.ue();
+                let id = Bits {
+                    data: &head,
+                    pos: 8,
+                }
+                .ue();
                 if let Some(id) = id {
                     self.pps.retain(|(i, _)| *i != id);
                     if let Some(pps) = parse_pps(&head) {
@@ -419,6 +429,9 @@ pub(super) struct Picture {
     /// delta_pic_order_cnt_bottom)`: a frame's count is its smaller field's).
     pub poc_lsb: u32,
     pub bottom_offset: i64,
+    /// Memory management operations 1 (`difference_of_pic_nums_minus1` of each): the pictures it
+    /// marks unused instead of the sliding window; empty for sliding-window marking.
+    pub unmark: Vec<u32>,
     pub slices: Vec<SliceRefs>,
     /// The SPS the picture's slices use (all of them: the same one).
     pub sps: Sps,
@@ -427,7 +440,8 @@ pub(super) struct Picture {
 /// The picture a packet holds, its parameter sets learned on the way (`sets` takes in any SPS or
 /// PPS the packet carries); None when anything needed cannot be read, the picture is a field or
 /// of an MBAFF-capable stream, its order count is not of type 0, it carries memory management
-/// operations or marks itself long-term, or its slices disagree.
+/// operations other than marking a short-term picture unused, marks itself long-term, or its
+/// slices disagree.
 pub(super) fn packet_picture(
     data: &[u8],
     length_size: Option<usize>,
@@ -450,6 +464,7 @@ pub(super) fn packet_picture(
                             && p.frame_num == s.frame_num
                             && p.poc_lsb == s.poc_lsb
                             && p.bottom_offset == s.bottom_offset
+                            && p.unmark == s.unmark
                             && p.sps == s.sps;
                         if same {
                             p.slices.extend(s.slices);
@@ -578,6 +593,7 @@ fn parse_slice(nal: &[u8], idr: bool, reference: bool, sets: &ParamSets) -> Opti
             }
         }
     }
+    let mut unmark = Vec::new();
     if reference {
         if idr {
             b.bit()?; // no_output_of_prior_pics_flag
@@ -585,7 +601,21 @@ fn parse_slice(nal: &[u8], idr: bool, reference: bool, sets: &ParamSets) -> Opti
                 return None; // long_term_reference_flag
             }
         } else if b.bit()? == 1 {
-            return None; // adaptive_ref_pic_marking_mode_flag: memory management operations
+            // adaptive_ref_pic_marking_mode_flag: memory management operations; only "mark a
+            // short-term picture unused" (1) is modelled.
+            loop {
+                match b.ue()? {
+                    0 => break,
+                    1 => unmark.push(b.ue()?),
+                    _ => return None,
+                }
+                if unmark.len() > 66 {
+                    return None;
+                }
+            }
+            if unmark.is_empty() {
+                return None;
+            }
         }
     }
     Some(Picture {
@@ -594,6 +624,7 @@ fn parse_slice(nal: &[u8], idr: bool, reference: bool, sets: &ParamSets) -> Opti
         frame_num,
         poc_lsb,
         bottom_offset,
+        unmark,
         slices: vec![SliceRefs {
             kind,
             active,

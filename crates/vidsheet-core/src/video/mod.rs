@@ -164,6 +164,9 @@ pub(crate) struct VideoSource {
     forward_only: bool,
     /// Referenced pictures no decoded picture needs ([`refs`]): the model and packets read ahead.
     refs: refs::RefSkip,
+    /// Skip referenced pictures too when [`refs`] shows none needs them (on by default; with
+    /// `skip_nonref`).
+    pub skip_referenced: bool,
     /// Packets read, recorded for the zoom hints when asked ([`packets`]).
     packets: Option<packets::PacketRecorder>,
     /// The latest packets' serials and decode times (a picture's own packet is among them).

@@ -85,7 +85,9 @@ impl VideoSource {
                     Some(read) => Ok(read),
                     None => {
                         let mut packet = Packet::empty();
-                        packet.read(&mut self.input).map(|()| self.refs.read(packet))
+                        packet
+                            .read(&mut self.input)
+                            .map(|()| self.refs.read(packet))
                     }
                 };
                 match read {
@@ -109,13 +111,20 @@ impl VideoSource {
                         // A non-reference picture a referenced one was skipped on the strength
                         // of stays skipped ([`refs`]; the rule only grows more certain).
                         skip |= self.skip_nonref && read.nonref_skip == Some(true);
-                        let discard = if skip {
-                            ffi::AVDiscard::AVDISCARD_NONREF
-                        } else {
-                            self.referenced_discard(&packet, read.picture.as_ref())
+                        // AVDISCARD_NONREF leaves a referenced picture decoded: it may be
+                        // skipped only by the referenced-picture rule.
+                        let referenced =
+                            self.referenced_discard(&packet, read.picture.as_ref(), read.plan);
+                        let discard = match referenced {
+                            ffi::AVDiscard::AVDISCARD_DEFAULT if skip => {
+                                ffi::AVDiscard::AVDISCARD_NONREF
+                            }
+                            d => d,
                         };
                         let skipped = discard != ffi::AVDiscard::AVDISCARD_DEFAULT;
-                        self.refs.sent(read.picture.as_ref(), skipped);
+                        let not_decoded = referenced != ffi::AVDiscard::AVDISCARD_DEFAULT
+                            || (skipped && read.picture.as_ref().is_some_and(|p| !p.reference));
+                        self.refs.sent(read.picture.as_ref(), not_decoded);
                         self.witness(packet.pts());
                         if !skipped && !second_field {
                             self.owe(packet.pts());

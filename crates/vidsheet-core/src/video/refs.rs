@@ -33,9 +33,14 @@ use ffmpeg_next as ff;
 use super::h264::{self, ParamSets, Picture, SliceKind};
 
 /// Packets read ahead at most to judge one referenced picture: a placeholder leaves the reference
-/// memory after `max_num_ref_frames` later references (x264's B-pyramid: 4, within about 16
-/// packets); a judgement that needs more decodes the picture.
-pub(super) const LOOKAHEAD: usize = 48;
+/// memory after `max_num_ref_frames` later references, but a skipped picture's lost memory
+/// management operations leave the decoder holding more references than a full decode until the
+/// next IDR (x264's B-pyramid unmarks the previous B-frame so), which may be a GOP away; a
+/// judgement that needs more decodes the picture.
+pub(super) const LOOKAHEAD: usize = 320;
+
+/// Simulations one plan may run (each decodes one more picture than the last).
+const MAX_PLANS: usize = 64;
 
 /// One short-term reference the decoder holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,26 +92,38 @@ impl Dpb {
     /// that predicted from one) with the same order counts; from here on both decode alike.
     fn same_as(&self, full: &Dpb) -> bool {
         let key = |d: &Dpb| -> Vec<(u32, i64, u64)> {
-            d.short.iter().map(|e| (e.frame_num, e.poc, e.pixels)).collect()
+            d.short
+                .iter()
+                .map(|e| (e.frame_num, e.poc, e.pixels))
+                .collect()
         };
         !self.short.iter().any(|e| e.gap || e.tainted)
             && key(self) == key(full)
             && (self.prev_poc_msb, self.prev_poc_lsb) == (full.prev_poc_msb, full.prev_poc_lsb)
     }
 
-    /// Marks `cur` as a short-term reference (sliding window), then drops placeholders too old
-    /// to be referenced (h264_refs.c `ff_h264_execute_ref_pic_marking`). None when the model
+    /// Marks `cur` as a short-term reference (after the pictures `unmark` names, else by the
+    /// sliding window), then drops placeholders too old to be referenced (h264_refs.c `ff_h264_execute_ref_pic_marking`). None when the model
     /// cannot follow (a `frame_num` already held).
-    fn mark(&mut self, cur: Entry, pic: &Picture) -> Option<()> {
+    fn mark(&mut self, cur: Entry, pic: &Picture, unmark: &[u32]) -> Option<()> {
         let max_refs = pic.sps.max_num_ref_frames.max(1) as usize;
+        let max_fn = 1u32 << pic.sps.log2_max_frame_num;
+        for &d in unmark {
+            // The picture whose picNum is CurrPicNum - (d + 1), found by its frame_num.
+            let frame_num = cur.frame_num.wrapping_sub(d.wrapping_add(1)) & (max_fn - 1);
+            let i = self.short.iter().position(|e| e.frame_num == frame_num)?;
+            self.short.remove(i);
+        }
         if self.short.iter().any(|e| e.frame_num == cur.frame_num) {
             return None;
         }
-        if !self.short.is_empty() && self.short.len() >= max_refs {
+        if unmark.is_empty() && !self.short.is_empty() && self.short.len() >= max_refs {
             self.short.pop();
         }
         self.short.insert(0, cur);
-        let max_fn = 1u32 << pic.sps.log2_max_frame_num;
+        if self.short.len() > max_refs {
+            return None;
+        }
         let refs = pic.sps.max_num_ref_frames;
         self.short.retain(|e| {
             !e.invalid_gap || (cur.frame_num.wrapping_sub(e.frame_num) & (max_fn - 1)) <= refs
@@ -147,7 +164,7 @@ impl Dpb {
                 invalid_gap: !pic.sps.gaps_allowed,
                 tainted: false,
             };
-            self.mark(placeholder, pic)?;
+            self.mark(placeholder, pic, &[])?;
         }
         // Order count type 0 (8.2.1.1, with FFmpeg's state after an IDR).
         let max_lsb = 1i64 << pic.sps.log2_max_poc_lsb;
@@ -174,7 +191,10 @@ impl Dpb {
                     .iter()
                     .flatten()
                     .any(|&i| self.short[i].gap || self.short[i].tainted);
-                *out = list.iter().map(|e| e.map(|i| self.short[i].pixels)).collect();
+                *out = list
+                    .iter()
+                    .map(|e| e.map(|i| self.short[i].pixels))
+                    .collect();
             }
             lists.push(pair);
         }
@@ -189,7 +209,7 @@ impl Dpb {
                 invalid_gap: false,
                 tainted: stand_ins,
             };
-            self.mark(cur, pic)?;
+            self.mark(cur, pic, &pic.unmark)?;
         }
         self.prev_frame_num = pic.frame_num;
         Some(Some(Uses {
@@ -295,8 +315,12 @@ pub(super) struct Read {
     pub packet: Packet,
     /// The H.264 picture it holds, when it can be modelled.
     pub picture: Option<Picture>,
-    /// Whether the non-reference rule skips it, once known ([`RefSkip::judge`]).
+    /// Whether the non-reference rule skips it, once known ([`RefSkip::skip_referenced`]).
     pub nonref_skip: Option<bool>,
+    /// A referenced picture no target can show (as far as known when last judged).
+    pub candidate: bool,
+    /// A referenced picture's decision, once a plan made it.
+    pub plan: Option<bool>,
 }
 
 /// The referenced-picture model of one stream: its parameter sets, packets read ahead, and the
@@ -315,6 +339,8 @@ pub(super) struct RefSkip {
     state: Option<(Dpb, Dpb)>,
     /// Pictures sent (ids for the model's pixels).
     next_id: u64,
+    /// The packets read ahead reach the end of the stream.
+    pub at_end: bool,
 }
 
 impl RefSkip {
@@ -330,6 +356,7 @@ impl RefSkip {
             queue: VecDeque::new(),
             state: None,
             next_id: 0,
+            at_end: false,
         }
     }
 
@@ -346,6 +373,8 @@ impl RefSkip {
             packet,
             picture,
             nonref_skip: None,
+            candidate: false,
+            plan: None,
         }
     }
 
@@ -353,55 +382,104 @@ impl RefSkip {
     /// parameter sets read later in the stream may not be those of the packets now read.
     pub(super) fn reposition(&mut self) {
         self.queue.clear();
+        self.at_end = false;
         self.sets = self.initial_sets.clone();
         self.state = None;
     }
 
-    /// Whether the referenced picture `pic` (about to be sent) may be skipped, judged with the
-    /// packets read ahead in [`Self::queue`] (their `nonref_skip` filled in).
-    pub(super) fn may_skip(&self, pic: &Picture) -> bool {
-        if !pic.reference || pic.idr || pic.slices.iter().any(|s| s.kind == SliceKind::I) {
+    /// Whether the referenced picture `pic` (about to be sent) is skipped: planned already, or
+    /// planned now with the packets read ahead in [`Self::queue`] (their `nonref_skip` and
+    /// `candidate` filled in). A plan skips every candidate it can (`candidate`: `pic` itself may
+    /// be skipped as far as the targets go): it simulates this decode with them skipped, and where
+    /// a decoded picture would differ from the full decode, decodes the latest skipped picture
+    /// before it instead, until nothing differs up to the next IDR, the end of the stream, or a
+    /// state both decodes share. The decisions are kept on the packets read ahead (the reasons
+    /// only grow more certain), so a later judgement never undoes one this rested on.
+    pub(super) fn skip_referenced(
+        &mut self,
+        pic: &Picture,
+        planned: Option<bool>,
+        candidate: bool,
+    ) -> bool {
+        if let Some(skip) = planned {
+            return skip;
+        }
+        if !candidate {
             return false;
         }
-        let Some((full, this)) = &self.state else {
-            return false;
-        };
-        let (mut full, mut this) = (full.clone(), this.clone());
-        let mut id = self.next_id;
-        if full.apply(pic, id, true).is_none() {
-            return false;
-        }
-        for read in &self.queue {
-            id += 1;
-            let Some(next) = &read.picture else {
-                return false;
-            };
-            if next.idr {
-                return true;
-            }
-            let skipped = !next.reference && read.nonref_skip == Some(true);
-            let Some(Some(want)) = full.apply(next, id, true) else {
-                return false;
-            };
-            let Some(got) = this.apply(next, id, !skipped) else {
-                return false;
-            };
-            if let Some(got) = got {
-                if got.poc != want.poc || got.lists != want.lists {
-                    return false;
+        let mut skip: Vec<bool> = std::iter::once(true)
+            .chain(self.queue.iter().map(|r| r.candidate))
+            .collect();
+        for _ in 0..MAX_PLANS {
+            match self.simulate(pic, &skip) {
+                Ok(end) => {
+                    for (read, &s) in self.queue.iter_mut().zip(&skip[1..]).take(end) {
+                        if read.picture.as_ref().is_some_and(|p| p.reference) {
+                            read.plan = Some(s);
+                        }
+                    }
+                    return skip[0];
                 }
-                if got.stand_ins && next.slices.iter().any(|s| s.uses_order_counts) {
-                    return false;
-                }
-                if got.lists.iter().flatten().flatten().any(Option::is_none) {
-                    return false;
-                }
-            }
-            if this.same_as(&full) {
-                return true;
+                Err(at) => match (0..at).rev().find(|&j| skip[j]) {
+                    Some(0) | None => return false,
+                    Some(j) => skip[j] = false,
+                },
             }
         }
         false
+    }
+
+    /// Sends `pic` then the packets read ahead through both models, the pictures `skip` marks
+    /// (0: `pic`) skipped: Ok(how many packets read ahead the judgement covers) when every
+    /// decoded picture decodes as in the full decode up to an IDR, the end of the stream or a
+    /// shared state; Err(index of the first that does not, or of the end of what was read).
+    fn simulate(&self, pic: &Picture, skip: &[bool]) -> Result<usize, usize> {
+        let Some((full, this)) = &self.state else {
+            return Err(0);
+        };
+        let (mut full, mut this) = (full.clone(), this.clone());
+        let mut id = self.next_id;
+        if full.apply(pic, id, true).is_none() || this.apply(pic, id, !skip[0]).is_none() {
+            return Err(0);
+        }
+        for (i, read) in self.queue.iter().enumerate() {
+            let at = i + 1;
+            id += 1;
+            if this.same_as(&full) {
+                return Ok(i);
+            }
+            let Some(next) = &read.picture else {
+                return Err(at);
+            };
+            if next.idr {
+                return Ok(i);
+            }
+            let skipped = if next.reference {
+                skip[at]
+            } else {
+                read.nonref_skip == Some(true)
+            };
+            let Some(Some(want)) = full.apply(next, id, true) else {
+                return Err(at);
+            };
+            let Some(got) = this.apply(next, id, !skipped) else {
+                return Err(at);
+            };
+            if let Some(got) = got {
+                let differs = got.poc != want.poc
+                    || got.lists != want.lists
+                    || (got.stand_ins && next.slices.iter().any(|s| s.uses_order_counts))
+                    || got.lists.iter().flatten().flatten().any(Option::is_none);
+                if differs {
+                    return Err(at);
+                }
+            }
+        }
+        if this.same_as(&full) || self.at_end {
+            Ok(self.queue.len())
+        } else {
+            Err(self.queue.len() + 1)
+        }
     }
 
     /// Sends a picture through the model (`skipped`: discarded as a referenced picture or by the
@@ -450,7 +528,13 @@ mod tests {
 
     /// A one-slice picture: `kind`, reference or not, frame_num, order count (frames: 2 per
     /// picture), one active reference per list, list 0 modifications.
-    fn pic(kind: SliceKind, reference: bool, frame_num: u32, poc: u32, mods: &[(u32, u32)]) -> Picture {
+    fn pic(
+        kind: SliceKind,
+        reference: bool,
+        frame_num: u32,
+        poc: u32,
+        mods: &[(u32, u32)],
+    ) -> Picture {
         let active = match kind {
             SliceKind::I => [0, 0],
             SliceKind::P => [1, 0],
@@ -462,6 +546,7 @@ mod tests {
             frame_num,
             poc_lsb: poc,
             bottom_offset: 0,
+            unmark: Vec::new(),
             slices: vec![SliceRefs {
                 kind,
                 active,
@@ -502,6 +587,7 @@ mod tests {
             queue: VecDeque::new(),
             state: None,
             next_id: 0,
+            at_end: false,
         };
         for (i, p) in pics[..at].iter().enumerate() {
             m.sent(Some(p), skip.contains(&i) || nonref_skip.contains(&i));
@@ -511,9 +597,11 @@ mod tests {
                 packet: Packet::empty(),
                 picture: Some(p.clone()),
                 nonref_skip: Some(nonref_skip.contains(&i)),
+                candidate: false,
+                plan: None,
             });
         }
-        m.may_skip(&pics[at])
+        m.skip_referenced(&pics[at], None, true)
     }
 
     /// The non-reference b-frames of [`pyramid`] (decode order indices) but `decoded`.
@@ -595,9 +683,13 @@ mod tests {
     fn modifications_move_a_reference_to_the_front_and_drop_its_later_copy() {
         use SliceKind::*;
         let mut dpb = Dpb::at_idr();
-        for (i, p) in [pic(I, true, 0, 0, &[]), pic(P, true, 1, 2, &[]), pic(P, true, 2, 4, &[])]
-            .iter()
-            .enumerate()
+        for (i, p) in [
+            pic(I, true, 0, 0, &[]),
+            pic(P, true, 1, 2, &[]),
+            pic(P, true, 2, 4, &[]),
+        ]
+        .iter()
+        .enumerate()
         {
             assert!(dpb.apply(p, i as u64, true).is_some());
         }
@@ -608,5 +700,115 @@ mod tests {
         let uses = dpb.apply(&p, 3, true).and_then(|u| u);
         let lists = uses.map(|u| u.lists[0][0].clone());
         assert_eq!(lists, Some(vec![Some(0), Some(2), Some(1)]));
+    }
+}
+
+/// Real decodes: every target's picture with referenced pictures skipped is the very picture a
+/// decode that skips none shows (same digest of every sample), on x264 clips synthesised by the
+/// ffmpeg CLI.
+#[cfg(test)]
+mod exact {
+    use super::super::{recover, VideoSource};
+    use crate::media::Container;
+
+    /// Encodes `seconds` of testsrc2 at 25 fps with x264 `params` to `name` in a fresh
+    /// directory, GOP `gop`, 3 B-frames that always happen.
+    fn clip(name: &str, preset: &str, params: &str, gop: u32, seconds: u32) -> String {
+        let dir = std::env::temp_dir().join(format!("vidsheet-refs-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let out = dir.join(name).to_string_lossy().into_owned();
+        let gop = gop.to_string();
+        let status = std::process::Command::new("ffmpeg")
+            .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+            .arg(format!("testsrc2=s=320x180:r=25:d={seconds}"))
+            .args([
+                "-c:v",
+                "libx264",
+                "-preset",
+                preset,
+                "-bf",
+                "3",
+                "-x264-params",
+            ])
+            .arg(format!("b-adapt=0:bframes=3:rc-lookahead=0:{params}"))
+            .args(["-g", &gop, "-keyint_min", &gop, "-sc_threshold", "0", &out])
+            .status()
+            .expect("ffmpeg runs");
+        assert!(status.success(), "ffmpeg made {name}");
+        out
+    }
+
+    /// The digest of each target's picture (targets in ms from the start, ascending), and the
+    /// pictures decoded, with referenced pictures skipped or not.
+    fn decode(path: &str, targets_ms: &[i64], skip_referenced: bool) -> (Vec<Option<u64>>, u64) {
+        let mut src = VideoSource::open(path, &Container::Any, 0, 1).expect("open");
+        src.skip_referenced = skip_referenced;
+        let us: Vec<i64> = targets_ms
+            .iter()
+            .map(|ms| src.start_us + ms * 1000)
+            .collect();
+        src.set_targets(&us);
+        let prints = us
+            .iter()
+            .map(|&t| {
+                let f = src.frame_at(t, &mut |_| false)?;
+                recover::fingerprint(&f.frame)
+            })
+            .collect();
+        (prints, src.decoded_frames())
+    }
+
+    /// Targets spread over `seconds` (a few on each picture type, pairs within one GOP).
+    fn targets(seconds: i64) -> Vec<i64> {
+        let mut t: Vec<i64> = (0..14)
+            .map(|i| 300 + i * seconds * 1000 / 15 + (i * 37) % 160)
+            .collect();
+        t.extend([2040, 2080, 9000, 9120]);
+        t.sort();
+        t
+    }
+
+    #[test]
+    fn a_b_pyramid_of_one_reference_skips_its_referenced_b_frames_exactly() {
+        // The bench clip's structure (ref=1, b-pyramid normal, spatial direct, no weights).
+        let path = clip(
+            "pyramid.mp4",
+            "ultrafast",
+            "ref=1:b-pyramid=normal",
+            100,
+            20,
+        );
+        let t = targets(20);
+        let (want, before) = decode(&path, &t, false);
+        let (got, after) = decode(&path, &t, true);
+        assert!(want.iter().all(Option::is_some));
+        assert_eq!(got, want, "pictures at {t:?}");
+        assert!(
+            after * 10 < before * 9,
+            "referenced B-frames are skipped: {after} pictures decoded, {before} without"
+        );
+    }
+
+    #[test]
+    fn more_references_weighted_b_frames_and_a_strict_pyramid_stay_exact() {
+        for (name, preset, params) in [
+            ("ref3.mp4", "medium", "ref=3:b-pyramid=normal"),
+            ("strict.mp4", "medium", "ref=2:b-pyramid=strict:weightb=1"),
+            (
+                "temporal.mp4",
+                "fast",
+                "ref=2:b-pyramid=normal:direct=temporal",
+            ),
+        ] {
+            let path = clip(name, preset, params, 100, 12);
+            let t = targets(12);
+            let (want, before) = decode(&path, &t, false);
+            let (got, after) = decode(&path, &t, true);
+            assert!(want.iter().all(Option::is_some));
+            assert_eq!(got, want, "pictures at {t:?} of {name}");
+            eprintln!(
+                "{name}: {after} pictures decoded, {before} without skipping referenced ones"
+            );
+        }
     }
 }

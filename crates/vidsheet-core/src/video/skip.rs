@@ -75,21 +75,37 @@ impl VideoSource {
         &mut self,
         packet: &Packet,
         picture: Option<&Picture>,
+        planned: Option<bool>,
     ) -> ffi::AVDiscard {
         let keep = ffi::AVDiscard::AVDISCARD_DEFAULT;
         let Some(pic) = picture else { return keep };
-        if !pic.reference || pic.idr || !self.refs.active() || !self.may_skip(packet) {
+        if !self.skip_referenced || !pic.reference || pic.idr || !self.refs.active() {
             return keep;
         }
+        // The packets read ahead are witnesses too: read them before asking.
         self.read_ahead(refs::LOOKAHEAD);
-        for i in 0..self.refs.queue.len() {
-            let read = &self.refs.queue[i];
-            let nonref = read.picture.as_ref().is_some_and(|p| !p.reference);
-            // Once judged skipped, always: a referenced picture may rest on it.
-            let skip = read.nonref_skip == Some(true) || nonref && self.may_skip(&read.packet);
-            self.refs.queue[i].nonref_skip = Some(skip);
+        let candidate = self.may_skip(packet)
+            && !matches!(pic.slices.first(), Some(s) if s.kind == SliceKind::I);
+        if planned.is_none() && candidate {
+            for i in 0..self.refs.queue.len() {
+                let read = &self.refs.queue[i];
+                let (nonref, reference) = match &read.picture {
+                    Some(p) => (
+                        !p.reference,
+                        p.reference
+                            && !p.idr
+                            && p.slices.first().is_some_and(|s| s.kind != SliceKind::I),
+                    ),
+                    None => (false, false),
+                };
+                // Once judged skipped, always: a referenced picture may rest on it.
+                let skip = read.nonref_skip == Some(true) || nonref && self.may_skip(&read.packet);
+                let candidate = reference && self.may_skip(&read.packet);
+                self.refs.queue[i].nonref_skip = Some(skip);
+                self.refs.queue[i].candidate = candidate;
+            }
         }
-        if !self.refs.may_skip(pic) {
+        if !self.refs.skip_referenced(pic, planned, candidate) {
             return keep;
         }
         // FFmpeg judges a picture's discard by its first slice's type.
@@ -107,8 +123,13 @@ impl VideoSource {
         let mut others = 0;
         while self.refs.queue.len() < n && others < n * 16 {
             let mut packet = Packet::empty();
-            if packet.read(&mut self.input).is_err() {
-                return;
+            match packet.read(&mut self.input) {
+                Ok(()) => {}
+                Err(ff::Error::Eof) => {
+                    self.refs.at_end = true;
+                    return;
+                }
+                Err(_) => return,
             }
             if packet.stream() != self.index {
                 others += 1;
