@@ -68,9 +68,10 @@ impl VideoSource {
         }
     }
 
-    /// How a referenced picture (`picture`, the one in `packet`) is sent: discarded when no
-    /// target can show it ([`Self::may_skip`]) and, judged from the packets read ahead, no decoded
-    /// picture needs it ([`refs`]); AVDISCARD_DEFAULT otherwise.
+    /// How a referenced picture (`picture`, the one in `packet`) is sent: AVDISCARD_BIDIR when it
+    /// is a B picture no target can show ([`Self::may_skip`]) and, judged from the packets read
+    /// ahead, no decoded picture needs ([`refs`]), or when an earlier plan said so (`planned`);
+    /// AVDISCARD_DEFAULT otherwise.
     pub(super) fn referenced_discard(
         &mut self,
         packet: &Packet,
@@ -84,23 +85,17 @@ impl VideoSource {
         }
         // The packets read ahead are witnesses too: read them before asking.
         self.read_ahead(refs::LOOKAHEAD);
-        let candidate = self.may_skip(packet)
-            && !matches!(pic.slices.first(), Some(s) if s.kind == SliceKind::I);
+        let candidate = bidirectional(pic) && self.may_skip(packet);
         if planned.is_none() && candidate {
             for i in 0..self.refs.queue.len() {
                 let read = &self.refs.queue[i];
-                let (nonref, reference) = match &read.picture {
-                    Some(p) => (
-                        !p.reference,
-                        p.reference
-                            && !p.idr
-                            && p.slices.first().is_some_and(|s| s.kind != SliceKind::I),
-                    ),
+                let (nonref, bidir) = match &read.picture {
+                    Some(p) => (!p.reference, p.reference && bidirectional(p)),
                     None => (false, false),
                 };
                 // Once judged skipped, always: a referenced picture may rest on it.
                 let skip = read.nonref_skip == Some(true) || nonref && self.may_skip(&read.packet);
-                let candidate = reference && self.may_skip(&read.packet);
+                let candidate = bidir && self.may_skip(&read.packet);
                 self.refs.queue[i].nonref_skip = Some(skip);
                 self.refs.queue[i].candidate = candidate;
             }
@@ -108,12 +103,7 @@ impl VideoSource {
         if !self.refs.skip_referenced(pic, planned, candidate) {
             return keep;
         }
-        // FFmpeg judges a picture's discard by its first slice's type.
-        match pic.slices.first().map(|s| s.kind) {
-            Some(SliceKind::B) => ffi::AVDiscard::AVDISCARD_BIDIR,
-            Some(SliceKind::P) => ffi::AVDiscard::AVDISCARD_NONINTRA,
-            _ => keep,
-        }
+        ffi::AVDiscard::AVDISCARD_BIDIR
     }
 
     /// Reads packets of the stream ahead until `n` wait ([`refs`]); stops quietly at the end or a
@@ -195,4 +185,11 @@ impl VideoSource {
             }
         }
     }
+}
+
+/// A non-IDR picture of B slices only: AVDISCARD_BIDIR discards it whole (FFmpeg judges by the
+/// first slice). Only these are candidates: a referenced P picture is, almost always, what the
+/// next P picture predicts from.
+fn bidirectional(pic: &Picture) -> bool {
+    !pic.idr && pic.slices.iter().all(|s| s.kind == SliceKind::B)
 }
