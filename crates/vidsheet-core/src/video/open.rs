@@ -202,7 +202,7 @@ impl VideoSource {
             open_gops: Default::default(),
             forward_only: false,
             refs: refs::RefSkip::of_stream(unsafe { (*st).codecpar }),
-            skip_referenced: true,
+            skip_referenced: false,
             packets: None,
             recent: Default::default(),
         };

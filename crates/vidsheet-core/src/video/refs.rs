@@ -1,29 +1,34 @@
-//! Referenced H.264 pictures no target needs: decoded with AVDISCARD_BIDIR (a B picture) or
-//! AVDISCARD_NONINTRA (a P picture), so the decoder does not decode them at all. That is exact only
-//! when every picture that IS decoded predicts from the same pixels, in the same way, as in a full
-//! decode. FFmpeg 5.1 drops a discarded picture before it enters its reference memory; the next
-//! decoded picture then finds a `frame_num` gap and fills it with placeholders that share the
+//! Referenced H.264 B pictures no target needs: sent with AVDISCARD_BIDIR, so the decoder does
+//! not decode them at all. That is exact only when every picture that IS decoded predicts from
+//! the same pixels, in the same way, as in a full decode. FFmpeg 5.1 drops a discarded picture
+//! before it enters its reference memory (its memory management operations are lost with it); the
+//! next decoded picture then finds a `frame_num` gap and fills it with placeholders that share the
 //! pixels of the newest reference before the gap and take its order count + 2 (h264_slice.c,
-//! h264_field_start). So the decoder's reference lists are modelled twice, for a full decode and
-//! for this decode, as FFmpeg builds them (h264_refs.c: P lists in the order references were
-//! stored, B lists by order count with its `add_sorted`, the list1 swap, modifications,
-//! truncation; sliding-window marking and its early removal of gap placeholders), and a referenced
-//! picture R is skipped only when, with R skipped, every picture decoded until the last
-//! placeholder has left the reference memory (or the next IDR) has:
+//! h264_field_start). So the decoder's reference state is modelled twice, for a full decode and
+//! for this decode, as FFmpeg keeps it (h264_refs.c: P lists in the order references were stored,
+//! B lists by order count with its `add_sorted`, the list1 swap, modifications, truncation;
+//! sliding-window marking, "mark unused" operations, the early removal of gap placeholders), and
+//! referenced pictures are skipped only when every picture decoded until both states agree again
+//! (or the next IDR, or the end of the stream) has:
 //!
 //! - the same order count as in the full decode (its output order and any B list built on it);
-//! - reference lists holding the same pictures' pixels at every index it may use;
+//! - reference lists holding the same pictures' pixels at every index it may use, none missing;
 //! - where a placeholder (or a picture that predicted from one) stands in its lists, no use of
 //!   its references' order counts (temporal direct, implicit weights: the placeholder's count is
-//!   not R's, and the motion a picture stores names its references by their `frame_num`).
+//!   not the skipped picture's, and the motion a picture stores names its references by their
+//!   `frame_num`);
+//! - every memory management operation finding its picture (else FFmpeg logs an error, which
+//!   seek recovery takes for damage).
 //!
-//! Pictures after R are judged from packets read ahead ([`LOOKAHEAD`]); later referenced pictures
-//! count as decoded (their own turn may skip them, judged with R's placeholder in place), later
-//! non-reference pictures as skipped when the non-reference rule ([`super::skip`]) already skips
-//! them (it only grows more certain as more packets are read). Anything not modelled (fields,
-//! order count types 1 and 2, memory management operations, long-term pictures, slice groups,
-//! missing references, a packet that cannot be read) gives up: the picture is decoded, and the
-//! model waits for the next IDR.
+//! Pictures after the one being sent are judged from packets read ahead ([`LOOKAHEAD`]), in one
+//! plan ([`RefSkip::skip_referenced`]): x264's B-pyramid unmarks the previous B-frame in each
+//! B-frame, so skipping one is exact only while the next is skipped too, up to the last before a
+//! decoded B-frame. Non-reference pictures count as skipped when the non-reference rule
+//! ([`super::skip`]) skips them (it only grows more certain as more packets are read, and they
+//! stay skipped once a plan rests on it). Anything not modelled (fields, MBAFF-capable streams,
+//! order count types 1 and 2, other memory management operations, long-term pictures, slice
+//! groups, a packet that cannot be read) gives up: the picture is decoded, and the model waits
+//! for the next IDR.
 
 use std::collections::VecDeque;
 
@@ -666,7 +671,7 @@ mod tests {
         let mut dpb = Dpb::at_idr();
         for (i, p) in pics.iter().enumerate().take(6) {
             // B2 (index 2) and the b-frames skipped.
-            let decoded = !matches!(i, 2 | 3 | 4);
+            let decoded = !(2..=4).contains(&i);
             assert!(dpb.apply(p, i as u64, decoded).is_some());
         }
         // P8, B2's placeholder (P4's pixels, P4's order count + 2), P4, I0.
