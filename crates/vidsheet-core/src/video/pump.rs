@@ -87,7 +87,7 @@ impl VideoSource {
                         let mut packet = Packet::empty();
                         packet
                             .read(&mut self.input)
-                            .map(|()| self.refs.read(packet))
+                            .map(|()| self.refs.read(packet, self.skip_referenced))
                     }
                 };
                 match read {

@@ -365,9 +365,10 @@ impl RefSkip {
         }
     }
 
-    /// What a packet just read holds (parameter sets it carries are learned: call in decode order).
-    pub(super) fn read(&mut self, packet: Packet) -> Read {
-        let picture = if self.enabled {
+    /// What a packet just read holds (parameter sets it carries are learned: call in decode
+    /// order); `model` false (referenced pictures are not skipped) reads nothing of it.
+    pub(super) fn read(&mut self, packet: Packet, model: bool) -> Read {
+        let picture = if self.enabled && model {
             packet
                 .data()
                 .and_then(|d| h264::packet_picture(d, self.length_size, &mut self.sets))

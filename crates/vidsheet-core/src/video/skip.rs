@@ -129,7 +129,7 @@ impl VideoSource {
                 self.pts_faulty |= p < d;
             }
             self.witness(packet.pts());
-            let read = self.refs.read(packet);
+            let read = self.refs.read(packet, self.skip_referenced);
             self.refs.queue.push_back(read);
         }
     }
