@@ -6,7 +6,7 @@ use ff::ffi;
 use ff::format::context::Input;
 use ffmpeg_next as ff;
 
-use super::{fields, reach, recover, VideoSource};
+use super::{fields, reach, recover, refs, VideoSource};
 use crate::decode_log::DecodeLog;
 use crate::error::{Error, Result};
 use crate::media::{self, Container};
@@ -205,6 +205,8 @@ impl VideoSource {
             before: None,
             open_gops: Default::default(),
             forward_only: false,
+            refs: refs::RefSkip::of_stream(unsafe { (*st).codecpar }),
+            skip_referenced: false,
             packets: None,
             recent: Default::default(),
         };

@@ -57,31 +57,46 @@ impl VideoSource {
             }
             // Feed one packet of our stream.
             loop {
-                if let Some((p, serial)) = self.stash.take() {
+                if let Some((p, serial, discard)) = self.stash.take() {
                     idle += 1;
                     if idle > MAX_IDLE_PACKETS {
                         self.drained = true;
                         return None;
                     }
+                    // A referenced picture the model counts as skipped must stay skipped (a
+                    // non-reference one may be decoded: nothing predicts from it).
+                    let discard = match discard {
+                        ffi::AVDiscard::AVDISCARD_NONREF => ffi::AVDiscard::AVDISCARD_DEFAULT,
+                        d => d,
+                    };
                     unsafe {
                         let raw = self.decoder.as_mut_ptr();
-                        (*raw).skip_frame = ffi::AVDiscard::AVDISCARD_DEFAULT;
+                        (*raw).skip_frame = discard;
                         (*raw).reordered_opaque = serial as i64;
                     }
                     match self.decoder.send_packet(&p) {
                         Ok(()) => {}
-                        Err(e) if is_eagain(&e) => self.stash = Some((p, serial)),
+                        Err(e) if is_eagain(&e) => self.stash = Some((p, serial, discard)),
                         Err(_) => self.note_failure(serial),
                     }
                     break;
                 }
-                let mut packet = Packet::empty();
-                match packet.read(&mut self.input) {
-                    Ok(()) => {
+                let read = match self.refs.queue.pop_front() {
+                    Some(read) => Ok(read),
+                    None => {
+                        let mut packet = Packet::empty();
+                        packet
+                            .read(&mut self.input)
+                            .map(|()| self.refs.read(packet, self.skip_referenced))
+                    }
+                };
+                match read {
+                    Ok(read) => {
                         read_errors = 0;
-                        if packet.stream() != self.index {
+                        if read.packet.stream() != self.index {
                             continue;
                         }
+                        let packet = read.packet;
                         idle += 1;
                         if idle > MAX_IDLE_PACKETS {
                             self.drained = true;
@@ -92,12 +107,29 @@ impl VideoSource {
                         if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
                             self.pts_faulty |= p < d;
                         }
-                        let (skip, second_field) = self.skip_decision(&packet);
+                        let (mut skip, second_field) = self.skip_decision(&packet);
+                        // A non-reference picture a referenced one was skipped on the strength
+                        // of stays skipped ([`refs`]; the rule only grows more certain).
+                        skip |= self.skip_nonref && read.nonref_skip == Some(true);
+                        // AVDISCARD_NONREF leaves a referenced picture decoded: it may be
+                        // skipped only by the referenced-picture rule.
+                        let referenced =
+                            self.referenced_discard(&packet, read.picture.as_ref(), read.plan);
+                        let discard = match referenced {
+                            ffi::AVDiscard::AVDISCARD_DEFAULT if skip => {
+                                ffi::AVDiscard::AVDISCARD_NONREF
+                            }
+                            d => d,
+                        };
+                        let skipped = discard != ffi::AVDiscard::AVDISCARD_DEFAULT;
+                        let not_decoded = referenced != ffi::AVDiscard::AVDISCARD_DEFAULT
+                            || (skipped && read.picture.as_ref().is_some_and(|p| !p.reference));
+                        let planned_gap = self.refs.sent(read.picture.as_ref(), not_decoded);
                         self.witness(packet.pts());
-                        if !skip && !second_field {
+                        if !skipped && !second_field {
                             self.owe(packet.pts());
                         }
-                        self.skippable_sent += skip as u64;
+                        self.skippable_sent += skipped as u64;
                         if self.entry.is_none() {
                             self.entry = packet.dts().or(packet.pts());
                         }
@@ -109,19 +141,18 @@ impl VideoSource {
                         let key = packet.is_key() || std::mem::take(&mut self.landing);
                         self.watch
                             .sent(serial, packet.pts(), packet.position() as i64, key);
+                        if planned_gap {
+                            self.watch.planned_gap(serial);
+                        }
                         unsafe {
                             let raw = self.decoder.as_mut_ptr();
-                            (*raw).skip_frame = if skip {
-                                ffi::AVDiscard::AVDISCARD_NONREF
-                            } else {
-                                ffi::AVDiscard::AVDISCARD_DEFAULT
-                            };
+                            (*raw).skip_frame = discard;
                             (*raw).reordered_opaque = serial as i64;
                         }
                         match self.decoder.send_packet(&packet) {
                             Ok(()) => {}
                             Err(e) if is_eagain(&e) => {
-                                self.stash = Some((packet, serial));
+                                self.stash = Some((packet, serial, discard));
                             }
                             Err(_) => {
                                 // Corrupt packet: skip it.

@@ -95,6 +95,9 @@ pub(super) struct Watch {
     flagged: Vec<(u64, i64)>,
     /// Digests of the pictures that came out, (pts, digest), while an entry is being proven.
     prints: Vec<(i64, u64)>,
+    /// Serials of packets at which the decoder fills a frame_num gap that only skipped
+    /// referenced pictures made ([`super::refs`]): no reference is missing there.
+    planned_gaps: Vec<u64>,
 }
 
 /// What reached the chosen frame of one attempt.
@@ -118,6 +121,13 @@ impl Watch {
         self.failed.clear();
         self.flagged.clear();
         self.prints.clear();
+        self.planned_gaps.clear();
+    }
+
+    pub(super) fn planned_gap(&mut self, serial: u64) {
+        if self.active && self.planned_gaps.len() < MAX_SENT {
+            self.planned_gaps.push(serial);
+        }
     }
 
     pub(super) fn sent(&mut self, serial: u64, pts: Option<i64>, pos: i64, key: bool) {
@@ -207,7 +217,10 @@ impl Watch {
                 other = true;
             }
         }
-        let invented = known(&logged.gaps);
+        let invented: Vec<&Sent> = known(&logged.gaps)
+            .into_iter()
+            .filter(|s| !self.planned_gaps.contains(&s.serial))
+            .collect();
         out.invented = !invented.is_empty();
         out.entry = match self.key {
             Some((key, Some(key_pts))) => {

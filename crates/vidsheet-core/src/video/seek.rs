@@ -119,6 +119,7 @@ impl VideoSource {
         self.drained = false;
         self.sent_eof = false;
         self.stash = None;
+        self.refs.reposition();
         self.last_pts = None;
         self.last_key_pts = None;
         self.seen_pts.clear();

@@ -10,10 +10,11 @@
 
 use std::ops::Bound::{Excluded, Included, Unbounded};
 
-use ff::Packet;
+use ff::{ffi, Packet};
 use ffmpeg_next as ff;
 
-use super::VideoSource;
+use super::h264::{Picture, SliceKind};
+use super::{refs, VideoSource};
 
 impl VideoSource {
     /// Announces every target of the job (absolute microseconds, any order) so frames no target
@@ -64,6 +65,72 @@ impl VideoSource {
         match pending.get(i) {
             Some(&t_min) => witness <= t_min,
             None => true,
+        }
+    }
+
+    /// How a referenced picture (`picture`, the one in `packet`) is sent: AVDISCARD_BIDIR when it
+    /// is a B picture no target can show ([`Self::may_skip`]) and, judged from the packets read
+    /// ahead, no decoded picture needs ([`refs`]), or when an earlier plan said so (`planned`);
+    /// AVDISCARD_DEFAULT otherwise.
+    pub(super) fn referenced_discard(
+        &mut self,
+        packet: &Packet,
+        picture: Option<&Picture>,
+        planned: Option<bool>,
+    ) -> ffi::AVDiscard {
+        let keep = ffi::AVDiscard::AVDISCARD_DEFAULT;
+        let Some(pic) = picture else { return keep };
+        if !self.skip_referenced || !pic.reference || pic.idr || !self.refs.active() {
+            return keep;
+        }
+        // The packets read ahead are witnesses too: read them before asking.
+        self.read_ahead(refs::LOOKAHEAD);
+        let candidate = bidirectional(pic) && self.may_skip(packet);
+        if planned.is_none() && candidate {
+            for i in 0..self.refs.queue.len() {
+                let read = &self.refs.queue[i];
+                let (nonref, bidir) = match &read.picture {
+                    Some(p) => (!p.reference, p.reference && bidirectional(p)),
+                    None => (false, false),
+                };
+                // Once judged skipped, always: a referenced picture may rest on it.
+                let skip = read.nonref_skip == Some(true) || nonref && self.may_skip(&read.packet);
+                let candidate = bidir && self.may_skip(&read.packet);
+                self.refs.queue[i].nonref_skip = Some(skip);
+                self.refs.queue[i].candidate = candidate;
+            }
+        }
+        if !self.refs.skip_referenced(pic, planned, candidate) {
+            return keep;
+        }
+        ffi::AVDiscard::AVDISCARD_BIDIR
+    }
+
+    /// Reads packets of the stream ahead until `n` wait ([`refs`]); stops quietly at the end or a
+    /// read error (the pump meets it again when the packets read ahead are used up). Their pts
+    /// are witnesses already ([`Self::may_skip`]): those packets exist.
+    fn read_ahead(&mut self, n: usize) {
+        let mut others = 0;
+        while self.refs.queue.len() < n && others < n * 16 {
+            let mut packet = Packet::empty();
+            match packet.read(&mut self.input) {
+                Ok(()) => {}
+                Err(ff::Error::Eof) => {
+                    self.refs.at_end = true;
+                    return;
+                }
+                Err(_) => return,
+            }
+            if packet.stream() != self.index {
+                others += 1;
+                continue;
+            }
+            if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
+                self.pts_faulty |= p < d;
+            }
+            self.witness(packet.pts());
+            let read = self.refs.read(packet, self.skip_referenced);
+            self.refs.queue.push_back(read);
         }
     }
 
@@ -118,4 +185,11 @@ impl VideoSource {
             }
         }
     }
+}
+
+/// A non-IDR picture of B slices only: AVDISCARD_BIDIR discards it whole (FFmpeg judges by the
+/// first slice). Only these are candidates: a referenced P picture is, almost always, what the
+/// next P picture predicts from.
+fn bidirectional(pic: &Picture) -> bool {
+    !pic.idr && pic.slices.iter().all(|s| s.kind == SliceKind::B)
 }

@@ -1,0 +1,834 @@
+//! Referenced H.264 B pictures no target needs: sent with AVDISCARD_BIDIR, so the decoder does
+//! not decode them at all. That is exact only when every picture that IS decoded predicts from
+//! the same pixels, in the same way, as in a full decode. FFmpeg 5.1 drops a discarded picture
+//! before it enters its reference memory (its memory management operations are lost with it); the
+//! next decoded picture then finds a `frame_num` gap and fills it with placeholders that share the
+//! pixels of the newest reference before the gap and take its order count + 2 (h264_slice.c,
+//! h264_field_start). So the decoder's reference state is modelled twice, for a full decode and
+//! for this decode, as FFmpeg keeps it (h264_refs.c: P lists in the order references were stored,
+//! B lists by order count with its `add_sorted`, the list1 swap, modifications, truncation;
+//! sliding-window marking, "mark unused" operations, the early removal of gap placeholders), and
+//! referenced pictures are skipped only when every picture decoded until both states agree again
+//! (or the next IDR, or the end of the stream) has:
+//!
+//! - the same order count as in the full decode (its output order and any B list built on it);
+//! - reference lists holding the same pictures' pixels at every index it may use, none missing;
+//! - where a placeholder (or a picture that predicted from one) stands in its lists, no use of
+//!   its references' order counts (temporal direct, implicit weights: the placeholder's count is
+//!   not the skipped picture's, and the motion a picture stores names its references by their
+//!   `frame_num`);
+//! - every memory management operation finding its picture (else FFmpeg logs an error, which
+//!   seek recovery takes for damage).
+//!
+//! Pictures after the one being sent are judged from packets read ahead ([`LOOKAHEAD`]), in one
+//! plan ([`RefSkip::skip_referenced`]): x264's B-pyramid unmarks the previous B-frame in each
+//! B-frame, so skipping one is exact only while the next is skipped too, up to the last before a
+//! decoded B-frame. Non-reference pictures count as skipped when the non-reference rule
+//! ([`super::skip`]) skips them (it only grows more certain as more packets are read, and they
+//! stay skipped once a plan rests on it). Anything not modelled (fields, MBAFF-capable streams,
+//! order count types 1 and 2, other memory management operations, long-term pictures, slice
+//! groups, a packet that cannot be read) gives up: the picture is decoded, and the model waits
+//! for the next IDR.
+
+use std::collections::VecDeque;
+
+use ff::Packet;
+use ffmpeg_next as ff;
+
+use super::h264::{self, ParamSets, Picture, SliceKind};
+
+/// Packets read ahead at most to judge one referenced picture: a placeholder leaves the reference
+/// memory after `max_num_ref_frames` later references, but a skipped picture's lost memory
+/// management operations leave the decoder holding more references than a full decode until the
+/// next IDR (x264's B-pyramid unmarks the previous B-frame so), which may be a GOP away; a
+/// judgement that needs more decodes the picture.
+pub(super) const LOOKAHEAD: usize = 320;
+
+/// Simulations one plan may run (each decodes one more picture than the last).
+const MAX_PLANS: usize = 64;
+
+/// One short-term reference the decoder holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    frame_num: u32,
+    poc: i64,
+    /// The picture whose pixels it holds (its own, or for a placeholder the one it copies).
+    pixels: u64,
+    /// A placeholder the decoder made for a `frame_num` gap.
+    gap: bool,
+    /// A placeholder marked for early removal (the stream does not allow gaps).
+    invalid_gap: bool,
+    /// It was decoded with a placeholder (or such a picture) in its lists: the motion it stores
+    /// names references other than the full decode's.
+    tainted: bool,
+}
+
+/// The reference state of an H.264 decoder between pictures, as FFmpeg keeps it.
+#[derive(Debug, Clone)]
+pub(super) struct Dpb {
+    /// Short-term references, newest first (FFmpeg's `short_ref`).
+    short: Vec<Entry>,
+    prev_frame_num: u32,
+    prev_poc_msb: i64,
+    prev_poc_lsb: i64,
+}
+
+/// What a decoded picture predicts from: for each slice, the pixels at each index of its lists
+/// (None: a missing reference), and whether a placeholder or tainted picture is among them.
+#[derive(Debug, PartialEq, Eq)]
+struct Uses {
+    poc: i64,
+    lists: Vec<[Vec<Option<u64>>; 2]>,
+    stand_ins: bool,
+}
+
+impl Dpb {
+    /// The state right after an IDR picture's decode starts (FFmpeg's `idr()`).
+    fn at_idr() -> Dpb {
+        Dpb {
+            short: Vec::new(),
+            prev_frame_num: 0,
+            prev_poc_msb: 1 << 16,
+            prev_poc_lsb: -1,
+        }
+    }
+
+    /// The decoder holds what a full decode holds: the same references (no placeholder, none
+    /// that predicted from one) with the same order counts; from here on both decode alike.
+    fn same_as(&self, full: &Dpb) -> bool {
+        let key = |d: &Dpb| -> Vec<(u32, i64, u64)> {
+            d.short
+                .iter()
+                .map(|e| (e.frame_num, e.poc, e.pixels))
+                .collect()
+        };
+        !self.short.iter().any(|e| e.gap || e.tainted)
+            && key(self) == key(full)
+            && (self.prev_poc_msb, self.prev_poc_lsb) == (full.prev_poc_msb, full.prev_poc_lsb)
+    }
+
+    /// Marks `cur` as a short-term reference (after the pictures `unmark` names, else by the
+    /// sliding window), then drops placeholders too old to be referenced (h264_refs.c `ff_h264_execute_ref_pic_marking`). None when the model
+    /// cannot follow (a `frame_num` already held).
+    fn mark(&mut self, cur: Entry, pic: &Picture, unmark: &[u32]) -> Option<()> {
+        let max_refs = pic.sps.max_num_ref_frames.max(1) as usize;
+        let max_fn = 1u32 << pic.sps.log2_max_frame_num;
+        for &d in unmark {
+            // The picture whose picNum is CurrPicNum - (d + 1), found by its frame_num.
+            let frame_num = cur.frame_num.wrapping_sub(d.wrapping_add(1)) & (max_fn - 1);
+            let i = self.short.iter().position(|e| e.frame_num == frame_num)?;
+            self.short.remove(i);
+        }
+        if self.short.iter().any(|e| e.frame_num == cur.frame_num) {
+            return None;
+        }
+        if unmark.is_empty() && !self.short.is_empty() && self.short.len() >= max_refs {
+            self.short.pop();
+        }
+        self.short.insert(0, cur);
+        if self.short.len() > max_refs {
+            return None;
+        }
+        let refs = pic.sps.max_num_ref_frames;
+        self.short.retain(|e| {
+            !e.invalid_gap || (cur.frame_num.wrapping_sub(e.frame_num) & (max_fn - 1)) <= refs
+        });
+        Some(())
+    }
+
+    /// Sends a picture through the model: `decoded` false is a discarded picture (nothing
+    /// changes). Returns what a decoded picture predicts from; None when the model cannot follow.
+    fn apply(&mut self, pic: &Picture, id: u64, decoded: bool) -> Option<Option<Uses>> {
+        if !decoded {
+            return Some(None);
+        }
+        if pic.idr {
+            if pic.frame_num != 0 {
+                return None;
+            }
+            *self = Dpb::at_idr();
+        }
+        let max_fn = 1u32 << pic.sps.log2_max_frame_num;
+        // Gap filling (h264_field_start): each missing frame_num gets a placeholder holding the
+        // newest reference's pixels, its order count + 2.
+        let mut filled = 0;
+        while pic.frame_num != self.prev_frame_num
+            && pic.frame_num != (self.prev_frame_num + 1) & (max_fn - 1)
+        {
+            filled += 1;
+            let newest = *self.short.first()?;
+            if filled > 32 {
+                return None;
+            }
+            self.prev_frame_num = (self.prev_frame_num + 1) & (max_fn - 1);
+            let placeholder = Entry {
+                frame_num: self.prev_frame_num,
+                poc: newest.poc + 2,
+                pixels: newest.pixels,
+                gap: true,
+                invalid_gap: !pic.sps.gaps_allowed,
+                tainted: false,
+            };
+            self.mark(placeholder, pic, &[])?;
+        }
+        // Order count type 0 (8.2.1.1, with FFmpeg's state after an IDR).
+        let max_lsb = 1i64 << pic.sps.log2_max_poc_lsb;
+        let lsb = pic.poc_lsb as i64;
+        let msb = if lsb < self.prev_poc_lsb && self.prev_poc_lsb - lsb >= max_lsb / 2 {
+            self.prev_poc_msb + max_lsb
+        } else if lsb > self.prev_poc_lsb && lsb - self.prev_poc_lsb > max_lsb / 2 {
+            self.prev_poc_msb - max_lsb
+        } else {
+            self.prev_poc_msb
+        };
+        let poc = msb + lsb + pic.bottom_offset;
+        let mut lists = Vec::with_capacity(pic.slices.len());
+        let mut stand_ins = false;
+        for slice in &pic.slices {
+            let mut pair = [Vec::new(), Vec::new()];
+            for (l, out) in pair.iter_mut().enumerate() {
+                let n = slice.active[l] as usize;
+                if n == 0 {
+                    continue;
+                }
+                let list = self.list(pic, slice, l, poc)?;
+                stand_ins |= list
+                    .iter()
+                    .flatten()
+                    .any(|&i| self.short[i].gap || self.short[i].tainted);
+                *out = list
+                    .iter()
+                    .map(|e| e.map(|i| self.short[i].pixels))
+                    .collect();
+            }
+            lists.push(pair);
+        }
+        if pic.reference {
+            self.prev_poc_msb = msb;
+            self.prev_poc_lsb = lsb;
+            let cur = Entry {
+                frame_num: pic.frame_num,
+                poc,
+                pixels: id,
+                gap: false,
+                invalid_gap: false,
+                tainted: stand_ins,
+            };
+            self.mark(cur, pic, &pic.unmark)?;
+        }
+        self.prev_frame_num = pic.frame_num;
+        Some(Some(Uses {
+            poc,
+            lists,
+            stand_ins,
+        }))
+    }
+
+    /// List `l` of a slice as indices into `short`, `active` long (h264_refs.c: the default list,
+    /// then the modifications).
+    fn list(
+        &self,
+        pic: &Picture,
+        slice: &h264::SliceRefs,
+        l: usize,
+        poc: i64,
+    ) -> Option<Vec<Option<usize>>> {
+        let n = slice.active[l] as usize;
+        let mut list: Vec<Option<usize>> = match slice.kind {
+            SliceKind::I => return Some(Vec::new()),
+            SliceKind::P => (0..self.short.len()).map(Some).collect(),
+            SliceKind::B => {
+                let mut lists = [0, 1].map(|l| {
+                    let mut v = self.add_sorted(poc, 1 ^ l);
+                    v.extend(self.add_sorted(poc, l));
+                    v
+                });
+                let [l0, l1] = &mut lists;
+                if l0.len() == l1.len()
+                    && l1.len() > 1
+                    && l0
+                        .iter()
+                        .zip(l1.iter())
+                        .all(|(&a, &b)| self.short[a].pixels == self.short[b].pixels)
+                {
+                    l1.swap(0, 1);
+                }
+                lists[l].iter().map(|&i| Some(i)).collect()
+            }
+        };
+        list.resize(n, None);
+        let max_fn = 1i64 << pic.sps.log2_max_frame_num;
+        let mut pred = pic.frame_num as i64;
+        for (index, &(idc, diff)) in slice.modifications[l].iter().enumerate() {
+            if index >= n {
+                return None;
+            }
+            let abs = diff as i64 + 1;
+            if abs > max_fn {
+                return None;
+            }
+            pred = if idc == 0 { pred - abs } else { pred + abs }.rem_euclid(max_fn);
+            // FFmpeg looks from the oldest reference for the frame_num.
+            let found = (0..self.short.len())
+                .rev()
+                .find(|&i| self.short[i].frame_num as i64 == pred)?;
+            let fnum = self.short[found].frame_num;
+            let mut i = index;
+            while i + 1 < n && list[i].map(|j| self.short[j].frame_num) != Some(fnum) {
+                i += 1;
+            }
+            for k in (index + 1..=i).rev() {
+                list[k] = list[k - 1];
+            }
+            list[index] = Some(found);
+        }
+        Some(list)
+    }
+
+    /// FFmpeg's `add_sorted`: short-term references by order count from `limit`, descending at
+    /// or below it (`dir` 1) or ascending above it (`dir` 0); of equal counts only one is taken.
+    fn add_sorted(&self, mut limit: i64, dir: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        loop {
+            let mut best: Option<usize> = None;
+            for (i, e) in self.short.iter().enumerate() {
+                let beyond = if dir == 1 {
+                    e.poc <= limit
+                } else {
+                    e.poc > limit
+                };
+                let better = best.is_none_or(|b| {
+                    if dir == 1 {
+                        e.poc > self.short[b].poc
+                    } else {
+                        e.poc < self.short[b].poc
+                    }
+                });
+                if beyond && better {
+                    best = Some(i);
+                }
+            }
+            let Some(b) = best else { return out };
+            out.push(b);
+            limit = self.short[b].poc - dir as i64;
+        }
+    }
+}
+
+/// A packet read and what it holds.
+pub(super) struct Read {
+    pub packet: Packet,
+    /// The H.264 picture it holds, when it can be modelled.
+    pub picture: Option<Picture>,
+    /// Whether the non-reference rule skips it, once known ([`RefSkip::skip_referenced`]).
+    pub nonref_skip: Option<bool>,
+    /// A referenced picture no target can show (as far as known when last judged).
+    pub candidate: bool,
+    /// A referenced picture's decision, once a plan made it.
+    pub plan: Option<bool>,
+}
+
+/// The referenced-picture model of one stream: its parameter sets, packets read ahead, and the
+/// decoder's reference state for a full decode and for this one.
+pub(super) struct RefSkip {
+    /// The stream is H.264 with frame pictures only (else nothing here is used).
+    pub enabled: bool,
+    length_size: Option<usize>,
+    /// The parameter sets of the stream's extradata, and those known at the packet last read.
+    initial_sets: ParamSets,
+    sets: ParamSets,
+    /// Packets read ahead of the one being sent, in decode order.
+    pub queue: VecDeque<Read>,
+    /// The reference state of a full decode and of this decode; None until an IDR is sent after
+    /// a repositioning, and after anything the model cannot follow.
+    state: Option<(Dpb, Dpb)>,
+    /// Pictures sent (ids for the model's pixels).
+    next_id: u64,
+    /// The packets read ahead reach the end of the stream.
+    pub at_end: bool,
+}
+
+impl RefSkip {
+    /// The model for a stream (`par`: its codec parameters).
+    pub(super) fn of_stream(par: *const ff::ffi::AVCodecParameters) -> RefSkip {
+        let sets = ParamSets::of_stream(par);
+        let enabled = h264::stream_sps(par).is_some_and(|s| s.frame_mbs_only);
+        RefSkip {
+            enabled,
+            length_size: h264::avcc_length_size(par),
+            initial_sets: sets.clone(),
+            sets,
+            queue: VecDeque::new(),
+            state: None,
+            next_id: 0,
+            at_end: false,
+        }
+    }
+
+    /// What a packet just read holds (parameter sets it carries are learned: call in decode
+    /// order); `model` false (referenced pictures are not skipped) reads nothing of it.
+    pub(super) fn read(&mut self, packet: Packet, model: bool) -> Read {
+        let picture = if self.enabled && model {
+            packet
+                .data()
+                .and_then(|d| h264::packet_picture(d, self.length_size, &mut self.sets))
+        } else {
+            None
+        };
+        Read {
+            packet,
+            picture,
+            nonref_skip: None,
+            candidate: false,
+            plan: None,
+        }
+    }
+
+    /// The demuxer moved: packets read ahead are stale, the decoder starts afresh, and in-band
+    /// parameter sets read later in the stream may not be those of the packets now read.
+    pub(super) fn reposition(&mut self) {
+        self.queue.clear();
+        self.at_end = false;
+        self.sets = self.initial_sets.clone();
+        self.state = None;
+    }
+
+    /// Whether the referenced picture `pic` (about to be sent) is skipped: planned already, or
+    /// planned now with the packets read ahead in [`Self::queue`] (their `nonref_skip` and
+    /// `candidate` filled in). A plan skips every candidate it can (`candidate`: `pic` itself may
+    /// be skipped as far as the targets go): it simulates this decode with them skipped, and where
+    /// a decoded picture would differ from the full decode, decodes the latest skipped picture
+    /// before it instead, until nothing differs up to the next IDR, the end of the stream, or a
+    /// state both decodes share. The decisions are kept on the packets read ahead (the reasons
+    /// only grow more certain), so a later judgement never undoes one this rested on.
+    pub(super) fn skip_referenced(
+        &mut self,
+        pic: &Picture,
+        planned: Option<bool>,
+        candidate: bool,
+    ) -> bool {
+        if let Some(skip) = planned {
+            return skip;
+        }
+        if !candidate {
+            return false;
+        }
+        let mut skip: Vec<bool> = std::iter::once(true)
+            .chain(self.queue.iter().map(|r| r.candidate))
+            .collect();
+        for _ in 0..MAX_PLANS {
+            match self.simulate(pic, &skip) {
+                Ok(end) => {
+                    for (read, &s) in self.queue.iter_mut().zip(&skip[1..]).take(end) {
+                        if read.picture.as_ref().is_some_and(|p| p.reference) {
+                            read.plan = Some(s);
+                        }
+                    }
+                    return skip[0];
+                }
+                Err(at) => match (0..at).rev().find(|&j| skip[j]) {
+                    Some(0) | None => return false,
+                    Some(j) => skip[j] = false,
+                },
+            }
+        }
+        false
+    }
+
+    /// Sends `pic` then the packets read ahead through both models, the pictures `skip` marks
+    /// (0: `pic`) skipped: Ok(how many packets read ahead the judgement covers) when every
+    /// decoded picture decodes as in the full decode up to an IDR, the end of the stream or a
+    /// shared state; Err(index of the first that does not, or of the end of what was read).
+    fn simulate(&self, pic: &Picture, skip: &[bool]) -> Result<usize, usize> {
+        let Some((full, this)) = &self.state else {
+            return Err(0);
+        };
+        let (mut full, mut this) = (full.clone(), this.clone());
+        let mut id = self.next_id;
+        if full.apply(pic, id, true).is_none() || this.apply(pic, id, !skip[0]).is_none() {
+            return Err(0);
+        }
+        for (i, read) in self.queue.iter().enumerate() {
+            let at = i + 1;
+            id += 1;
+            if this.same_as(&full) {
+                return Ok(i);
+            }
+            let Some(next) = &read.picture else {
+                return Err(at);
+            };
+            if next.idr {
+                return Ok(i);
+            }
+            let skipped = if next.reference {
+                skip[at]
+            } else {
+                read.nonref_skip == Some(true)
+            };
+            let Some(Some(want)) = full.apply(next, id, true) else {
+                return Err(at);
+            };
+            let Some(got) = this.apply(next, id, !skipped) else {
+                return Err(at);
+            };
+            if let Some(got) = got {
+                let differs = got.poc != want.poc
+                    || got.lists != want.lists
+                    || (got.stand_ins && next.slices.iter().any(|s| s.uses_order_counts))
+                    || got.lists.iter().flatten().flatten().any(Option::is_none);
+                if differs {
+                    return Err(at);
+                }
+            }
+        }
+        if this.same_as(&full) || self.at_end {
+            Ok(self.queue.len())
+        } else {
+            Err(self.queue.len() + 1)
+        }
+    }
+
+    /// Sends a picture through the model (`skipped`: discarded as a referenced picture or by the
+    /// non-reference rule; None: not a modelled picture, which stops the model until an IDR).
+    /// Returns whether the decoder fills a `frame_num` gap at this picture that only the skipped
+    /// referenced pictures made (the placeholders the model allowed for: the gap the decoder
+    /// logs there is no sign of a missing reference, see [`super::recover`]).
+    pub(super) fn sent(&mut self, pic: Option<&Picture>, skipped: bool) -> bool {
+        let id = self.next_id;
+        self.next_id += 1;
+        let Some(pic) = pic else {
+            self.state = None;
+            return false;
+        };
+        if pic.idr {
+            self.state = Some((Dpb::at_idr(), Dpb::at_idr()));
+        }
+        let Some((full, this)) = &mut self.state else {
+            return false;
+        };
+        let max_fn = 1u32 << pic.sps.log2_max_frame_num;
+        let gap = |d: &Dpb| {
+            !pic.idr
+                && pic.frame_num != d.prev_frame_num
+                && pic.frame_num != (d.prev_frame_num + 1) & (max_fn - 1)
+        };
+        let planned = !skipped && gap(this) && !gap(full);
+        let ok = full.apply(pic, id, true).is_some() && this.apply(pic, id, !skipped).is_some();
+        if !ok {
+            self.state = None;
+        }
+        planned
+    }
+
+    /// The model follows the decoder (an IDR was sent since the last repositioning).
+    pub(super) fn active(&self) -> bool {
+        self.state.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use h264::{SliceRefs, Sps};
+
+    const SPS: Sps = Sps {
+        sps_id: 0,
+        max_num_ref_frames: 4,
+        poc_type: 0,
+        log2_max_poc_lsb: 8,
+        chroma_array_type: 1,
+        gaps_allowed: false,
+        log2_max_frame_num: 4,
+        separate_colour_plane: false,
+        frame_mbs_only: true,
+    };
+
+    /// A one-slice picture: `kind`, reference or not, frame_num, order count (frames: 2 per
+    /// picture), one active reference per list, list 0 modifications.
+    fn pic(
+        kind: SliceKind,
+        reference: bool,
+        frame_num: u32,
+        poc: u32,
+        mods: &[(u32, u32)],
+    ) -> Picture {
+        let active = match kind {
+            SliceKind::I => [0, 0],
+            SliceKind::P => [1, 0],
+            SliceKind::B => [1, 1],
+        };
+        Picture {
+            idr: kind == SliceKind::I && frame_num == 0,
+            reference,
+            frame_num,
+            poc_lsb: poc,
+            bottom_offset: 0,
+            unmark: Vec::new(),
+            slices: vec![SliceRefs {
+                kind,
+                active,
+                modifications: [mods.to_vec(), Vec::new()],
+                uses_order_counts: false,
+            }],
+            sps: SPS,
+        }
+    }
+
+    /// x264's `ref=1`, `b-pyramid=normal`, 3 B-frames, in decode order: I0 P4 B2 b1 b3 P8 B6 b5
+    /// b7 P12 B10 b9 b11 ... P24 (a P picture names the previous P by a modification: by default its
+    /// list would start with the B-frame coded after that P).
+    fn pyramid() -> Vec<Picture> {
+        use SliceKind::*;
+        let mut v = vec![pic(I, true, 0, 0, &[])];
+        for k in 1..=6u32 {
+            let f = 2 * k - 1; // frame_num of P_k
+            let p_mod: &[(u32, u32)] = if k == 1 { &[] } else { &[(0, 1)] };
+            v.push(pic(P, true, f, 8 * k, p_mod));
+            if k < 6 {
+                v.push(pic(B, true, f + 1, 8 * k - 4, &[]));
+                v.push(pic(B, false, f + 2, 8 * k - 6, &[]));
+                v.push(pic(B, false, f + 2, 8 * k - 2, &[]));
+            }
+        }
+        v
+    }
+
+    /// Judges `pics[at]` after sending `pics[..at]` (decoded, but those in `skip`), the pictures
+    /// after it read ahead with non-reference ones in `nonref_skip` skipped.
+    fn judge(pics: &[Picture], at: usize, skip: &[usize], nonref_skip: &[usize]) -> bool {
+        let mut m = RefSkip {
+            enabled: true,
+            length_size: None,
+            initial_sets: ParamSets::default(),
+            sets: ParamSets::default(),
+            queue: VecDeque::new(),
+            state: None,
+            next_id: 0,
+            at_end: false,
+        };
+        for (i, p) in pics[..at].iter().enumerate() {
+            m.sent(Some(p), skip.contains(&i) || nonref_skip.contains(&i));
+        }
+        for (i, p) in pics.iter().enumerate().skip(at + 1) {
+            m.queue.push_back(Read {
+                packet: Packet::empty(),
+                picture: Some(p.clone()),
+                nonref_skip: Some(nonref_skip.contains(&i)),
+                candidate: false,
+                plan: None,
+            });
+        }
+        m.skip_referenced(&pics[at], None, true)
+    }
+
+    /// The non-reference b-frames of [`pyramid`] (decode order indices) but `decoded`.
+    fn b_frames_but(decoded: &[usize]) -> Vec<usize> {
+        (3..21)
+            .filter(|i| i % 4 == 3 || i % 4 == 0)
+            .filter(|i| !decoded.contains(i))
+            .collect()
+    }
+
+    #[test]
+    fn a_pyramid_b_frame_is_skipped_when_its_b_frames_are() {
+        let pics = pyramid();
+        // Decode order indices: 0 I0, 1 P4, 2 B2, 3 b1, 4 b3, 5 P8, 6 B6, 7 b5, 8 b7, 9 P12, ...
+        assert!(judge(&pics, 2, &[], &b_frames_but(&[])));
+        // b1 shown by a target: it predicts from B2.
+        assert!(!judge(&pics, 2, &[], &b_frames_but(&[3])));
+        // b5 decoded: its list 0 would start with B2's placeholder (order count P4 + 2 = b5's),
+        // which holds P4's pixels, as the full decode's list 0 does: still exact.
+        assert!(judge(&pics, 2, &[], &b_frames_but(&[7])));
+        // With temporal direct, a picture predicting through the placeholder is not exact.
+        let mut temporal = pics.clone();
+        temporal[7].slices[0].uses_order_counts = true;
+        assert!(!judge(&temporal, 2, &[], &b_frames_but(&[7])));
+        assert!(judge(&temporal, 2, &[], &b_frames_but(&[])));
+        // Nor one predicting from B6, which predicted through it (b7: list 0 is B6), while b9
+        // (P8 and B10) is unaffected.
+        temporal[8].slices[0].uses_order_counts = true;
+        temporal[11].slices[0].uses_order_counts = true;
+        assert!(!judge(&temporal, 2, &[], &b_frames_but(&[8])));
+        assert!(judge(&temporal, 2, &[], &b_frames_but(&[11])));
+        // The packets read ahead end before the placeholder's consequences do: decoded.
+        assert!(!judge(&pics[..12], 2, &[], &b_frames_but(&[])));
+        // B6 judged with B2 already skipped.
+        assert!(judge(&pics, 6, &[2], &b_frames_but(&[])));
+    }
+
+    #[test]
+    fn a_p_frame_without_its_modification_would_predict_from_the_skipped_b_frame() {
+        let mut pics = pyramid();
+        // P8 takes the default list: B2 (the newest reference) at index 0.
+        pics[5].slices[0].modifications[0].clear();
+        assert!(!judge(&pics, 2, &[], &b_frames_but(&[])));
+        // A P picture is needed by the next P.
+        assert!(!judge(&pyramid(), 1, &[], &b_frames_but(&[])));
+    }
+
+    #[test]
+    fn gap_placeholders_copy_the_newest_reference_and_slide_out() {
+        let pics = pyramid();
+        let mut dpb = Dpb::at_idr();
+        for (i, p) in pics.iter().enumerate().take(6) {
+            // B2 (index 2) and the b-frames skipped.
+            let decoded = !(2..=4).contains(&i);
+            assert!(dpb.apply(p, i as u64, decoded).is_some());
+        }
+        // P8, B2's placeholder (P4's pixels, P4's order count + 2), P4, I0.
+        let pixels: Vec<u64> = dpb.short.iter().map(|e| e.pixels).collect();
+        assert_eq!(pixels, vec![5, 1, 1, 0]);
+        assert_eq!(dpb.short[1].poc, dpb.short[2].poc + 2);
+        assert!(dpb.short[1].gap);
+        // B6 (predicting from the placeholder: tainted) and P12 slide I0 and P4 out; two more
+        // references (B10, P16) slide the placeholder out; B6, tainted, stays.
+        for (i, p) in pics.iter().enumerate().skip(6).take(4) {
+            assert!(dpb.apply(p, i as u64, !matches!(i, 7 | 8)).is_some());
+        }
+        let frame_nums: Vec<u32> = dpb.short.iter().map(|e| e.frame_num).collect();
+        assert_eq!(frame_nums, vec![5, 4, 3, 2]);
+        assert!(dpb.short[1].tainted && dpb.short[3].gap);
+        for (i, p) in pics.iter().enumerate().skip(10).take(4) {
+            assert!(dpb.apply(p, i as u64, !matches!(i, 11 | 12)).is_some());
+        }
+        let frame_nums: Vec<u32> = dpb.short.iter().map(|e| e.frame_num).collect();
+        assert_eq!(frame_nums, vec![7, 6, 5, 4]);
+        assert!(dpb.short.iter().all(|e| !e.gap) && dpb.short[3].tainted);
+    }
+
+    #[test]
+    fn modifications_move_a_reference_to_the_front_and_drop_its_later_copy() {
+        use SliceKind::*;
+        let mut dpb = Dpb::at_idr();
+        for (i, p) in [
+            pic(I, true, 0, 0, &[]),
+            pic(P, true, 1, 2, &[]),
+            pic(P, true, 2, 4, &[]),
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert!(dpb.apply(p, i as u64, true).is_some());
+        }
+        // Three references, newest first: 2, 1, 0. A P picture with 3 active references naming
+        // picture 0 (frame_num 3 - 3) first.
+        let mut p = pic(P, true, 3, 6, &[(0, 2)]);
+        p.slices[0].active = [3, 0];
+        let uses = dpb.apply(&p, 3, true).and_then(|u| u);
+        let lists = uses.map(|u| u.lists[0][0].clone());
+        assert_eq!(lists, Some(vec![Some(0), Some(2), Some(1)]));
+    }
+}
+
+/// Real decodes: every target's picture with referenced pictures skipped is the very picture a
+/// decode that skips none shows (same digest of every sample), on x264 clips synthesised by the
+/// ffmpeg CLI.
+#[cfg(test)]
+mod exact {
+    use super::super::{recover, VideoSource};
+    use crate::media::Container;
+
+    /// Encodes `seconds` of testsrc2 at 25 fps with x264 `params` to `name` in a fresh
+    /// directory, GOP `gop`, 3 B-frames that always happen.
+    fn clip(name: &str, preset: &str, params: &str, gop: u32, seconds: u32) -> String {
+        let dir = std::env::temp_dir().join(format!("vidsheet-refs-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let out = dir.join(name).to_string_lossy().into_owned();
+        let gop = gop.to_string();
+        let status = std::process::Command::new("ffmpeg")
+            .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+            .arg(format!("testsrc2=s=320x180:r=25:d={seconds}"))
+            .args([
+                "-c:v",
+                "libx264",
+                "-preset",
+                preset,
+                "-bf",
+                "3",
+                "-x264-params",
+            ])
+            .arg(format!("b-adapt=0:bframes=3:rc-lookahead=0:{params}"))
+            .args(["-g", &gop, "-keyint_min", &gop, "-sc_threshold", "0", &out])
+            .status()
+            .expect("ffmpeg runs");
+        assert!(status.success(), "ffmpeg made {name}");
+        out
+    }
+
+    /// The digest of each target's picture (targets in ms from the start, ascending), and the
+    /// pictures decoded, with referenced pictures skipped or not.
+    fn decode(path: &str, targets_ms: &[i64], skip_referenced: bool) -> (Vec<Option<u64>>, u64) {
+        let mut src = VideoSource::open(path, &Container::Any, 0, 1).expect("open");
+        src.skip_referenced = skip_referenced;
+        let us: Vec<i64> = targets_ms
+            .iter()
+            .map(|ms| src.start_us + ms * 1000)
+            .collect();
+        src.set_targets(&us);
+        let prints = us
+            .iter()
+            .map(|&t| {
+                let f = src.frame_at(t, &mut |_| false)?;
+                recover::fingerprint(&f.frame)
+            })
+            .collect();
+        (prints, src.decoded_frames())
+    }
+
+    /// Targets spread over `seconds` (a few on each picture type, pairs within one GOP).
+    fn targets(seconds: i64) -> Vec<i64> {
+        let mut t: Vec<i64> = (0..14)
+            .map(|i| 300 + i * seconds * 1000 / 15 + (i * 37) % 160)
+            .collect();
+        t.extend([2040, 2080, 9000, 9120]);
+        t.sort();
+        t
+    }
+
+    #[test]
+    fn a_b_pyramid_of_one_reference_skips_its_referenced_b_frames_exactly() {
+        // The bench clip's structure (ref=1, b-pyramid normal, spatial direct, no weights).
+        let path = clip(
+            "pyramid.mp4",
+            "ultrafast",
+            "ref=1:b-pyramid=normal",
+            100,
+            20,
+        );
+        let t = targets(20);
+        let (want, before) = decode(&path, &t, false);
+        let (got, after) = decode(&path, &t, true);
+        assert!(want.iter().all(Option::is_some));
+        assert_eq!(got, want, "pictures at {t:?}");
+        eprintln!(
+            "pyramid.mp4: {after} pictures decoded, {before} without skipping referenced ones"
+        );
+        assert!(
+            after * 10 < before * 9,
+            "referenced B-frames are skipped: {after} pictures decoded, {before} without"
+        );
+    }
+
+    #[test]
+    fn more_references_weighted_b_frames_and_a_strict_pyramid_stay_exact() {
+        for (name, preset, params) in [
+            ("ref3.mp4", "medium", "ref=3:b-pyramid=normal"),
+            ("strict.mp4", "medium", "ref=2:b-pyramid=strict:weightb=1"),
+            (
+                "temporal.mp4",
+                "fast",
+                "ref=2:b-pyramid=normal:direct=temporal",
+            ),
+        ] {
+            let path = clip(name, preset, params, 100, 12);
+            let t = targets(12);
+            let (want, before) = decode(&path, &t, false);
+            let (got, after) = decode(&path, &t, true);
+            assert!(want.iter().all(Option::is_some));
+            assert_eq!(got, want, "pictures at {t:?} of {name}");
+            eprintln!(
+                "{name}: {after} pictures decoded, {before} without skipping referenced ones"
+            );
+        }
+    }
+}
