@@ -173,9 +173,9 @@ pub(crate) struct VideoSource {
     forward_only: bool,
     /// Referenced pictures no decoded picture needs ([`refs`]): the model and packets read ahead.
     refs: refs::RefSkip,
-    /// Skip referenced pictures too when [`refs`] shows none needs them (with `skip_nonref`). Off
-    /// by default: exact, but on the 1080p bench clip its read-ahead and plans cost more than the
-    /// pictures it saves (session 33's measurement, 3x3 overview 1.74x slower).
+    /// Skip referenced pictures too when [`refs`] shows none needs them (with `skip_nonref`). On
+    /// by default (on the 1080p bench clip's 3x3 overview it halves the pictures decoded); tests
+    /// turn it off for a decode that skips none.
     pub skip_referenced: bool,
     /// Packets read, recorded for the zoom hints when asked ([`packets`]).
     packets: Option<packets::PacketRecorder>,

@@ -206,7 +206,7 @@ impl VideoSource {
             open_gops: Default::default(),
             forward_only: false,
             refs: refs::RefSkip::of_stream(unsafe { (*st).codecpar }),
-            skip_referenced: false,
+            skip_referenced: true,
             packets: None,
             recent: Default::default(),
         };

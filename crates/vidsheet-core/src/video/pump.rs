@@ -124,7 +124,7 @@ impl VideoSource {
                         let skipped = discard != ffi::AVDiscard::AVDISCARD_DEFAULT;
                         let not_decoded = referenced != ffi::AVDiscard::AVDISCARD_DEFAULT
                             || (skipped && read.picture.as_ref().is_some_and(|p| !p.reference));
-                        let planned_gap = self.refs.sent(read.picture.as_ref(), not_decoded);
+                        let planned = self.refs.sent(read.picture.as_ref(), not_decoded);
                         self.witness(packet.pts());
                         if !skipped && !second_field {
                             self.owe(packet.pts());
@@ -141,8 +141,8 @@ impl VideoSource {
                         let key = packet.is_key() || std::mem::take(&mut self.landing);
                         self.watch
                             .sent(serial, packet.pts(), packet.position() as i64, key);
-                        if planned_gap {
-                            self.watch.planned_gap(serial);
+                        if planned {
+                            self.watch.planned(serial);
                         }
                         unsafe {
                             let raw = self.decoder.as_mut_ptr();

@@ -95,9 +95,10 @@ pub(super) struct Watch {
     flagged: Vec<(u64, i64)>,
     /// Digests of the pictures that came out, (pts, digest), while an entry is being proven.
     prints: Vec<(i64, u64)>,
-    /// Serials of packets at which the decoder fills a frame_num gap that only skipped
-    /// referenced pictures made ([`super::refs`]): no reference is missing there.
-    planned_gaps: Vec<u64>,
+    /// Serials of packets at which the decoder logs what only skipped referenced pictures made
+    /// ([`super::refs`]: a frame_num gap it fills, a picture it is told to forget and never
+    /// held): no reference is missing there, nothing is damaged.
+    planned: Vec<u64>,
 }
 
 /// What reached the chosen frame of one attempt.
@@ -121,12 +122,12 @@ impl Watch {
         self.failed.clear();
         self.flagged.clear();
         self.prints.clear();
-        self.planned_gaps.clear();
+        self.planned.clear();
     }
 
-    pub(super) fn planned_gap(&mut self, serial: u64) {
-        if self.active && self.planned_gaps.len() < MAX_SENT {
-            self.planned_gaps.push(serial);
+    pub(super) fn planned(&mut self, serial: u64) {
+        if self.active && self.planned.len() < MAX_SENT {
+            self.planned.push(serial);
         }
     }
 
@@ -208,6 +209,9 @@ impl Watch {
             other = true;
         }
         for s in known(&logged.unrefs) {
+            if self.planned.contains(&s.serial) {
+                continue;
+            }
             out.trouble.insert(id(s));
         }
         for &(serial, pts) in &self.flagged {
@@ -219,7 +223,7 @@ impl Watch {
         }
         let invented: Vec<&Sent> = known(&logged.gaps)
             .into_iter()
-            .filter(|s| !self.planned_gaps.contains(&s.serial))
+            .filter(|s| !self.planned.contains(&s.serial))
             .collect();
         out.invented = !invented.is_empty();
         out.entry = match self.key {

@@ -111,6 +111,11 @@ impl VideoSource {
     /// are witnesses already ([`Self::may_skip`]): those packets exist.
     fn read_ahead(&mut self, n: usize) {
         let mut others = 0;
+        // A plan's judgement ends at the next IDR picture: nothing past it is needed.
+        let idr = |r: &refs::Read| r.picture.as_ref().is_some_and(|p| p.idr);
+        if self.refs.queue.iter().any(idr) {
+            return;
+        }
         while self.refs.queue.len() < n && others < n * 16 {
             let mut packet = Packet::empty();
             match packet.read(&mut self.input) {
@@ -130,7 +135,11 @@ impl VideoSource {
             }
             self.witness(packet.pts());
             let read = self.refs.read(packet, self.skip_referenced);
+            let last = idr(&read);
             self.refs.queue.push_back(read);
+            if last {
+                return;
+            }
         }
     }
 
