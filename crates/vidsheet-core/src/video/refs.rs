@@ -51,6 +51,10 @@ use super::h264::{self, ParamSets, Picture, SliceKind};
 /// judgement that needs more decodes the picture.
 pub(super) const LOOKAHEAD: usize = 320;
 
+/// Bytes of packets read ahead at most: the memory a plan may hold per decoder (the 1080p bench
+/// clip's GOP of 247 pictures is ~16 MB; past the bound a judgement decodes the picture).
+pub(super) const LOOKAHEAD_BYTES: usize = 32 << 20;
+
 /// Simulations one plan may run (each decodes one more picture than the last).
 const MAX_PLANS: usize = 64;
 
@@ -861,9 +865,15 @@ mod exact {
     }
 
     /// The digest of each target's picture (targets in ms from the start, ascending), and the
-    /// pictures decoded, with referenced pictures skipped or not.
-    fn decode(path: &str, targets_ms: &[i64], skip_referenced: bool) -> (Vec<Option<u64>>, u64) {
-        let mut src = VideoSource::open(path, &Container::Any, 0, 1).expect("open");
+    /// pictures decoded, with referenced pictures skipped or not, by a decoder of `threads`
+    /// threads (frame threading hands each picture's discard setting to its thread).
+    fn decode(
+        path: &str,
+        targets_ms: &[i64],
+        skip_referenced: bool,
+        threads: usize,
+    ) -> (Vec<Option<u64>>, u64) {
+        let mut src = VideoSource::open(path, &Container::Any, 0, threads).expect("open");
         src.skip_referenced = skip_referenced;
         let us: Vec<i64> = targets_ms
             .iter()
@@ -900,10 +910,12 @@ mod exact {
         ] {
             let path = clip(name, "ultrafast", params, 100, 20);
             let t = targets(20);
-            let (want, before) = decode(&path, &t, false);
-            let (got, after) = decode(&path, &t, true);
+            let (want, before) = decode(&path, &t, false, 1);
+            let (got, after) = decode(&path, &t, true, 1);
             assert!(want.iter().all(Option::is_some));
             assert_eq!(got, want, "pictures at {t:?} of {name}");
+            let (threaded, _) = decode(&path, &t, true, 2);
+            assert_eq!(threaded, want, "pictures at {t:?} of {name}, frame threads");
             eprintln!(
                 "{name}: {after} pictures decoded, {before} without skipping referenced ones"
             );
@@ -930,8 +942,8 @@ mod exact {
         ] {
             let path = clip(name, preset, params, 100, 12);
             let t = targets(12);
-            let (want, before) = decode(&path, &t, false);
-            let (got, after) = decode(&path, &t, true);
+            let (want, before) = decode(&path, &t, false, 1);
+            let (got, after) = decode(&path, &t, true, 1);
             assert!(want.iter().all(Option::is_some));
             assert_eq!(got, want, "pictures at {t:?} of {name}");
             eprintln!(

@@ -106,17 +106,18 @@ impl VideoSource {
         ffi::AVDiscard::AVDISCARD_BIDIR
     }
 
-    /// Reads packets of the stream ahead until `n` wait ([`refs`]); stops quietly at the end or a
+    /// Reads packets of the stream ahead until `n` wait ([`refs`]), or [`refs::LOOKAHEAD_BYTES`],
+    /// or the next IDR picture (a plan's judgement ends there); stops quietly at the end or a
     /// read error (the pump meets it again when the packets read ahead are used up). Their pts
     /// are witnesses already ([`Self::may_skip`]): those packets exist.
     fn read_ahead(&mut self, n: usize) {
         let mut others = 0;
-        // A plan's judgement ends at the next IDR picture: nothing past it is needed.
         let idr = |r: &refs::Read| r.picture.as_ref().is_some_and(|p| p.idr);
         if self.refs.queue.iter().any(idr) {
             return;
         }
-        while self.refs.queue.len() < n && others < n * 16 {
+        let mut bytes: usize = self.refs.queue.iter().map(|r| r.packet.size()).sum();
+        while self.refs.queue.len() < n && others < n * 16 && bytes < refs::LOOKAHEAD_BYTES {
             let mut packet = Packet::empty();
             match packet.read(&mut self.input) {
                 Ok(()) => {}
@@ -134,6 +135,7 @@ impl VideoSource {
                 self.pts_faulty |= p < d;
             }
             self.witness(packet.pts());
+            bytes += packet.size();
             let read = self.refs.read(packet, self.skip_referenced);
             let last = idr(&read);
             self.refs.queue.push_back(read);
