@@ -357,34 +357,9 @@ impl ParamSets {
     /// set of its id with nothing, so slices referring to it are not read either).
     fn learn(&mut self, nal: &[u8]) {
         match nal.first().map(|h| h & 0x1f) {
-            Some(7) => {
-                let head = unescape(&nal[..nal.len().min(256)]);
-                let id = Bits {
-                    data: &head,
-                    pos: 32,
-                }
-                .ue();
-                if let Some(id) = id {
-                    self.sps.retain(|(i, _)| *i != id);
-                    if let Some(sps) = parse_sps(&head) {
-                        self.sps.push((id, sps));
-                    }
-                }
-            }
-            Some(8) => {
-                let head = unescape(&nal[..nal.len().min(64)]);
-                let id = Bits {
-                    data: &head,
-                    pos: 8,
-                }
-                .ue();
-                if let Some(id) = id {
-                    self.pps.retain(|(i, _)| *i != id);
-                    if let Some(pps) = parse_pps(&head) {
-                        self.pps.push((id, pps));
-                    }
-                }
-            }
+            // The SPS id follows profile, constraint flags and level; the PPS id comes first.
+            Some(7) => learn_set(&mut self.sps, nal, 256, 32, parse_sps),
+            Some(8) => learn_set(&mut self.pps, nal, 64, 8, parse_pps),
             _ => {}
         }
     }
@@ -393,6 +368,29 @@ impl ParamSets {
         let (_, pps) = self.pps.iter().find(|(i, _)| *i == id)?;
         let (_, sps) = self.sps.iter().find(|(i, _)| *i == pps.sps_id)?;
         Some((sps, pps))
+    }
+}
+
+/// Replaces the set of `nal`'s id in `sets` (its first `head` bytes unescaped, the id read at bit
+/// `id_at`) with what `parse` reads of it, or with nothing.
+fn learn_set<T>(
+    sets: &mut Vec<(u32, T)>,
+    nal: &[u8],
+    head: usize,
+    id_at: usize,
+    parse: fn(&[u8]) -> Option<T>,
+) {
+    let head = unescape(&nal[..nal.len().min(head)]);
+    let Some(id) = (Bits {
+        data: &head,
+        pos: id_at,
+    })
+    .ue() else {
+        return;
+    };
+    sets.retain(|(i, _)| *i != id);
+    if let Some(set) = parse(&head) {
+        sets.push((id, set));
     }
 }
 
