@@ -18,8 +18,8 @@
 //!   not the skipped picture's, and the motion a picture stores names its references by their
 //!   `frame_num`);
 //! - no two references in one slice's lists holding the same pixels (a placeholder and the
-//!   picture it copies): the decoder tells references apart by their buffers (the deblocking
-//!   filter's "same reference" test), where the full decode has one picture.
+//!   picture it copies): the deblocking filter's "same reference" test compares buffers, and
+//!   whether a placeholder shares its source's buffer is not modelled, so the case is refused.
 //!
 //! In the full decode every memory management operation must find its picture. In this decode
 //! one may name a picture the decoder does not hold: x264's B-pyramid unmarks, in each
@@ -92,8 +92,7 @@ struct Uses {
     lists: Vec<[Vec<Option<u64>>; 2]>,
     stand_ins: bool,
     /// Two different references in one slice's lists hold the same pixels (a placeholder and
-    /// the picture it copies): the decoder tells references apart by their buffers (the
-    /// deblocking filter's "same reference" test), where the full decode has one picture.
+    /// the picture it copies): refused, see the module doc.
     aliased: bool,
     /// Its memory management named a picture the decoder does not hold (it logs "mmco: unref
     /// short failure" and goes on, as if the picture had been forgotten).
