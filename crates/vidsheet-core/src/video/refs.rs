@@ -940,8 +940,16 @@ mod exact {
             ),
             // One reference with the deblocking filter and CABAC on, without and with implicit
             // weights.
-            ("superfast.mp4", "superfast", "ref=1:b-pyramid=normal:weightb=0"),
-            ("veryfast.mp4", "veryfast", "ref=1:b-pyramid=normal:weightb=1"),
+            (
+                "superfast.mp4",
+                "superfast",
+                "ref=1:b-pyramid=normal:weightb=0",
+            ),
+            (
+                "veryfast.mp4",
+                "veryfast",
+                "ref=1:b-pyramid=normal:weightb=1",
+            ),
         ] {
             let path = clip(name, preset, params, 100, 12);
             let t = targets(12);
