@@ -27,9 +27,10 @@ pub(super) struct Sps {
     pub frame_mbs_only: bool,
 }
 
-/// The first SPS of the stream's H.264 extradata; None for another codec or when it cannot be read.
-pub(super) fn stream_sps(par: *const ffi::AVCodecParameters) -> Option<Sps> {
-    let extradata = unsafe {
+/// The extradata of an H.264 stream (`par`: its codec parameters, which outlive the slice); None
+/// for another codec or none.
+fn h264_extradata<'a>(par: *const ffi::AVCodecParameters) -> Option<&'a [u8]> {
+    unsafe {
         if par.is_null()
             || (*par).codec_id != ffi::AVCodecID::AV_CODEC_ID_H264
             || (*par).extradata.is_null()
@@ -37,9 +38,16 @@ pub(super) fn stream_sps(par: *const ffi::AVCodecParameters) -> Option<Sps> {
         {
             return None;
         }
-        std::slice::from_raw_parts((*par).extradata, (*par).extradata_size as usize)
-    };
-    first_sps(extradata).and_then(|nal| parse_sps(&unescape(nal)))
+        Some(std::slice::from_raw_parts(
+            (*par).extradata,
+            (*par).extradata_size as usize,
+        ))
+    }
+}
+
+/// The first SPS of the stream's H.264 extradata; None for another codec or when it cannot be read.
+pub(super) fn stream_sps(par: *const ffi::AVCodecParameters) -> Option<Sps> {
+    first_sps(h264_extradata(par)?).and_then(|nal| parse_sps(&unescape(nal)))
 }
 
 /// The NAL length size of avcC extradata (packets then hold length-prefixed NAL units); None for
@@ -317,15 +325,8 @@ impl ParamSets {
     /// The parameter sets of a stream's H.264 extradata (avcC or Annex B); empty for anything else.
     pub(super) fn of_stream(par: *const ffi::AVCodecParameters) -> ParamSets {
         let mut sets = ParamSets::default();
-        let data = unsafe {
-            if par.is_null()
-                || (*par).codec_id != ffi::AVCodecID::AV_CODEC_ID_H264
-                || (*par).extradata.is_null()
-                || (*par).extradata_size <= 0
-            {
-                return sets;
-            }
-            std::slice::from_raw_parts((*par).extradata, (*par).extradata_size as usize)
+        let Some(data) = h264_extradata(par) else {
+            return sets;
         };
         if data.first() == Some(&1) {
             // avcC: 5 header bytes, then SPS count (low 5 bits) and (u16 len, SPS)*, then PPS
