@@ -134,20 +134,22 @@ export function pool<T>(tasks: Array<() => Promise<T>>, limit: number): Promise<
 }
 
 /**
- * Waits for every task to settle, then rethrows the first failure. At that first failure `abort`
- * is called, so the others stop early instead of running on; nothing is left running when this
- * settles (unlike Promise.all, which rejects while siblings still write).
+ * Waits for every task to settle, then rethrows the first failure (first in time: the ones after
+ * it are often the stop it caused). At that first failure `abort` is called, so the others stop
+ * early instead of running on; nothing is left running when this settles (unlike Promise.all,
+ * which rejects while siblings still write).
  */
 export async function settleAll<T>(tasks: Array<Promise<T>>, abort: () => void): Promise<T[]> {
-  const results = await Promise.allSettled(
+  let first: { error: unknown } | undefined;
+  const results = await Promise.all(
     tasks.map((task) =>
       task.catch((error: unknown) => {
+        first ??= { error };
         abort();
-        throw error;
+        return undefined as T;
       }),
     ),
   );
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failed) throw failed.reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+  if (first) throw first.error;
+  return results;
 }

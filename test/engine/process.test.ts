@@ -101,6 +101,19 @@ describe('settleAll', () => {
     expect(events).toEqual(['abort', 'abort', 'slow saw the abort']);
   });
 
+  it('rethrows the failure that came first, not the first listed (that one may be the stop it caused)', async () => {
+    const stop = new AbortController();
+    // Listed first, fails only because the abort stopped it.
+    const stopped = new Promise<never>((_, reject) => {
+      stop.signal.addEventListener('abort', () => reject(new Error('render stopped')), { once: true });
+    });
+    const cause = (async () => {
+      await sleep(5);
+      throw new Error('drawing labels failed');
+    })();
+    await expect(settleAll([stopped, cause], () => stop.abort())).rejects.toThrow('drawing labels failed');
+  });
+
   it('returns the results in order when nothing fails', async () => {
     expect(await settleAll([sleep(10, 'a'), sleep(1, 'b')], () => {})).toEqual(['a', 'b']);
   });
