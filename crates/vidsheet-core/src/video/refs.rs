@@ -929,6 +929,33 @@ mod exact {
     }
 
     #[test]
+    fn a_dense_window_two_gops_in_shows_what_a_decode_of_every_frame_shows() {
+        // 36 targets in 10 s from 20.5 s of a clip with 9.88 s GOPs: the skipping decode enters
+        // mid-stream and runs on through a keyframe. The oracle decodes every frame from the
+        // start (nothing skipped, no seek); a target shows the last frame at or before it.
+        let path = clip("window.mp4", "ultrafast", "ref=1:b-pyramid=normal", 247, 60);
+        let every: Vec<i64> = (0..=762).map(|i| i * 40).collect();
+        let (frames, _) = decode(&path, &every, false, 1);
+        let t: Vec<i64> = (0..36).map(|i| 20_500 + i * 10_000 / 36).collect();
+        let want: Vec<Option<u64>> = t.iter().map(|&ms| frames[(ms / 40) as usize]).collect();
+        assert!(want.iter().all(Option::is_some));
+        for threads in [1, 2] {
+            let (got, after) = decode(&path, &t, true, threads);
+            let wrong: Vec<i64> = t
+                .iter()
+                .zip(got.iter().zip(&want))
+                .filter(|(_, (g, w))| g != w)
+                .map(|(&ms, _)| ms)
+                .collect();
+            assert!(
+                wrong.is_empty(),
+                "{threads} threads: wrong pictures at {wrong:?} ms"
+            );
+            eprintln!("window, {threads} threads: {after} pictures decoded");
+        }
+    }
+
+    #[test]
     fn more_references_weighted_b_frames_and_a_strict_pyramid_stay_exact() {
         for (name, preset, params) in [
             ("ref3.mp4", "medium", "ref=3:b-pyramid=normal"),
