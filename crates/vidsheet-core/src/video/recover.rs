@@ -774,16 +774,23 @@ impl VideoSource {
             let serves = match (v.first.key, at) {
                 (Some(key), Some(at)) => {
                     let next_key = self.index_keyframe_after(at.saturating_add(1));
+                    let key_index = self.keyframe_index(key);
+                    // The last picture out may be a leading picture of the keyframe's own GOP
+                    // (decoded after it, shown before it) when decoding skipped every picture
+                    // from the last target to the keyframe.
                     at < key
                         && !self.drained
                         && self.entry.is_some_and(|e| e <= key.saturating_sub(v.reach))
                         && next_key.is_some()
-                        && next_key == self.keyframe_index(key)
+                        && (next_key == key_index || self.keyframe_index(at) == key_index)
                 }
                 _ => false,
             };
             if serves {
                 self.skip_nonref = false;
+                // Every picture from here on is decoded (and shown to the proof): referenced
+                // pictures a plan would skip too.
+                self.refs.forget_plans();
                 self.verifying = Some(v);
                 // verify() ends the proof at the last picture the first decode showed.
                 while self.verifying.is_some() {

@@ -19,7 +19,9 @@
 //!   `frame_num`);
 //! - no two references in one slice's lists holding the same pixels (a placeholder and the
 //!   picture it copies): the deblocking filter's "same reference" test compares buffers, and
-//!   whether a placeholder shares its source's buffer is not modelled, so the case is refused.
+//!   whether a placeholder shares its source's buffer is not modelled, so the case is refused;
+//! - no placeholder first in a B slice's list 1: direct prediction reads that picture's motion,
+//!   which a placeholder does not share with the picture it copies.
 //!
 //! In the full decode every memory management operation must find its picture. In this decode
 //! one may name a picture the decoder does not hold: x264's B-pyramid unmarks, in each
@@ -29,13 +31,20 @@
 //! errors explode); [`RefSkip::sent`] reports the packet, so seek recovery does not take the line
 //! for damage. Without that a decoded B-frame would need every B-frame before it back to the IDR.
 //!
+//! The model starts at an IDR picture, or at an intra picture right after the decoder is flushed
+//! (an open GOP's recovery point, where a seek enters): FFmpeg then fills the `frame_num` gap
+//! from its flushed state with at most `max_num_ref_frames` placeholders, the first grey, of order
+//! counts it does not set (B lists are not judged while one is held), and the leading pictures'
+//! memory management may name pictures from before the keyframe in a full decode too.
+//!
 //! Pictures after the one being sent are judged from packets read ahead ([`LOOKAHEAD`], up to
-//! the next IDR picture), in one plan ([`RefSkip::skip_referenced`]). Non-reference pictures count as skipped when the non-reference rule
-//! ([`super::skip`]) skips them (it only grows more certain as more packets are read, and they
-//! stay skipped once a plan rests on it). Anything not modelled (fields, MBAFF-capable streams,
-//! order count types 1 and 2, other memory management operations, long-term pictures, slice
-//! groups, a packet that cannot be read) gives up: the picture is decoded, and the model waits
-//! for the next IDR.
+//! the next IDR picture), in one plan ([`RefSkip::skip_referenced`]), which skips pictures only
+//! as far as the decodes are seen to meet again within them after it. Non-reference pictures
+//! count as skipped when the non-reference rule ([`super::skip`]) skips them (it only grows more
+//! certain as more packets are read, and they stay skipped once a plan rests on it). Anything not
+//! modelled (fields, MBAFF-capable streams, order count types 1 and 2, other memory management
+//! operations, long-term pictures, slice groups, a packet that cannot be read) gives up: the
+//! picture is decoded, and the model waits for the next IDR or flush.
 
 use std::collections::VecDeque;
 
@@ -72,16 +81,27 @@ struct Entry {
     /// It was decoded with a placeholder (or such a picture) in its lists: the motion it stores
     /// names references other than the full decode's.
     tainted: bool,
+    /// Its order count is not known: a placeholder the decoder made right after a flush, which
+    /// has no picture to copy (grey, with whatever count its buffer held) or copies one such.
+    poc_unknown: bool,
 }
+
+/// The pixels of the placeholders the decoder paints grey (no reference to copy after a flush).
+const GREY: u64 = u64::MAX;
 
 /// The reference state of an H.264 decoder between pictures, as FFmpeg keeps it.
 #[derive(Debug, Clone)]
 pub(super) struct Dpb {
     /// Short-term references, newest first (FFmpeg's `short_ref`).
     short: Vec<Entry>,
-    prev_frame_num: u32,
+    /// -1 after a flush (FFmpeg's `ff_h264_flush_change`), until a picture is decoded.
+    prev_frame_num: i64,
     prev_poc_msb: i64,
     prev_poc_lsb: i64,
+    /// Decoding entered at an intra picture after a flush, not at an IDR: the memory management
+    /// of its leading pictures may name pictures from before it, which the decoder never held,
+    /// in a full decode too.
+    entered: bool,
 }
 
 /// What a decoded picture predicts from: for each slice, the pixels at each index of its lists
@@ -94,6 +114,13 @@ struct Uses {
     /// Two different references in one slice's lists hold the same pixels (a placeholder and
     /// the picture it copies): refused, see the module doc.
     aliased: bool,
+    /// A B slice's list 1 starts with a placeholder: direct prediction reads the motion of that
+    /// picture (the co-located one), which a placeholder does not share with the picture whose
+    /// pixels it copies (its buffers are whatever the pool held). Refused.
+    colocated_stand_in: bool,
+    /// Its B lists could not be built: a reference's order count is not known (`lists` is
+    /// empty); such a picture cannot be judged.
+    unknown: bool,
     /// Its memory management named a picture the decoder does not hold (it logs "mmco: unref
     /// short failure" and goes on, as if the picture had been forgotten).
     missed_unmark: bool,
@@ -107,7 +134,26 @@ impl Dpb {
             prev_frame_num: 0,
             prev_poc_msb: 1 << 16,
             prev_poc_lsb: -1,
+            entered: false,
         }
+    }
+
+    /// The state after a flush (or a fresh decoder): no references, `frame_num` -1, order counts as
+    /// after an IDR. A non-IDR picture then fills a `frame_num` gap of at most `max_num_ref_frames`
+    /// placeholders, the first grey ([`Self::apply`]).
+    fn after_flush() -> Dpb {
+        Dpb {
+            prev_frame_num: -1,
+            entered: true,
+            ..Dpb::at_idr()
+        }
+    }
+
+    /// Whether `uses`, a full decode's, is as a full decode of the stream is: every memory
+    /// management operation found its picture (short of pictures from before a recovery point
+    /// decoding entered at).
+    fn whole(&self, uses: &Uses) -> bool {
+        !uses.missed_unmark || self.entered
     }
 
     /// The decoder holds what a full decode holds: the same references (no placeholder, none
@@ -172,32 +218,56 @@ impl Dpb {
             }
             *self = Dpb::at_idr();
         }
-        let max_fn = 1u32 << pic.sps.log2_max_frame_num;
+        let max_fn = 1i64 << pic.sps.log2_max_frame_num;
+        let frame_num = pic.frame_num as i64;
+        let refs = pic.sps.max_num_ref_frames as i64;
+        let after_flush = self.prev_frame_num < 0;
+        // A gap of more than max_num_ref_frames is shortened to that many (h264_field_start);
+        // after a flush (prev_frame_num -1) this fills at most that many placeholders.
+        if frame_num != self.prev_frame_num {
+            let mut unwrapped = self.prev_frame_num;
+            if unwrapped > frame_num {
+                unwrapped -= max_fn;
+            }
+            if frame_num - unwrapped > refs {
+                self.prev_frame_num = (frame_num - refs - 1).rem_euclid(max_fn);
+            }
+        }
         // Gap filling (h264_field_start): each missing frame_num gets a placeholder holding the
-        // newest reference's pixels, its order count + 2.
+        // newest reference's pixels, its order count + 2; with no reference at all (after a
+        // flush), grey pixels and an order count the model cannot know. Right after a flush
+        // both decodes fill alike: those placeholders are no stand-ins for a skipped picture.
         let mut filled = 0;
-        while pic.frame_num != self.prev_frame_num
-            && pic.frame_num != (self.prev_frame_num + 1) & (max_fn - 1)
+        while frame_num != self.prev_frame_num
+            && frame_num != (self.prev_frame_num + 1).rem_euclid(max_fn)
         {
             filled += 1;
-            let newest = *self.short.first()?;
             if filled > 32 {
                 return None;
             }
-            self.prev_frame_num = (self.prev_frame_num + 1) & (max_fn - 1);
+            let newest = self.short.first().copied();
+            self.prev_frame_num = (self.prev_frame_num + 1).rem_euclid(max_fn);
             let placeholder = Entry {
-                frame_num: self.prev_frame_num,
-                poc: newest.poc + 2,
-                pixels: newest.pixels,
-                gap: true,
+                frame_num: self.prev_frame_num as u32,
+                poc: newest.map_or(0, |n| n.poc + 2),
+                pixels: newest.map_or(GREY, |n| n.pixels),
+                gap: !after_flush,
                 invalid_gap: !pic.sps.gaps_allowed,
                 tainted: false,
+                poc_unknown: newest.is_none_or(|n| n.poc_unknown),
             };
+            if newest.is_none() && !after_flush {
+                return None;
+            }
             self.mark(placeholder, pic, &[])?;
         }
-        // Order count type 0 (8.2.1.1, with FFmpeg's state after an IDR).
+        // Order count type 0 (8.2.1.1, with FFmpeg's state after an IDR or a flush: no previous
+        // lsb counts as this one, ff_h264_init_poc).
         let max_lsb = 1i64 << pic.sps.log2_max_poc_lsb;
         let lsb = pic.poc_lsb as i64;
+        if self.prev_poc_lsb < 0 {
+            self.prev_poc_lsb = lsb;
+        }
         let msb = if lsb < self.prev_poc_lsb && self.prev_poc_lsb - lsb >= max_lsb / 2 {
             self.prev_poc_msb + max_lsb
         } else if lsb > self.prev_poc_lsb && lsb - self.prev_poc_lsb > max_lsb / 2 {
@@ -209,7 +279,11 @@ impl Dpb {
         let mut lists = Vec::with_capacity(pic.slices.len());
         let mut stand_ins = false;
         let mut aliased = false;
-        for slice in &pic.slices {
+        let mut colocated_stand_in = false;
+        // B lists are ordered by order count: not known while a reference's count is not.
+        let unknown = self.short.iter().any(|e| e.poc_unknown)
+            && pic.slices.iter().any(|s| s.kind == SliceKind::B);
+        for slice in pic.slices.iter().filter(|_| !unknown) {
             let mut pair = [Vec::new(), Vec::new()];
             let mut used: Vec<usize> = Vec::new();
             for (l, out) in pair.iter_mut().enumerate() {
@@ -218,6 +292,10 @@ impl Dpb {
                     continue;
                 }
                 let list = self.list(pic, slice, l, poc)?;
+                colocated_stand_in |= l == 1
+                    && list
+                        .first()
+                        .is_some_and(|e| e.is_some_and(|i| self.short[i].gap));
                 used.extend(list.iter().flatten());
                 stand_ins |= list
                     .iter()
@@ -247,15 +325,18 @@ impl Dpb {
                 gap: false,
                 invalid_gap: false,
                 tainted: stand_ins,
+                poc_unknown: false,
             };
             missed_unmark = self.mark(cur, pic, &pic.unmark)?;
         }
-        self.prev_frame_num = pic.frame_num;
+        self.prev_frame_num = frame_num;
         Some(Some(Uses {
             poc,
             lists,
             stand_ins,
             aliased,
+            colocated_stand_in,
+            unknown,
             missed_unmark,
         }))
     }
@@ -375,11 +456,14 @@ pub(super) struct RefSkip {
     sets: ParamSets,
     /// Packets read ahead of the one being sent, in decode order.
     pub queue: VecDeque<Read>,
-    /// The reference state of a full decode and of this decode; None until an IDR is sent after
-    /// a repositioning, and after anything the model cannot follow.
+    /// The reference state of a full decode and of this decode; None until an IDR, or an intra
+    /// picture right after the decoder is flushed, is sent after a repositioning, and after
+    /// anything the model cannot follow.
     state: Option<(Dpb, Dpb)>,
     /// Pictures sent (ids for the model's pixels).
     next_id: u64,
+    /// Nothing was sent since the decoder was flushed (or opened).
+    flushed: bool,
     /// The packets read ahead reach the end of the stream.
     pub at_end: bool,
 }
@@ -397,6 +481,7 @@ impl RefSkip {
             queue: VecDeque::new(),
             state: None,
             next_id: 0,
+            flushed: true,
             at_end: false,
         }
     }
@@ -427,16 +512,21 @@ impl RefSkip {
         self.at_end = false;
         self.sets = self.initial_sets.clone();
         self.state = None;
+        self.flushed = true;
     }
 
     /// Whether the referenced picture `pic` (about to be sent) is skipped: planned already, or
     /// planned now with the packets read ahead in [`Self::queue`] (their `nonref_skip` and
     /// `candidate` filled in). A plan skips every candidate it can (`candidate`: `pic` itself may
     /// be skipped as far as the targets go): it simulates this decode with them skipped, and where
-    /// a decoded picture would differ from the full decode, decodes the latest skipped picture
-    /// before it instead, until nothing differs up to the next IDR, the end of the stream, or a
-    /// state both decodes share. The decisions are kept on the packets read ahead (the reasons
-    /// only grow more certain), so a later judgement never undoes one this rested on.
+    /// a decoded picture would differ from the full decode, or the decodes would not meet again
+    /// (a state both share, the next IDR or the end of the stream) within what was read ahead,
+    /// decodes the latest skipped picture before that point instead. Its decisions up to the last
+    /// picture it skips are kept on the packets read ahead (the reasons only grow more certain),
+    /// so a later judgement never undoes one this rested on; the pictures after it are judged
+    /// again when sent, and any decision then is safe: decoding them all is what this plan
+    /// proved exact, and a skip is proved by a plan of its own. (Without an IDR ahead, as in
+    /// open GOPs, skipping every candidate never lets the decodes meet: each plan stops short.)
     pub(super) fn skip_referenced(
         &mut self,
         pic: &Picture,
@@ -453,21 +543,23 @@ impl RefSkip {
             .chain(self.queue.iter().map(|r| r.candidate))
             .collect();
         for _ in 0..MAX_PLANS {
-            match self.simulate(pic, &skip) {
+            let at = match self.simulate(pic, &skip) {
                 Ok(end) => {
-                    for (read, &s) in self.queue.iter_mut().zip(&skip[1..]).take(end) {
+                    // The last picture skipped among those judged (`skip` goes on past `end`,
+                    // where nothing was simulated).
+                    let last = skip[..=end].iter().rposition(|&s| s).unwrap_or(0);
+                    for (read, &s) in self.queue.iter_mut().zip(&skip[1..]).take(last) {
                         if read.picture.as_ref().is_some_and(|p| p.reference) {
                             read.plan = Some(s);
                         }
                     }
                     return skip[0];
                 }
-                // Nothing read ahead shows the decodes meeting again: no plan can be judged.
-                Err(at) if at > self.queue.len() => return false,
-                Err(at) => match (0..at).rev().find(|&j| skip[j]) {
-                    Some(0) | None => return false,
-                    Some(j) => skip[j] = false,
-                },
+                Err(at) => at,
+            };
+            match (0..at.min(skip.len())).rev().find(|&j| skip[j]) {
+                Some(0) | None => return false,
+                Some(j) => skip[j] = false,
             }
         }
         false
@@ -484,7 +576,7 @@ impl RefSkip {
         let (mut full, mut this) = (full.clone(), this.clone());
         let mut id = self.next_id;
         // The full decode's own operations must all find their pictures.
-        let full_ok = matches!(full.apply(pic, id, true), Some(Some(u)) if !u.missed_unmark);
+        let full_ok = matches!(full.apply(pic, id, true), Some(Some(u)) if full.whole(&u));
         if !full_ok || this.apply(pic, id, !skip[0]).is_none() {
             return Err(0);
         }
@@ -508,7 +600,7 @@ impl RefSkip {
             let Some(Some(want)) = full.apply(next, id, true) else {
                 return Err(at);
             };
-            if want.missed_unmark {
+            if !full.whole(&want) {
                 return Err(at);
             }
             let Some(got) = this.apply(next, id, !skipped) else {
@@ -516,8 +608,10 @@ impl RefSkip {
             };
             if let Some(got) = got {
                 let differs = got.poc != want.poc
+                    || got.unknown
                     || got.lists != want.lists
                     || got.aliased
+                    || got.colocated_stand_in
                     || (got.stand_ins && next.slices.iter().any(|s| s.uses_order_counts))
                     || got.lists.iter().flatten().flatten().any(Option::is_none);
                 if differs {
@@ -543,31 +637,47 @@ impl RefSkip {
         self.next_id += 1;
         let Some(pic) = pic else {
             self.state = None;
+            self.flushed = false;
             return false;
         };
+        let flushed = std::mem::take(&mut self.flushed);
         if pic.idr {
             self.state = Some((Dpb::at_idr(), Dpb::at_idr()));
+        } else if flushed && pic.slices.iter().all(|s| s.kind == SliceKind::I) {
+            // The first picture after a flush, an intra one (an open GOP's keyframe, a recovery
+            // point): the decoder's state from here is known too.
+            self.state = Some((Dpb::after_flush(), Dpb::after_flush()));
         }
         let Some((full, this)) = &mut self.state else {
             return false;
         };
-        let max_fn = 1u32 << pic.sps.log2_max_frame_num;
+        let max_fn = 1i64 << pic.sps.log2_max_frame_num;
+        let frame_num = pic.frame_num as i64;
         let gap = |d: &Dpb| {
             !pic.idr
-                && pic.frame_num != d.prev_frame_num
-                && pic.frame_num != (d.prev_frame_num + 1) & (max_fn - 1)
+                && frame_num != d.prev_frame_num
+                && frame_num != (d.prev_frame_num + 1).rem_euclid(max_fn)
         };
         let gap_planned = !skipped && gap(this) && !gap(full);
         let want = full.apply(pic, id, true);
         let got = this.apply(pic, id, !skipped);
         match (want, got) {
-            (Some(Some(want)), Some(got)) if !want.missed_unmark => {
-                gap_planned || got.is_some_and(|g| g.missed_unmark)
+            (Some(Some(want)), Some(got)) if full.whole(&want) => {
+                gap_planned || got.is_some_and(|g| g.missed_unmark && !want.missed_unmark)
             }
             _ => {
                 self.state = None;
                 false
             }
+        }
+    }
+
+    /// Drops the decisions plans made for the packets read ahead (decoding turns to every
+    /// picture).
+    pub(super) fn forget_plans(&mut self) {
+        for read in self.queue.iter_mut() {
+            read.plan = None;
+            read.nonref_skip = None;
         }
     }
 
@@ -655,6 +765,7 @@ mod tests {
             queue: VecDeque::new(),
             state: None,
             next_id: 0,
+            flushed: true,
             at_end: false,
         };
         for (i, p) in pics[..at].iter().enumerate() {
@@ -812,6 +923,95 @@ mod tests {
     }
 
     #[test]
+    fn after_a_flush_an_intra_picture_finds_grey_placeholders_of_unknown_order() {
+        use SliceKind::*;
+        // A recovery point, frame_num 9, after a flush: the gap from -1 is shortened to
+        // max_num_ref_frames (4) placeholders, 5..8 (h264_field_start), the first grey (nothing
+        // to copy), the rest copying it; the intra picture then slides the oldest out.
+        let mut dpb = Dpb::after_flush();
+        let uses = dpb
+            .apply(&pic(I, true, 9, 40, &[]), 0, true)
+            .and_then(|u| u);
+        assert!(uses.is_some_and(|u| !u.unknown && u.lists[0][0].is_empty()));
+        let frame_nums: Vec<u32> = dpb.short.iter().map(|e| e.frame_num).collect();
+        assert_eq!(frame_nums, vec![9, 8, 7, 6]);
+        assert!(dpb.short[1..]
+            .iter()
+            .all(|e| e.pixels == GREY && e.poc_unknown));
+        // Both decodes filled them alike: no stand-ins for a skipped picture.
+        assert!(dpb.short.iter().all(|e| !e.gap && !e.tainted));
+        // A B picture's lists are ordered by order counts the model does not know.
+        let b = pic(B, false, 10, 38, &[]);
+        let uses = Dpb::clone(&dpb).apply(&b, 1, true).and_then(|u| u);
+        assert!(uses.is_some_and(|u| u.unknown));
+        // A P picture's are ordered by frame_num: known.
+        let uses = dpb
+            .apply(&pic(P, true, 10, 48, &[]), 1, true)
+            .and_then(|u| u);
+        assert!(uses.is_some_and(|u| !u.unknown && u.lists[0][0] == vec![Some(0)]));
+        // Two more references slide the placeholders out; B lists are known again.
+        for (i, f) in [11u32, 12].into_iter().enumerate() {
+            assert!(dpb
+                .apply(&pic(P, true, f, 8 * f, &[]), 2 + i as u64, true)
+                .is_some());
+        }
+        assert!(dpb.short.iter().all(|e| !e.poc_unknown));
+        let uses = dpb
+            .apply(&pic(B, false, 13, 92, &[]), 4, true)
+            .and_then(|u| u);
+        assert!(uses.is_some_and(|u| !u.unknown));
+        // A gap of more than max_num_ref_frames is shortened outside a flush too: from 13 to 6
+        // (wrapping at 16) it fills 2..5, copying P12 with its order count + 2, + 4, ...
+        let p12 = dpb.short[0];
+        assert!(dpb.apply(&pic(P, true, 6, 8, &[]), 5, true).is_some());
+        let frame_nums: Vec<u32> = dpb.short.iter().map(|e| e.frame_num).collect();
+        assert_eq!(frame_nums, vec![6, 5, 4, 3]);
+        assert!(dpb.short[1..]
+            .iter()
+            .all(|e| e.gap && e.pixels == p12.pixels));
+        assert_eq!(dpb.short[3].poc, p12.poc + 4);
+    }
+
+    #[test]
+    fn the_model_starts_at_an_intra_picture_only_right_after_a_flush() {
+        use SliceKind::*;
+        let intra = pic(I, true, 9, 40, &[]);
+        let mut m = RefSkip::of_stream(std::ptr::null());
+        m.sent(Some(&intra), false);
+        assert!(m.active());
+        // After a repositioning a P picture comes first: the references it found are unknown.
+        m.reposition();
+        m.sent(Some(&pic(P, true, 3, 12, &[])), false);
+        m.sent(Some(&intra), false);
+        assert!(!m.active());
+        m.reposition();
+        m.sent(Some(&intra), false);
+        assert!(m.active());
+    }
+
+    #[test]
+    fn a_placeholder_first_in_list_1_is_refused_for_its_motion() {
+        use SliceKind::*;
+        // I0, then P (frame_num 2, order 8) after a gap: a placeholder for frame_num 1 copies I0
+        // (order 0 + 2).
+        let mut dpb = Dpb::at_idr();
+        assert!(dpb.apply(&pic(I, true, 0, 0, &[]), 0, true).is_some());
+        assert!(dpb.apply(&pic(P, true, 2, 8, &[]), 1, true).is_some());
+        // A B picture at order 1: list 1 starts with the placeholder, whose motion (read by direct
+        // prediction) is not I0's.
+        let uses = Dpb::clone(&dpb)
+            .apply(&pic(B, false, 3, 1, &[]), 2, true)
+            .and_then(|u| u);
+        assert!(uses.is_some_and(|u| u.colocated_stand_in && u.lists[0][1] == vec![Some(0)]));
+        // At order 4 the placeholder leads list 0 (its pixels are all that is read) and P leads
+        // list 1.
+        let uses = dpb
+            .apply(&pic(B, false, 3, 4, &[]), 2, true)
+            .and_then(|u| u);
+        assert!(uses.is_some_and(|u| !u.colocated_stand_in && u.stand_ins));
+    }
+
+    #[test]
     fn a_placeholder_and_the_picture_it_copies_in_one_slice_are_told_apart() {
         use SliceKind::*;
         let mut dpb = Dpb::at_idr();
@@ -906,6 +1106,9 @@ mod exact {
         for (name, params) in [
             ("pyramid.mp4", "ref=1:b-pyramid=normal"),
             ("sliced.mp4", "ref=1:b-pyramid=normal:slices=2"),
+            // Open GOPs: one IDR, then recovery points the decoder is flushed at (after a seek),
+            // where the model starts from the placeholders FFmpeg fills the gap with.
+            ("open.mp4", "ref=1:b-pyramid=normal:open-gop=1"),
         ] {
             let path = clip(name, "ultrafast", params, 100, 20);
             let t = targets(20);
@@ -931,27 +1134,40 @@ mod exact {
     #[test]
     fn a_dense_window_two_gops_in_shows_what_a_decode_of_every_frame_shows() {
         // 36 targets in 10 s from 20.5 s of a clip with 9.88 s GOPs: the skipping decode enters
-        // mid-stream and runs on through a keyframe. The oracle decodes every frame from the
-        // start (nothing skipped, no seek); a target shows the last frame at or before it.
-        let path = clip("window.mp4", "ultrafast", "ref=1:b-pyramid=normal", 247, 60);
-        let every: Vec<i64> = (0..=762).map(|i| i * 40).collect();
-        let (frames, _) = decode(&path, &every, false, 1);
-        let t: Vec<i64> = (0..36).map(|i| 20_500 + i * 10_000 / 36).collect();
-        let want: Vec<Option<u64>> = t.iter().map(|&ms| frames[(ms / 40) as usize]).collect();
-        assert!(want.iter().all(Option::is_some));
-        for threads in [1, 2] {
-            let (got, after) = decode(&path, &t, true, threads);
-            let wrong: Vec<i64> = t
-                .iter()
-                .zip(got.iter().zip(&want))
-                .filter(|(_, (g, w))| g != w)
-                .map(|(&ms, _)| ms)
-                .collect();
+        // mid-stream (at an IDR, or at a recovery point after a flush) and runs on through a
+        // keyframe, its plans stopping short of it in open GOPs. The oracle decodes every frame
+        // from the start (nothing skipped, no seek); a target shows the last frame at or before
+        // it.
+        for (name, open) in [("window.mp4", ""), ("window-open.mp4", ":open-gop=1")] {
+            let params = format!("ref=1:b-pyramid=normal{open}");
+            let path = clip(name, "ultrafast", &params, 247, 60);
+            let every: Vec<i64> = (0..=762).map(|i| i * 40).collect();
+            let (frames, _) = decode(&path, &every, false, 1);
+            let t: Vec<i64> = (0..36).map(|i| 20_500 + i * 10_000 / 36).collect();
+            let want: Vec<Option<u64>> = t.iter().map(|&ms| frames[(ms / 40) as usize]).collect();
+            assert!(want.iter().all(Option::is_some));
+            let (_, before) = decode(&path, &t, false, 1);
+            for threads in [1, 2] {
+                let (got, after) = decode(&path, &t, true, threads);
+                let wrong: Vec<i64> = t
+                    .iter()
+                    .zip(got.iter().zip(&want))
+                    .filter(|(_, (g, w))| g != w)
+                    .map(|(&ms, _)| ms)
+                    .collect();
+                assert!(
+                    wrong.is_empty(),
+                    "{name}, {threads} threads: wrong pictures at {wrong:?} ms"
+                );
+                eprintln!("{name}, {threads} threads: {after} pictures decoded, {before} without skipping referenced ones");
+            }
+            // Open GOPs too: referenced B-frames are skipped (the model starts at the recovery
+            // point decoding enters at); many lie next to one of the 36 targets.
+            let (_, after) = decode(&path, &t, true, 1);
             assert!(
-                wrong.is_empty(),
-                "{threads} threads: wrong pictures at {wrong:?} ms"
+                after * 5 < before * 4,
+                "{name}: {after} pictures decoded, {before} without"
             );
-            eprintln!("window, {threads} threads: {after} pictures decoded");
         }
     }
 
