@@ -124,7 +124,12 @@ impl VideoSource {
                         let skipped = discard != ffi::AVDiscard::AVDISCARD_DEFAULT;
                         let not_decoded = referenced != ffi::AVDiscard::AVDISCARD_DEFAULT
                             || (skipped && read.picture.as_ref().is_some_and(|p| !p.reference));
-                        let planned = self.refs.sent(read.picture.as_ref(), not_decoded);
+                        let frame_threads = unsafe { (*self.decoder.as_ptr()).active_thread_type }
+                            & ffi::FF_THREAD_FRAME
+                            != 0;
+                        let planned =
+                            self.refs
+                                .sent(read.picture.as_ref(), not_decoded, frame_threads);
                         self.witness(packet.pts());
                         if !skipped && !second_field {
                             self.owe(packet.pts());
