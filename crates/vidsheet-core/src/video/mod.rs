@@ -33,6 +33,8 @@ mod recover;
 mod refs;
 mod seek;
 mod skip;
+#[cfg(test)]
+mod witness_tests;
 
 use std::collections::{BTreeSet, VecDeque};
 

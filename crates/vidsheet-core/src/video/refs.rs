@@ -246,6 +246,10 @@ impl Dpb {
                 return None;
             }
             let newest = self.short.first().copied();
+            // A gap with no reference to copy is only known right after a flush.
+            if newest.is_none() && !after_flush {
+                return None;
+            }
             self.prev_frame_num = (self.prev_frame_num + 1).rem_euclid(max_fn);
             let placeholder = Entry {
                 frame_num: self.prev_frame_num as u32,
@@ -256,9 +260,6 @@ impl Dpb {
                 tainted: false,
                 poc_unknown: newest.is_none_or(|n| n.poc_unknown),
             };
-            if newest.is_none() && !after_flush {
-                return None;
-            }
             self.mark(placeholder, pic, &[])?;
         }
         // Order count type 0 (8.2.1.1, with FFmpeg's state after an IDR or a flush: no previous

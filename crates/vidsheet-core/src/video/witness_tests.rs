@@ -1,0 +1,122 @@
+//! The proof of an open-GOP entry given by the decoder of the part before (recover.rs
+//! `ask_witness` / `serve_witness`), driven step by step in one thread, so that the part before
+//! is still decoding when the part after asks (in a render, which decoder gets there first is
+//! timing). Oracle: a decode of every frame from the start.
+
+use std::sync::Arc;
+
+use super::{recover, OpenGops, Verdict, VideoSource};
+use crate::media::Container;
+
+/// 16 s of testsrc2 at 25 fps, x264 as the bench's clips (ultrafast, 3 B-frames that always
+/// happen, b-pyramid) with open GOPs: a keyframe every 100 frames, those after the first
+/// recovery points whose leading B-frames reference the GOP before.
+fn open_gop_clip() -> String {
+    let dir = std::env::temp_dir().join(format!("vidsheet-witness-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let out = dir.join("open.mp4").to_string_lossy().into_owned();
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+        .arg("testsrc2=s=320x180:r=25:d=16")
+        .args(["-c:v", "libx264", "-preset", "ultrafast", "-bf", "3"])
+        .args([
+            "-x264-params",
+            "b-adapt=0:bframes=3:rc-lookahead=0:open-gop=1",
+        ])
+        .args([
+            "-g",
+            "100",
+            "-keyint_min",
+            "100",
+            "-sc_threshold",
+            "0",
+            &out,
+        ])
+        .status()
+        .expect("ffmpeg runs");
+    assert!(status.success(), "ffmpeg made {out}");
+    out
+}
+
+/// The decoder of `part` of a job sharing `gops`, trusting pending proofs as a render's decoders
+/// do, the part before ending at frame `before`; targets at `frames` (25 fps).
+fn decoder(
+    path: &str,
+    gops: &Arc<OpenGops>,
+    part: usize,
+    before: Option<i64>,
+    frames: &[i64],
+) -> (VideoSource, Vec<i64>) {
+    let mut src = VideoSource::open(path, &Container::Any, 0, 1).expect("open");
+    src.share_proofs(Arc::clone(gops));
+    src.trust_pending_proofs();
+    let start = src.start_us;
+    let us = |frame: i64| start + frame * 40_000;
+    src.set_part(part, before.map(us));
+    let targets: Vec<i64> = frames.iter().map(|&f| us(f)).collect();
+    src.set_targets(&targets);
+    (src, targets)
+}
+
+/// The digest of the picture each target shows.
+fn shown(src: &mut VideoSource, targets: &[i64]) -> Vec<Option<u64>> {
+    targets
+        .iter()
+        .map(|&t| {
+            let f = src.frame_at(t, &mut |_| false)?;
+            recover::fingerprint(&f.frame)
+        })
+        .collect()
+}
+
+#[test]
+fn the_part_before_serves_the_proof_also_when_its_last_picture_out_leads_the_keyframe() {
+    let path = open_gop_clip();
+    let (mut every, all) = decoder(
+        &path,
+        &Arc::default(),
+        0,
+        None,
+        &(0..400).collect::<Vec<_>>(),
+    );
+    let truth = shown(&mut every, &all);
+    assert!(truth.iter().all(Option::is_some));
+    let want = |frames: &[i64]| -> Vec<Option<u64>> {
+        frames.iter().map(|&f| truth[f as usize]).collect()
+    };
+    // The part after enters at the recovery point at frame 200 with a target just past it (within
+    // the references' reach: its entry needs a proof) and later ones past the reach; the part
+    // before ends a few frames short of that keyframe, in the GOP before it. Where the part before
+    // skips everything from its last target to the keyframe, the last picture it decodes is a
+    // leading picture of the keyframe's own GOP (decoded after the keyframe, shown before it;
+    // here for its last target at 192 and 194).
+    let after = [202, 230, 260, 290];
+    for last in 180..=194 {
+        let before = [150, 165, last];
+        let gops = Arc::new(OpenGops::default());
+        gops.start_parts(2);
+        // The part after asks the part before (still decoding) for the decode from the keyframe
+        // before, and goes on trusting its entry provisionally.
+        let (mut b, targets) = decoder(&path, &gops, 1, Some(last), &after);
+        let b_shows = shown(&mut b, &targets);
+        assert!(
+            b.provisional(),
+            "last target {last}: the part after asked the part before"
+        );
+        b.serve_witness();
+        assert_eq!(b.provisional_verdict(false), Verdict::Pending);
+        // The part before decodes its cells, then decodes on through the keyframe and compares.
+        let (mut a, targets) = decoder(&path, &gops, 0, None, &before);
+        let a_shows = shown(&mut a, &targets);
+        a.serve_witness();
+        assert_eq!(
+            b.provisional_verdict(false),
+            Verdict::Proven,
+            "last target {last}: the part before gave the proof"
+        );
+        assert_eq!(a_shows, want(&before), "part before, last target {last}");
+        assert_eq!(b_shows, want(&after), "part after, last target {last}");
+        // It never decoded the GOP before its entry itself.
+        assert!(b.decoded_frames() < 50, "{} pictures", b.decoded_frames());
+    }
+}
