@@ -28,9 +28,11 @@ import {
   INTRA_REFRESH_TS,
   intraRefreshTs,
   PAFF,
+  PARTIAL_WTV,
   paffMkv,
   paffMp4,
   paffTs,
+  partialWtv,
 } from '../helpers/fixtures.js';
 import { judgeRun, oracleCache, packetExtent, probeFile } from '../helpers/oracle.js';
 
@@ -77,6 +79,21 @@ describe('fixtures reproduce the real-world lies', () => {
       // The demuxer's lie: after a seek to 3.44 s it hands out the file's first packets as 3.44 s on.
       const after = await packets(path, ['-read_intervals', '3.44%']);
       expect(Number(after[0]?.split(',')[1])).toBeGreaterThan(3);
+    },
+  );
+
+  it(
+    `partial WTV: its directory declares ${PARTIAL_WTV.seconds} s, its packets end within the first ${PARTIAL_WTV.keep * 100} % of it`,
+    FIXTURE,
+    async () => {
+      const path = await partialWtv();
+      const extent = await packetExtent(path, [0, 1]);
+      expect(extent.declared).toBeCloseTo(PARTIAL_WTV.seconds, 1);
+      expect(extent.end).toBeGreaterThan(1);
+      expect(extent.end).toBeLessThan(PARTIAL_WTV.seconds * PARTIAL_WTV.keep * 1.5);
+      // Both streams stop there: the picture decodes up to it.
+      const shown = await decodedTimes(path);
+      expect(Math.max(...shown)).toBeCloseTo(extent.end as number, 0);
     },
   );
 
@@ -347,6 +364,7 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
   type View = { density?: string; start?: number; end?: number; duration?: number };
   const subjects: Array<[string, () => Promise<string>, Known, View?]> = [
     ['cut long-GOP MXF (declares 13.44 s, 0.24 s of data)', cutLongGopMxf, {}],
+    ['partial WTV (declares 20 s, its data stops near 2.4 s)', partialWtv, {}],
     ['edit-list HEVC MP4 (samples to 8.08 s, presents 2.27 s)', editListMp4, {}],
     ['intra-refresh TS joined mid-refresh (no IDR)', intraRefreshTs, {}],
     ['HEVC TS cut at 30 % (opens mid-GOP, open GOPs)', hevcCutTs, {}],

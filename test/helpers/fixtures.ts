@@ -1793,6 +1793,45 @@ export function cutLongGopMxf(): Promise<string> {
   });
 }
 
+/**
+ * What {@link partialWtv} holds: the recording's length, and where its data stops (a fraction of
+ * the file, at a 4 KiB sector).
+ */
+export const PARTIAL_WTV = { seconds: 20, keep: 0.15 } as const;
+
+/**
+ * A Windows TV recording (WTV: MPEG-2 320x240 25 fps testsrc2 and MP2 audio) whose directory,
+ * sector tables and duration say 20 s, while its media data stops at 15 % of the file: the sectors
+ * from there through the last packet are zeroes, as in a recording copied while it was being
+ * written. (A WTV cut short cannot be opened at all: FFmpeg's muxer writes the directory last.)
+ */
+export function partialWtv(): Promise<string> {
+  return cached('partial', 'wtv', PARTIAL_WTV, async (out) => {
+    await withTemp('wtv', async (full) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', `testsrc2=s=320x240:r=25:d=${PARTIAL_WTV.seconds}`],
+        ...['-f', 'lavfi', '-i', `sine=d=${PARTIAL_WTV.seconds}`],
+        ...['-c:v', 'mpeg2video', '-b:v', '1M', '-c:a', 'mp2', '-f', 'wtv'],
+        ...BITEXACT,
+        full,
+      ]);
+      const packets = (await ffprobeJson(['-show_entries', 'packet=pos', full])) as {
+        packets: Array<{ pos?: string }>;
+      };
+      const last = Math.max(...packets.packets.map((p) => Number(p.pos ?? 0)));
+      const sector = 4096;
+      const b = Buffer.from(await readFile(full));
+      const from = Math.floor((b.length * PARTIAL_WTV.keep) / sector) * sector;
+      const to = (Math.floor(last / sector) + 2) * sector;
+      if (!(from < to && to < b.length))
+        throw new Error('partialWtv: the data does not end before the directory');
+      b.fill(0, from, to);
+      await writeFile(out, b);
+    });
+  });
+}
+
 /** What {@link editListMp4} holds: samples for `seconds`, an edit list presenting `presented`. */
 export const EDIT_LIST_MP4 = { seconds: 8.08, presented: 2.27 } as const;
 
