@@ -13,6 +13,7 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { fromHexdump } from '../../src/engine/ffmpeg/h264.js';
 import { ENGINES } from '../helpers/cli.js';
 import {
   CUT_MXF,
@@ -29,7 +30,9 @@ import {
   intraRefreshTs,
   PAFF,
   paffMkv,
+  paffMkvStripped,
   paffMp4,
+  paffPs,
   paffTs,
 } from '../helpers/fixtures.js';
 import { judgeRun, oracleCache, packetExtent, probeFile } from '../helpers/oracle.js';
@@ -131,6 +134,8 @@ describe('fixtures reproduce the real-world lies', () => {
     ['TS', paffTs],
     ['MP4', paffMp4],
     ['MKV', paffMkv],
+    ['PS', paffPs],
+    ['MKV with header stripping', paffMkvStripped],
   ] as const) {
     it(
       `PAFF H.264 ${container}: each field picture its own packet of 20 ms, B-frames reordered, one interlaced frame per pair`,
@@ -203,6 +208,59 @@ describe('fixtures reproduce the real-world lies', () => {
       },
     );
   }
+
+  it(
+    'PAFF H.264 PS: a field starts inside the PES packet at its listed position, after the previous field, and spans more PES packets',
+    FIXTURE,
+    async () => {
+      const path = await paffPs();
+      const file = await readFile(path);
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'error', '-select_streams', '0', '-show_entries', 'packet=pos,size'],
+        ...['-of', 'csv=p=0', path],
+      ]);
+      const rows = stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split(',').map(Number) as [number, number]);
+      const aud = Buffer.from([0, 0, 0, 1, 9]);
+      // Where each field's access unit delimiter sits in the PES packet at its position (an
+      // MPEG-2 PES header: start code, stream id, length, flags, header data length).
+      const offsets = rows.map(([size, pos]) => {
+        expect(file.subarray(pos, pos + 4)).toEqual(Buffer.from([0, 0, 1, 0xe2]));
+        expect(size).toBeGreaterThan(file.readUInt16BE(pos + 4));
+        const payload = file.subarray(pos + 9 + (file[pos + 8] as number), pos + 6 + file.readUInt16BE(pos + 4));
+        return payload.indexOf(aud);
+      });
+      expect(offsets.every((o) => o >= 0)).toBe(true);
+      expect(offsets.filter((o) => o > 0).length).toBe(rows.length - 1);
+    },
+  );
+
+  it(
+    'PAFF H.264 MKV with header stripping: each block lacks the 8 leading bytes every frame shares',
+    FIXTURE,
+    async () => {
+      const path = await paffMkvStripped();
+      const file = await readFile(path);
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'error', '-select_streams', '0', '-read_intervals', '%+#3'],
+        ...['-show_entries', 'packet=pos,size,data', '-show_data', '-of', 'json', path],
+      ]);
+      const listed = (JSON.parse(stdout) as { packets: Array<{ pos: string; size: string; data: string }> })
+        .packets;
+      expect(listed.length).toBe(3);
+      for (const p of listed) {
+        const data = fromHexdump(p.data);
+        expect(data.length).toBe(Number(p.size));
+        // The packet as demuxed starts with its access unit delimiter; the block at its position
+        // (track number, timecode, flags) holds the rest of it.
+        expect(data.subarray(0, 8)).toEqual(Buffer.from([0, 0, 0, 2, 9, 0x50, 0, 0]));
+        const pos = Number(p.pos);
+        expect(file.subarray(pos + 4, pos + 4 + 64)).toEqual(data.subarray(8, 8 + 64));
+      }
+    },
+  );
 
   it(
     'intra-refresh TS: joined mid-refresh, the decoder shows nothing for its first second',
@@ -365,6 +423,15 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     ['PAFF H.264 MP4 (each field its own sample)', paffMp4, {}, { duration: PAFF.seconds }],
     ['PAFF H.264 MP4 0:02-0:04', paffMp4, {}, { start: 2, end: 4, duration: PAFF.seconds }],
     ['PAFF H.264 MKV (each field its own block)', paffMkv, {}, { duration: PAFF.seconds }],
+    ['PAFF H.264 PS (fields across 2 KiB packs)', paffPs, {}, { duration: PAFF.seconds }],
+    ['PAFF H.264 PS 0:02-0:04', paffPs, {}, { start: 2, end: 4, duration: PAFF.seconds }],
+    ['PAFF H.264 MKV with header stripping', paffMkvStripped, {}, { duration: PAFF.seconds }],
+    [
+      'PAFF H.264 MKV with header stripping 0:02-0:04',
+      paffMkvStripped,
+      {},
+      { start: 2, end: 4, duration: PAFF.seconds },
+    ],
   ];
   // A TS with 10 % of its bytes zeroed in the middle: around the damage the decoder hands a
   // picture out late, after later ones (so skipping non-reference pictures on the way to a target
