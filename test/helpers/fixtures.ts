@@ -1834,7 +1834,8 @@ function ebmlSize(size: number, length: number): Buffer {
 }
 
 /** An EBML Void element `total` bytes long (2 to 128). */
-const ebmlVoid = (total: number) => Buffer.concat([Buffer.from([0xec]), ebmlSize(total - 2, 1), Buffer.alloc(total - 2)]);
+const ebmlVoid = (total: number) =>
+  Buffer.concat([Buffer.from([0xec]), ebmlSize(total - 2, 1), Buffer.alloc(total - 2)]);
 
 /**
  * `mkv` (one track, FFmpeg's layout: SeekHead, Void, Info, Tracks, Tags, Clusters of SimpleBlocks,
@@ -1849,7 +1850,8 @@ function stripMatroskaHeaders(mkv: Buffer): Buffer {
   const top = ebmlChildren(buf, segment.start, segment.end);
   const one = (id: number) => {
     const found = top.filter((e) => e.id === id);
-    if (found.length !== 1) throw new Error(`stripMatroskaHeaders: ${found.length} elements ${id.toString(16)}`);
+    if (found.length !== 1)
+      throw new Error(`stripMatroskaHeaders: ${found.length} elements ${id.toString(16)}`);
     return found[0] as ReturnType<typeof ebmlElement>;
   };
   const blocks = top
@@ -1881,7 +1883,10 @@ function stripMatroskaHeaders(mkv: Buffer): Buffer {
   };
   const encodings = element(
     0x6d80,
-    element(0x6240, element(0x5034, Buffer.concat([element(0x4254, Buffer.from([3])), element(0x4255, prefix)]))),
+    element(
+      0x6240,
+      element(0x5034, Buffer.concat([element(0x4254, Buffer.from([3])), element(0x4255, prefix)])),
+    ),
   );
   const tracks = one(0x1654ae6b);
   const tags = one(0x1254c367);
