@@ -237,7 +237,10 @@ describe('fixtures reproduce the real-world lies', () => {
       const offsets = rows.map(([size, pos]) => {
         expect(file.subarray(pos, pos + 4)).toEqual(Buffer.from([0, 0, 1, 0xe2]));
         expect(size).toBeGreaterThan(file.readUInt16BE(pos + 4));
-        const payload = file.subarray(pos + 9 + (file[pos + 8] as number), pos + 6 + file.readUInt16BE(pos + 4));
+        const payload = file.subarray(
+          pos + 9 + (file[pos + 8] as number),
+          pos + 6 + file.readUInt16BE(pos + 4),
+        );
         return payload.indexOf(aud);
       });
       expect(offsets.every((o) => o >= 0)).toBe(true);
@@ -433,6 +436,9 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     ['PAFF H.264 MKV (each field its own block)', paffMkv, {}, { duration: PAFF.seconds }],
     ['PAFF H.264 PS (fields across 2 KiB packs)', paffPs, {}, { duration: PAFF.seconds }],
     ['PAFF H.264 PS 0:02-0:04', paffPs, {}, { start: 2, end: 4, duration: PAFF.seconds }],
+    // Around the frame whose first field has no timestamp: a decode shows it at its second
+    // field's time (4.86 s), then the next frame at 4.88 s.
+    ['PAFF H.264 PS 0:04.84-0:04.92', paffPs, {}, { start: 4.84, end: 4.92, duration: PAFF.seconds }],
     ['PAFF H.264 MKV with header stripping', paffMkvStripped, {}, { duration: PAFF.seconds }],
     [
       'PAFF H.264 MKV with header stripping 0:02-0:04',

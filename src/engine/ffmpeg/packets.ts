@@ -125,6 +125,9 @@ async function readRows(
     for (let i = 0; i < intervals.length; i += INTERVALS_PER_RUN)
       chunks.push(intervals.slice(i, i + INTERVALS_PER_RUN));
   const rows: Row[] = [];
+  // Every packet in decode order, those left out for want of a timestamp too: a field pair is
+  // told from consecutive packets (markSecondFields).
+  const order: Row[] = [];
   // A stream without any timestamp, read from its start: ffmpeg numbers its frames by their
   // durations, so the packets are timed the same way (decode slot j shows at the j-th time).
   const fromStart = !intervals || intervals.every((i) => i.startsWith('%'));
@@ -162,10 +165,6 @@ async function readRows(
           ? undefined
           : dts + BigInt(d.reorderDelay) * (duration && duration > 0n ? duration : 1n)
         : int(fields.pts);
-      if (pts === undefined && dts === undefined) {
-        hole ||= rows.length > 0;
-        continue;
-      }
       const row: Row = {
         pts,
         dts,
@@ -174,6 +173,11 @@ async function readRows(
         pos: num(fields.pos),
         size: num(fields.size),
       };
+      order.push(row);
+      if (pts === undefined && dts === undefined) {
+        hole ||= rows.length > 0;
+        continue;
+      }
       if (hole) row.hole = true;
       rows.push(row);
       hole = false;
@@ -187,7 +191,7 @@ async function readRows(
       if (r.dts !== undefined)
         r.pts = r.dts + BigInt(d.reorderDelay) * (r.duration && r.duration > 0n ? r.duration : 1n);
   }
-  await markSecondFields(path, d, rows);
+  await markSecondFields(path, d, order);
   // Packets before the stream's first keyframe (a capture that opens mid-GOP) stay listed: whether
   // they give a picture is the decoder's to say (HEVC's does, H.264's waits for a recovery point),
   // and a target whose picture a decode from the start does not give shows the frame a sequential
@@ -196,9 +200,12 @@ async function readRows(
 }
 
 /**
- * Marks the rows (decode order) that are a field pair's second field, from their picture headers
- * read in place: H.264 whose SPS allows field pictures (h264.ts), and MPEG-2 in MP4/MOV, where a
- * muxer may store each field as a sample (mpeg2.ts; elsewhere FFmpeg's parser joins the fields).
+ * Marks the rows (every packet, in decode order) that are a field pair's second field, from their
+ * picture headers read in place: H.264 whose SPS allows field pictures (h264.ts), and MPEG-2 in
+ * MP4/MOV, where a muxer may store each field as a sample (mpeg2.ts; elsewhere FFmpeg's parser
+ * joins the fields). A second field whose first field's packet has no timestamp is not marked:
+ * the decoder then shows the pair at the second field's time (a program stream's field whose PES
+ * packet carries another's timestamp, or none).
  */
 async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Promise<void> {
   const h = d.h264;
@@ -211,7 +218,9 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
   else if (h && sps && !sps.frameMbsOnly)
     pictures = await mapFirstSlices(path, h.layout, h.lengthSize, at(), (nal) => nal && sliceInfo(nal, sps));
   else return;
-  for (const [i, second] of secondFields(pictures).entries()) if (second) (rows[i] as Row).second = true;
+  const timed = (r: Row | undefined) => r?.pts !== undefined || r?.dts !== undefined;
+  for (const [i, second] of secondFields(pictures).entries())
+    if (second && timed(rows[i - 1])) (rows[i] as Row).second = true;
 }
 
 /**
