@@ -112,18 +112,22 @@ async function probePackets(path: string, d: VideoDetails, args: string[], signa
   return stdout;
 }
 
-/** The video packets in read order (demux only), within each of `intervals` (ffprobe syntax). */
+/**
+ * The video packets in read order (demux only), within each of `intervals` (ffprobe syntax), read
+ * `perRun` intervals to an ffprobe run. Which run reads an interval changes nothing: ffprobe seeks
+ * for every interval, and the runs' packets are joined in order before any pair of fields is
+ * told, so a pair cut by a run's end is told as one cut by an interval's end.
+ */
 async function readRows(
   path: string,
   d: VideoDetails,
   intervals: string[] | undefined,
   signal: AbortSignal | undefined,
+  perRun = INTERVALS_PER_RUN,
 ): Promise<Array<Row & { pts: bigint }>> {
   const chunks: Array<string[] | undefined> = [];
   if (!intervals) chunks.push(undefined);
-  else
-    for (let i = 0; i < intervals.length; i += INTERVALS_PER_RUN)
-      chunks.push(intervals.slice(i, i + INTERVALS_PER_RUN));
+  else for (let i = 0; i < intervals.length; i += perRun) chunks.push(intervals.slice(i, i + perRun));
   const rows: Row[] = [];
   // Every packet in decode order, those left out for want of a timestamp too: a field pair is
   // told from consecutive packets (markSecondFields).
@@ -457,12 +461,14 @@ function dataEndUs(d: VideoDetails): bigint {
  * Returns null unless every target is provably covered: a run of contiguous packets (each one's
  * dts is the previous one's dts + duration) holds a keyframe at or before the frame displayed at
  * the target and reaches past the target. The caller then lists the whole stream instead.
+ * `intervalsPerRun`: for tests, how many read intervals one ffprobe run takes (see readRows).
  */
 export async function listPacketsNear(
   path: string,
   d: VideoDetails,
   timesMs: number[],
   signal?: AbortSignal,
+  intervalsPerRun = INTERVALS_PER_RUN,
 ): Promise<Packets | null> {
   const sorted = [...new Set(timesMs)].sort((a, b) => a - b);
   const spans: Array<[number, number]> = [];
@@ -479,6 +485,7 @@ export async function listPacketsNear(
     d,
     spans.map(([from, to]) => `${at(from)}%${at(to)}`),
     signal,
+    intervalsPerRun,
   );
 
   const runs: Array<Array<Row & { pts: bigint }>> = [];
