@@ -1,6 +1,7 @@
 /**
  * The fallback's H.264 reader (src/engine/ffmpeg/h264.ts over leading-bytes.ts): each packet's
- * first slice header, read in place from MP4 samples and MPEG-TS PES packets, against FFmpeg's own
+ * first slice header, read in place from MP4 samples, Matroska blocks (header stripping too),
+ * MPEG-TS PES packets and MPEG program streams, against FFmpeg's own
  * bitstream tracer (`trace_headers`) on the same packets; which packets are second fields; and the
  * log rule that lets an IDR entry ignore the frame-number gaps of the GOP a seek landed in.
  */

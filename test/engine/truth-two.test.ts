@@ -4,7 +4,9 @@
  * cut to a fortieth of its length, an HEVC MP4 whose edit list presents a quarter of its samples,
  * an H.264 transport stream joined mid intra-refresh, an HEVC one joined mid-GOP, field pictures
  * each in a packet of its own (MPEG-2 in MP4; H.264 PAFF in a transport stream, as broadcast 1080i
- * carries it, and in MP4), and a transport stream with its middle zeroed (views: 3x3, 6x6, a window). Each run is judged by the corpus oracle
+ * carries it, in MP4, in Matroska, with header stripping too, and in a program stream, where a
+ * field starts mid-PES packet), H.264 in a program stream whose packets mostly carry no
+ * timestamp, and a transport stream with its middle zeroed (views: 3x3, 6x6, a window). Each run is judged by the corpus oracle
  * (fixtures/oracle.mjs: every cell against a single-threaded sequential ffmpeg decode, the clip's
  * extent against ffprobe's packet list by DESIGN §2, frame_times, unreadable cells), and each
  * fixture's lie is checked first, so a test cannot pass because a fixture stopped being hostile.
@@ -25,6 +27,7 @@ import {
   editListMp4,
   FIELD_MP4,
   fieldPicturesMp4,
+  h264Ps,
   hevcCutTs,
   INTRA_REFRESH_TS,
   intraRefreshTs,
@@ -274,6 +277,24 @@ describe('fixtures reproduce the real-world lies', () => {
   );
 
   it(
+    'H.264 PS: most packets carry no timestamp, nor do most of the 300 frames a decode gives',
+    FIXTURE,
+    async () => {
+      const path = await h264Ps();
+      const lines = await packets(path);
+      expect(lines.length).toBe(12 * 25);
+      expect(lines.filter((l) => l.startsWith('N/A,N/A')).length).toBeGreaterThan(lines.length / 2);
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'quiet', '-select_streams', '0', '-show_entries', 'frame=best_effort_timestamp'],
+        ...['-of', 'csv=p=0', path],
+      ]);
+      const frames = stdout.split('\n').filter((l) => /^(\d+|N\/A)/.test(l));
+      expect(frames.length).toBe(12 * 25);
+      expect(frames.filter((l) => l.startsWith('N/A')).length).toBeGreaterThan(frames.length / 2);
+    },
+  );
+
+  it(
     'intra-refresh TS: joined mid-refresh, the decoder shows nothing for its first second',
     FIXTURE,
     async () => {
@@ -440,6 +461,16 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     // field's time (4.86 s), then the next frame at 4.88 s.
     ['PAFF H.264 PS 0:04.84-0:04.92', paffPs, {}, { start: 4.84, end: 4.92, duration: PAFF.seconds }],
     ['PAFF H.264 MKV with header stripping', paffMkvStripped, {}, { duration: PAFF.seconds }],
+    [
+      'progressive H.264 PS (most packets without a timestamp)',
+      h264Ps,
+      {
+        ffmpeg: {
+          why: 'readRows leaves packets without any timestamp out (holes): the frame rule picks among the 11 of 300 that have one',
+          only: /frame_times says|shows the frame at|does not show the frame displayed/,
+        },
+      },
+    ],
     [
       'PAFF H.264 MKV with header stripping 0:02-0:04',
       paffMkvStripped,

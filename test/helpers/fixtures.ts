@@ -1794,6 +1794,19 @@ export function paffMkvStripped(): Promise<string> {
   });
 }
 
+/**
+ * Progressive H.264 (the 12 s index clip of the transport stream tests, 25 fps with B-frames) in
+ * an MPEG-2 program stream: its frames are smaller than a 2 KiB pack, so a PES packet holds
+ * several, and the muxer stamps each with the time of the one whose start it holds first; most
+ * frames' packets have no timestamp at all, and the decoder guesses their times.
+ */
+export function h264Ps(): Promise<string> {
+  return cached('h264-ps', 'vob', { seconds: 12 }, async (out) => {
+    const ts = await indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 });
+    await run('ffmpeg', [...FFMPEG, '-i', ts, '-map', '0:v', '-c', 'copy', '-f', 'vob', ...BITEXACT, out]);
+  });
+}
+
 /** An EBML element of `buf` at `at`: its ID (marker bits kept), its size field and its data. */
 function ebmlElement(buf: Buffer, at: number) {
   const width = (byte: number) => Math.clz32(byte) - 23;
