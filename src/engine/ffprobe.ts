@@ -364,6 +364,7 @@ function nalLayout(s: StreamJson): VideoDetails['nal'] {
 function h264Layout(sampleTable: boolean, formatName: string): Layout | null {
   if (sampleTable) return 'sample';
   if (/\bmpegts\b/.test(formatName)) return 'transport';
+  if (/\bmpeg\b/.test(formatName)) return 'program';
   return /\bmatroska\b/.test(formatName) ? 'block' : null;
 }
 
@@ -371,9 +372,9 @@ function h264Layout(sampleTable: boolean, formatName: string): Layout | null {
 function h264Reading(s: StreamJson, layout: Layout | null): VideoDetails['h264'] {
   if (s.codec_name !== 'h264' || layout === null) return null;
   const extradata = fromHexdump(s.extradata ?? '');
-  // avcC (MP4) says how long its length prefixes are; Annex B has start codes.
+  // avcC (MP4) says how long its length prefixes are; Annex B (MPEG-TS, PS) has start codes.
   const lengthSize = extradata[0] === 1 && extradata.length > 4 ? ((extradata[4] as number) & 3) + 1 : null;
-  if (layout !== 'transport' && lengthSize === null) return null;
+  if (layout !== 'transport' && layout !== 'program' && lengthSize === null) return null;
   return { layout, lengthSize, sps: extradataSps(extradata) };
 }
 

@@ -11,16 +11,41 @@
  * sequential decode (truth-two.test.ts: PAFF MP4 and TS; frame-exact.test.ts: the H.264 TS), and
  * here, for the transport streams, against the frame index the pixels carry.
  */
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extractionStats } from '../../src/engine/ffmpeg/extract.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { runJob } from '../../src/job.js';
-import { fieldPicturesMp4, indexClip, PAFF, paffMkv, paffMp4, paffTs } from '../helpers/fixtures.js';
+import {
+  fieldPicturesMp4,
+  indexClip,
+  PAFF,
+  paffMkv,
+  paffMkvStripped,
+  paffMp4,
+  paffPs,
+  paffTs,
+} from '../helpers/fixtures.js';
+
+const execFileP = promisify(execFile);
+
+/** The timestamps (stream time base) a sequential decode shows its frames at (ffprobe decodes them all). */
+async function decodedPts(path: string): Promise<bigint[]> {
+  const { stdout } = await execFileP('ffprobe', [
+    ...['-v', 'error', '-select_streams', '0', '-show_entries', 'frame=best_effort_timestamp'],
+    ...['-of', 'csv=p=0', path],
+  ]);
+  return stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => BigInt(l.replace(/,$/, '')));
+}
 
 let work: string;
 beforeAll(() => {
@@ -46,6 +71,8 @@ const SUBJECTS: Array<[string, () => Promise<string>]> = [
   ['PAFF H.264 MP4 (each field its own sample)', paffMp4],
   ['PAFF H.264 TS (each field its own PES packet)', paffTs],
   ['PAFF H.264 MKV (each field its own block)', paffMkv],
+  ['PAFF H.264 PS (fields across 2 KiB packs)', paffPs],
+  ['PAFF H.264 MKV with header stripping', paffMkvStripped],
   ['field-coded MPEG-2 MP4 (each field its own sample)', fieldPicturesMp4],
   ['progressive H.264 TS', () => indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 })],
 ];
@@ -67,18 +94,24 @@ describe('ffmpeg engine: no restart on an intact file', () => {
     ['MP4', paffMp4],
     ['TS', paffTs],
     ['MKV', paffMkv],
+    ['PS', paffPs],
+    ['MKV with header stripping', paffMkvStripped],
   ])(
     'PAFF %s: only first fields are frames, one per frame of the stream',
-    async (_, make) => {
+    async (container, make) => {
       const path = await make();
       const d = videoDetails(await probeFile(path), 0);
       const packets = await listAllPackets(path, d);
       // 300 field packets, 150 frames 40 ms apart: each frame's time is its first field's.
       expect(packets.pts).toHaveLength(PAFF.seconds * PAFF.fps);
+      expect(packets.pts).toEqual(await decodedPts(path));
       const [num, den] = d.timeBase;
       const step = den / num / BigInt(PAFF.fps);
       const steps = packets.pts.slice(1).map((p, i) => p - (packets.pts[i] as bigint));
-      expect(new Set(steps)).toEqual(new Set([step]));
+      // In the PS one field's packet carries no timestamp: its frame, shown at its second
+      // field's time (truth-two.test.ts), is 20 ms late.
+      const late = container === 'PS' ? [step / 2n, (step * 3n) / 2n] : [];
+      expect(new Set(steps)).toEqual(new Set([step, ...late]));
     },
     60_000,
   );

@@ -20,6 +20,7 @@ import {
   falseSyncClip,
   indexClip,
   longHeaderMkv,
+  paffMp4,
   TWO_VIDEO_STREAMS,
   truncatedMp4,
   twoVideoStreamsClip,
@@ -197,6 +198,59 @@ describe('listing packets near the targets', () => {
     for (const t of times) {
       const picked = near?.pts[frameAt(near.pts, d, t)];
       expect(picked, `t=${t} ms`).toBe(all.pts[frameAt(all.pts, d, t)]);
+      expect(picked, `t=${t} ms`).toBe(oracle.pts[expectedIndex(oracle, t / 1000)]);
+    }
+  });
+
+  it('a field pair cut by the end of a read interval is told as in a whole listing, whichever ffprobe run reads it (PAFF MP4)', async () => {
+    const clip = await paffMp4();
+    const d = await details(clip);
+    const oracle = await frameTimes(clip);
+    // Packet times (ms) in decode order. An anchor picture (I or P) is decoded before the B
+    // pictures shown before it: no packet before its first field is shown after it, so a read
+    // interval ending 10 ms after that field ends at its second field (ffprobe stops at the
+    // first packet timed at or past an interval's end).
+    const decodeOrder = execFileSync(
+      'ffprobe',
+      ['-v', 'error', '-select_streams', '0', '-show_entries', 'packet=pts_time', '-of', 'csv=p=0', clip],
+      { encoding: 'utf8' },
+    )
+      .trim()
+      .split('\n')
+      .map((l) => Math.round(Number(l) * 1000));
+    const anchors = decodeOrder.filter((t, i) => i % 2 === 0 && decodeOrder.slice(0, i).every((u) => u < t));
+    // Spans 1.5 s apart or more (closer ones are read as one interval), each ending 10 ms after an anchor.
+    const ends: number[] = [];
+    for (const a of anchors) if (a >= 600 && a - (ends.at(-1) ?? -2000) >= 1600) ends.push(a + 10);
+    const times = ends.map((e) => e - 500);
+    expect(times.length).toBeGreaterThanOrEqual(3);
+    for (const e of ends) {
+      const listed = execFileSync(
+        'ffprobe',
+        [
+          ...['-v', 'error', '-select_streams', '0', '-read_intervals', `${(e - 500) / 1000}%${e / 1000}`],
+          ...['-show_entries', 'packet=pts_time', '-of', 'csv=p=0', clip],
+        ],
+        { encoding: 'utf8' },
+      )
+        .trim()
+        .split('\n')
+        .map((l) => Math.round(Number(l) * 1000));
+      // The interval's last packet is the anchor's first field; its second field is not listed.
+      expect(listed.at(-1)).toBe(e - 10);
+      expect(listed).not.toContain(e + 10);
+    }
+    // Every interval in one ffprobe run, and each in a run of its own (every interval's end a
+    // run's end): the same frames, each one the decoder shows, and each target's frame the one
+    // a sequential decode shows there.
+    const together = await listPacketsNear(clip, d, times);
+    const apart = await listPacketsNear(clip, d, times, undefined, 1);
+    expect(together).not.toBeNull();
+    expect(apart?.pts).toEqual(together?.pts);
+    const shown = new Set(oracle.pts);
+    expect((apart?.pts ?? []).filter((p) => !shown.has(p))).toEqual([]);
+    for (const t of [...times, ...ends.map((e) => e - 10)]) {
+      const picked = apart?.pts[frameAt(apart.pts, d, t)];
       expect(picked, `t=${t} ms`).toBe(oracle.pts[expectedIndex(oracle, t / 1000)]);
     }
   });

@@ -1,6 +1,7 @@
 /**
  * The fallback's H.264 reader (src/engine/ffmpeg/h264.ts over leading-bytes.ts): each packet's
- * first slice header, read in place from MP4 samples and MPEG-TS PES packets, against FFmpeg's own
+ * first slice header, read in place from MP4 samples, Matroska blocks (header stripping too),
+ * MPEG-TS PES packets and MPEG program streams, against FFmpeg's own
  * bitstream tracer (`trace_headers`) on the same packets; which packets are second fields; and the
  * log rule that lets an IDR entry ignore the frame-number gaps of the GOP a seek landed in.
  */
@@ -9,9 +10,9 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { troubleWatch } from '../../src/engine/ffmpeg/extract.js';
 import { type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
-import { blockHeader, mapFirstSlices } from '../../src/engine/ffmpeg/leading-bytes.js';
+import { blockHeader, mapFirstSlices, programAccessUnit } from '../../src/engine/ffmpeg/leading-bytes.js';
 import { probeFile, type VideoDetails, videoDetails } from '../../src/engine/ffprobe.js';
-import { indexClip, paffMkv, paffMp4, paffTs } from '../helpers/fixtures.js';
+import { indexClip, paffMkv, paffMkvStripped, paffMp4, paffPs, paffTs } from '../helpers/fixtures.js';
 
 const execFileP = promisify(execFile);
 
@@ -83,6 +84,10 @@ describe('H.264 slice headers read in place', () => {
     ['PAFF MP4', paffMp4, true],
     ['PAFF TS', paffTs, true],
     ['PAFF MKV', paffMkv, true],
+    // Each field starts mid-PES packet, after the previous one's tail, and spans many.
+    ['PAFF PS', paffPs, true],
+    // Each block lacks the 8 bytes its track header stores.
+    ['PAFF MKV with header stripping', paffMkvStripped, true],
     ['progressive MP4', () => indexClip({ seconds: 4, gop: 25 }), false],
     ['progressive TS', () => indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 }), false],
   ];
@@ -112,6 +117,38 @@ describe('H.264 slice headers read in place', () => {
       expect(blockHeader(Buffer.from([0x81, 0, 0, lacing, 0]))).toBeNull();
     expect(blockHeader(Buffer.from([0x00, 0x81]))).toBeNull();
     expect(blockHeader(Buffer.from([0x81, 0x00]))).toBeNull();
+  });
+
+  it('a program stream access unit is read only where it alone starts in its PES packet', () => {
+    const unit = (...bytes: number[]) => Buffer.from([0, 0, 1, ...bytes]);
+    // An MPEG-2 PES packet of video stream 0xe0 (flags, a 5-byte PTS), and an MPEG-2 pack header.
+    const pes = (...payload: Buffer[]) => {
+      const data = Buffer.concat([Buffer.from([0x80, 0x80, 5, 0x21, 0, 1, 0, 1]), ...payload]);
+      const head = Buffer.from([0, 0, 1, 0xe0, 0, 0]);
+      head.writeUInt16BE(data.length, 4);
+      return Buffer.concat([head, data]);
+    };
+    const pack = Buffer.from([0, 0, 1, 0xba, 0x44, 0, 4, 0, 4, 1, 1, 0x89, 0xc3, 0xf8]);
+    const tail = Buffer.from([0x12, 0x34, 0x56]); // the previous unit's last bytes
+    const aud = unit(0x09, 0x50);
+    const sps = unit(0x67, 0x4d, 0x00, 0x1e);
+    const firstSlice = unit(0x65, 0x88, 0x84); // first_mb_in_slice 0
+    const nextSlice = unit(0x65, 0x44, 0x84); // first_mb_in_slice 1
+    // The unit starts mid-payload; its slice is in the next PES packet, after a pack header.
+    const spread = Buffer.concat([pes(tail, aud, sps), pack, pes(firstSlice, nextSlice)]);
+    expect(programAccessUnit(spread)).toEqual(Buffer.concat([aud, sps, firstSlice, nextSlice]));
+    // Two units start in the PES packet: which one is listed there cannot be told.
+    expect(programAccessUnit(pes(aud, firstSlice, aud, firstSlice))).toBeNull();
+    // Without delimiters, a new picture's first slice after the last one starts a unit.
+    expect(programAccessUnit(pes(tail, nextSlice, firstSlice, nextSlice))).toEqual(
+      Buffer.concat([firstSlice, nextSlice]),
+    );
+    expect(programAccessUnit(pes(tail, nextSlice, firstSlice, nextSlice, firstSlice))).toBeNull();
+    // None starts in it (only the previous unit's tail), or it is cut short: nothing is read.
+    expect(programAccessUnit(Buffer.concat([pes(tail), pes(aud, firstSlice)]))).toBeNull();
+    expect(programAccessUnit(pes(tail, aud, firstSlice).subarray(0, 20))).toBeNull();
+    // Not a video PES packet at the position.
+    expect(programAccessUnit(Buffer.concat([pack, pes(aud, firstSlice)]))).toBeNull();
   });
 
   it('a long listing is read in turns: other work runs between its reads', async () => {

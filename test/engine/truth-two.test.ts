@@ -4,7 +4,9 @@
  * cut to a fortieth of its length, an HEVC MP4 whose edit list presents a quarter of its samples,
  * an H.264 transport stream joined mid intra-refresh, an HEVC one joined mid-GOP, field pictures
  * each in a packet of its own (MPEG-2 in MP4; H.264 PAFF in a transport stream, as broadcast 1080i
- * carries it, and in MP4), and a transport stream with its middle zeroed (views: 3x3, 6x6, a window). Each run is judged by the corpus oracle
+ * carries it, in MP4, in Matroska, with header stripping too, and in a program stream, where a
+ * field starts mid-PES packet), H.264 in a program stream whose packets mostly carry no
+ * timestamp, and a transport stream with its middle zeroed (views: 3x3, 6x6, a window). Each run is judged by the corpus oracle
  * (fixtures/oracle.mjs: every cell against a single-threaded sequential ffmpeg decode, the clip's
  * extent against ffprobe's packet list by DESIGN §2, frame_times, unreadable cells), and each
  * fixture's lie is checked first, so a test cannot pass because a fixture stopped being hostile.
@@ -13,6 +15,7 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { fromHexdump } from '../../src/engine/ffmpeg/h264.js';
 import { ENGINES } from '../helpers/cli.js';
 import {
   CUT_MXF,
@@ -24,13 +27,16 @@ import {
   editListMp4,
   FIELD_MP4,
   fieldPicturesMp4,
+  h264Ps,
   hevcCutTs,
   INTRA_REFRESH_TS,
   intraRefreshTs,
   PAFF,
   PARTIAL_WTV,
   paffMkv,
+  paffMkvStripped,
   paffMp4,
+  paffPs,
   paffTs,
   partialWtv,
 } from '../helpers/fixtures.js';
@@ -148,6 +154,8 @@ describe('fixtures reproduce the real-world lies', () => {
     ['TS', paffTs],
     ['MP4', paffMp4],
     ['MKV', paffMkv],
+    ['PS', paffPs],
+    ['MKV with header stripping', paffMkvStripped],
   ] as const) {
     it(
       `PAFF H.264 ${container}: each field picture its own packet of 20 ms, B-frames reordered, one interlaced frame per pair`,
@@ -199,7 +207,11 @@ describe('fixtures reproduce the real-world lies', () => {
         expect(rows.some(([pts, dts]) => pts !== dts)).toBe(true);
         // A clean stream: decoding it says nothing at -v error, and gives one interlaced frame
         // (top field first) per field pair, 40 ms apart.
-        const decoded = await execFileP('ffmpeg', ['-v', 'error', '-nostdin', '-i', path, '-f', 'null', '-']);
+        // (The null muxer's clock is the stream's exact one: in its default 1/25 s, the PS's
+        // start at 0.54 s rounds two frames onto one tick and the muxer, not the decoder, says so.)
+        const decoded = await execFileP('ffmpeg', [
+          ...['-v', 'error', '-nostdin', '-i', path, '-enc_time_base:v', '1/90000', '-f', 'null', '-'],
+        ]);
         expect(decoded.stderr).toBe('');
         const probed = await execFileP('ffprobe', [
           ...[
@@ -215,11 +227,89 @@ describe('fixtures reproduce the real-world lies', () => {
         expect(probed.stdout.split('\n').filter(Boolean)).toEqual(Array(frames).fill('1,1'));
         const shown = await decodedTimes(path);
         const start = shown[0] as number;
-        expect(shown.map((t) => Math.round((t - start) * 1000))).toEqual(shown.map((_, i) => 40 * i));
+        // In the PS one field's packet has no timestamp (the muxer stamps a PES packet with the
+        // access unit that starts in it, and that field starts in none's header): a decode shows
+        // that frame at its second field's time, 20 ms late.
+        const late = shown.map((t, i) => Math.round((t - start) * 1000) - 40 * i).filter((d) => d !== 0);
+        expect(late).toEqual(container === 'PS' ? [20] : []);
         if (container === 'TS') expect(start).toBeGreaterThan(PAFF.offset);
       },
     );
   }
+
+  it(
+    'PAFF H.264 PS: a field starts inside the PES packet at its listed position, after the previous field, and spans more PES packets',
+    FIXTURE,
+    async () => {
+      const path = await paffPs();
+      const file = await readFile(path);
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'error', '-select_streams', '0', '-show_entries', 'packet=pos,size'],
+        ...['-of', 'csv=p=0', path],
+      ]);
+      const rows = stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split(',').map(Number) as [number, number]);
+      const aud = Buffer.from([0, 0, 1, 9]);
+      // Where each field's access unit delimiter sits in the PES packet at its position (an
+      // MPEG-2 PES header: start code, stream id, length, flags, header data length).
+      const offsets = rows.map(([size, pos]) => {
+        expect(file.subarray(pos, pos + 4)).toEqual(Buffer.from([0, 0, 1, 0xe2]));
+        expect(size).toBeGreaterThan(file.readUInt16BE(pos + 4));
+        const payload = file.subarray(
+          pos + 9 + (file[pos + 8] as number),
+          pos + 6 + file.readUInt16BE(pos + 4),
+        );
+        return payload.indexOf(aud);
+      });
+      expect(offsets.every((o) => o >= 0)).toBe(true);
+      expect(offsets.filter((o) => o > 0).length).toBe(rows.length - 1);
+    },
+  );
+
+  it(
+    'PAFF H.264 MKV with header stripping: each block lacks the 8 leading bytes every frame shares',
+    FIXTURE,
+    async () => {
+      const path = await paffMkvStripped();
+      const file = await readFile(path);
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'error', '-select_streams', '0', '-read_intervals', '%+#3'],
+        ...['-show_entries', 'packet=pos,size,data', '-show_data', '-of', 'json', path],
+      ]);
+      const listed = (JSON.parse(stdout) as { packets: Array<{ pos: string; size: string; data: string }> })
+        .packets;
+      expect(listed.length).toBe(3);
+      for (const p of listed) {
+        const data = fromHexdump(p.data);
+        expect(data.length).toBe(Number(p.size));
+        // The packet as demuxed starts with its access unit delimiter; the block at its position
+        // (track number, timecode, flags) holds the rest of it.
+        expect(data.subarray(0, 8)).toEqual(Buffer.from([0, 0, 0, 2, 9, 0x50, 0, 0]));
+        const pos = Number(p.pos);
+        expect(file.subarray(pos + 4, pos + 4 + 64)).toEqual(data.subarray(8, 8 + 64));
+      }
+    },
+  );
+
+  it(
+    'H.264 PS: most packets carry no timestamp, nor do most of the 300 frames a decode gives',
+    FIXTURE,
+    async () => {
+      const path = await h264Ps();
+      const lines = await packets(path);
+      expect(lines.length).toBe(12 * 25);
+      expect(lines.filter((l) => l.startsWith('N/A,N/A')).length).toBeGreaterThan(lines.length / 2);
+      const { stdout } = await execFileP('ffprobe', [
+        ...['-v', 'quiet', '-select_streams', '0', '-show_entries', 'frame=best_effort_timestamp'],
+        ...['-of', 'csv=p=0', path],
+      ]);
+      const frames = stdout.split('\n').filter((l) => /^(\d+|N\/A)/.test(l));
+      expect(frames.length).toBe(12 * 25);
+      expect(frames.filter((l) => l.startsWith('N/A')).length).toBeGreaterThan(frames.length / 2);
+    },
+  );
 
   it(
     'intra-refresh TS: joined mid-refresh, the decoder shows nothing for its first second',
@@ -383,6 +473,28 @@ describe.concurrent('every engine shows what a sequential decode shows (corpus o
     ['PAFF H.264 MP4 (each field its own sample)', paffMp4, {}, { duration: PAFF.seconds }],
     ['PAFF H.264 MP4 0:02-0:04', paffMp4, {}, { start: 2, end: 4, duration: PAFF.seconds }],
     ['PAFF H.264 MKV (each field its own block)', paffMkv, {}, { duration: PAFF.seconds }],
+    ['PAFF H.264 PS (fields across 2 KiB packs)', paffPs, {}, { duration: PAFF.seconds }],
+    ['PAFF H.264 PS 0:02-0:04', paffPs, {}, { start: 2, end: 4, duration: PAFF.seconds }],
+    // Around the frame whose first field has no timestamp: a decode shows it at its second
+    // field's time (4.86 s), then the next frame at 4.88 s.
+    ['PAFF H.264 PS 0:04.84-0:04.92', paffPs, {}, { start: 4.84, end: 4.92, duration: PAFF.seconds }],
+    ['PAFF H.264 MKV with header stripping', paffMkvStripped, {}, { duration: PAFF.seconds }],
+    [
+      'progressive H.264 PS (most packets without a timestamp)',
+      h264Ps,
+      {
+        ffmpeg: {
+          why: 'readRows leaves packets without any timestamp out (holes): the frame rule picks among the 11 of 300 that have one',
+          only: /frame_times says|shows the frame at|does not show the frame displayed/,
+        },
+      },
+    ],
+    [
+      'PAFF H.264 MKV with header stripping 0:02-0:04',
+      paffMkvStripped,
+      {},
+      { start: 2, end: 4, duration: PAFF.seconds },
+    ],
   ];
   // A TS with 10 % of its bytes zeroed in the middle: around the damage the decoder hands a
   // picture out late, after later ones (so skipping non-reference pictures on the way to a target

@@ -1766,6 +1766,164 @@ export function paffMkv(): Promise<string> {
   });
 }
 
+/**
+ * The same PAFF H.264 in an MPEG-2 program stream (`-f vob`, as DVD-style recorders write it):
+ * each field its own packet once demuxed, but the stream is cut into 2 KiB packs regardless of
+ * the fields, so a field starts in the middle of a PES packet's payload, after the previous
+ * field's tail, and spans many PES packets.
+ */
+export function paffPs(): Promise<string> {
+  return cached('paff-h264', 'vob', PAFF, async (out) => {
+    await run('ffmpeg', [
+      ...[...FFMPEG, '-i', await paffMp4(), '-map', '0:v', '-c', 'copy'],
+      // A program stream carries Annex B; the PS muxer does not convert MP4's NAL units itself.
+      ...['-bsf:v', 'h264_mp4toannexb', '-f', 'vob', ...BITEXACT, out],
+    ]);
+  });
+}
+
+/**
+ * The PAFF MKV with header stripping (Matroska ContentCompression, algorithm 3): the bytes every
+ * frame starts with (its access unit delimiter and the start of the next NAL unit's length) are
+ * stored once in the track header and left out of every block, as mkvmerge's header removal
+ * compression did. (mkvmerge now offers it for MPEG-4 part 2 only, so the file is rewritten here.)
+ */
+export function paffMkvStripped(): Promise<string> {
+  return cached('paff-h264-stripped', 'mkv', PAFF, async (out) => {
+    await writeFile(out, stripMatroskaHeaders(await readFile(await paffMkv())));
+  });
+}
+
+/**
+ * Progressive H.264 (the 12 s index clip of the transport stream tests, 25 fps with B-frames) in
+ * an MPEG-2 program stream: its frames are smaller than a 2 KiB pack, so a PES packet holds
+ * several, and the muxer stamps each with the time of the one whose start it holds first; most
+ * frames' packets have no timestamp at all, and the decoder guesses their times.
+ */
+export function h264Ps(): Promise<string> {
+  return cached('h264-ps', 'vob', { seconds: 12 }, async (out) => {
+    const ts = await indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 });
+    await run('ffmpeg', [...FFMPEG, '-i', ts, '-map', '0:v', '-c', 'copy', '-f', 'vob', ...BITEXACT, out]);
+  });
+}
+
+/** An EBML element of `buf` at `at`: its ID (marker bits kept), its size field and its data. */
+function ebmlElement(buf: Buffer, at: number) {
+  const width = (byte: number) => Math.clz32(byte) - 23;
+  const idLength = width(buf[at] as number);
+  // Sizes may be 8 bytes wide (more than readUIntBE takes); files here are far below 2^53.
+  const uint = (from: number, length: number, marker: boolean) => {
+    let v = marker ? (buf[from] as number) : (buf[from] as number) & (0xff >> length);
+    for (let i = 1; i < length; i++) v = v * 256 + (buf[from + i] as number);
+    return v;
+  };
+  const id = uint(at, idLength, true);
+  const sizeAt = at + idLength;
+  const sizeLength = width(buf[sizeAt] as number);
+  const size = uint(sizeAt, sizeLength, false);
+  const start = sizeAt + sizeLength;
+  return { id, at, sizeAt, sizeLength, start, end: start + size };
+}
+
+/** The children of an EBML master element's data. */
+function ebmlChildren(buf: Buffer, from: number, to: number) {
+  const out: Array<ReturnType<typeof ebmlElement>> = [];
+  for (let at = from; at < to; ) {
+    const e = ebmlElement(buf, at);
+    out.push(e);
+    at = e.end;
+  }
+  return out;
+}
+
+/** An EBML size field of `length` bytes (the original field's width, so nothing else moves). */
+function ebmlSize(size: number, length: number): Buffer {
+  if (size >= 2 ** (7 * length) - 1) throw new Error(`EBML size ${size} does not fit ${length} bytes`);
+  const b = Buffer.alloc(length);
+  let v = size;
+  for (let i = length - 1; i >= 0; i--, v = Math.floor(v / 256)) b[i] = v % 256;
+  b[0] = (b[0] as number) | (0x100 >> length);
+  return b;
+}
+
+/** An EBML Void element `total` bytes long (2 to 128). */
+const ebmlVoid = (total: number) =>
+  Buffer.concat([Buffer.from([0xec]), ebmlSize(total - 2, 1), Buffer.alloc(total - 2)]);
+
+/**
+ * `mkv` (one track, FFmpeg's layout: SeekHead, Void, Info, Tracks, Tags, Clusters of SimpleBlocks,
+ * Cues) with header stripping: the longest prefix all frames share is left out of each block (a
+ * Void after it keeps every position, so the Cues still hold) and declared in the track's
+ * ContentEncodings, which take the place of the Tags (its SeekHead entry becomes a Void).
+ */
+function stripMatroskaHeaders(mkv: Buffer): Buffer {
+  const buf = Buffer.from(mkv);
+  const segment = ebmlChildren(buf, 0, buf.length).find((e) => e.id === 0x18538067);
+  if (!segment) throw new Error('stripMatroskaHeaders: no Segment');
+  const top = ebmlChildren(buf, segment.start, segment.end);
+  const one = (id: number) => {
+    const found = top.filter((e) => e.id === id);
+    if (found.length !== 1)
+      throw new Error(`stripMatroskaHeaders: ${found.length} elements ${id.toString(16)}`);
+    return found[0] as ReturnType<typeof ebmlElement>;
+  };
+  const blocks = top
+    .filter((e) => e.id === 0x1f43b675)
+    .flatMap((c) => ebmlChildren(buf, c.start, c.end).filter((e) => e.id === 0xa3));
+  // A SimpleBlock: track number (one byte here), 16-bit timecode, flags, then the frame.
+  const frame = (b: { start: number; end: number }) => buf.subarray(b.start + 4, b.end);
+  let prefix = frame(blocks[0] as ReturnType<typeof ebmlElement>);
+  for (const b of blocks) {
+    const f = frame(b);
+    let n = 0;
+    while (n < prefix.length && n < f.length && prefix[n] === f[n]) n++;
+    prefix = prefix.subarray(0, n);
+  }
+  prefix = Buffer.from(prefix.subarray(0, 64));
+  const k = prefix.length;
+  if (k < 2) throw new Error('stripMatroskaHeaders: the frames share fewer than 2 leading bytes');
+  for (const b of blocks) {
+    buf.set(ebmlSize(b.end - b.start - k, b.sizeLength), b.sizeAt);
+    buf.copyWithin(b.start + 4, b.start + 4 + k, b.end);
+    buf.set(ebmlVoid(k), b.end - k);
+  }
+  // ContentEncodings > ContentEncoding > ContentCompression > (ContentCompAlgo 3, ContentCompSettings).
+  const element = (id: number, data: Buffer) => {
+    const idBytes = Buffer.alloc(4);
+    idBytes.writeUInt32BE(id);
+    const ID = idBytes.subarray(idBytes.findIndex((x) => x !== 0));
+    return Buffer.concat([ID, ebmlSize(data.length, 1), data]);
+  };
+  const encodings = element(
+    0x6d80,
+    element(
+      0x6240,
+      element(0x5034, Buffer.concat([element(0x4254, Buffer.from([3])), element(0x4255, prefix)])),
+    ),
+  );
+  const tracks = one(0x1654ae6b);
+  const tags = one(0x1254c367);
+  const track = ebmlChildren(buf, tracks.start, tracks.end).find((e) => e.id === 0xae);
+  if (!track || tracks.end !== tags.at || tags.end - tags.at < encodings.length + 2)
+    throw new Error('stripMatroskaHeaders: not the layout expected');
+  // The SeekHead's entry for the Tags becomes a Void of the same length.
+  const seekHead = one(0x114d9b74);
+  const tagsSeek = ebmlChildren(buf, seekHead.start, seekHead.end).find((s) =>
+    buf.subarray(s.start, s.end).includes(Buffer.from([0x53, 0xab, 0x84, 0x12, 0x54, 0xc3, 0x67])),
+  );
+  if (!tagsSeek) throw new Error('stripMatroskaHeaders: no SeekHead entry for the Tags');
+  buf.set(ebmlVoid(tagsSeek.end - tagsSeek.at), tagsSeek.at);
+  buf.set(ebmlSize(track.end - track.start + encodings.length, track.sizeLength), track.sizeAt);
+  buf.set(ebmlSize(tracks.end - tracks.start + encodings.length, tracks.sizeLength), tracks.sizeAt);
+  return Buffer.concat([
+    buf.subarray(0, track.end),
+    encodings,
+    buf.subarray(track.end, tracks.end),
+    ebmlVoid(tags.end - tags.at - encodings.length),
+    buf.subarray(tags.end),
+  ]);
+}
+
 // --- 5. Engine truth, round two (issue 24): real-world lies the first round did not cover -------
 
 /** What {@link cutLongGopMxf} holds: the declared length, and how much of its data is left. */

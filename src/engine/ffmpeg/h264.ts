@@ -62,6 +62,35 @@ export function firstSlice(data: Buffer, lengthSize: number | null): Buffer | nu
   return null;
 }
 
+/**
+ * Where the one access unit that starts in the first `within` bytes of Annex B data `es` begins
+ * (the offset of its first NAL unit's start code); null when none or several start there. An
+ * access unit starts at an access unit delimiter, SPS, PPS, SEI or NAL unit type 14 to 18, or at
+ * a slice of a new picture (first_mb_in_slice 0), whichever comes first after the last slice of
+ * the previous picture (H.264 7.4.1.2.3). `es` may start anywhere: what comes before its first
+ * slice is taken for an access unit's start, so a unit that began earlier is counted again and
+ * the answer is null, never another unit's.
+ */
+export function accessUnitStart(es: Buffer, within: number): number | null {
+  let found: number | null = null;
+  // A slice was the last unit: what may start an access unit starts one.
+  let afterSlice = true;
+  for (let i = es.indexOf(START); i >= 0 && i < within; i = es.indexOf(START, i + 3)) {
+    const header = es[i + 3];
+    if (header === undefined) break;
+    const type = header & 0x1f;
+    const slice = type === 1 || type === 5;
+    const opens =
+      [6, 7, 8, 9, 14, 15, 16, 17, 18].includes(type) || (slice && ((es[i + 4] ?? 0) & 0x80) !== 0);
+    if (opens && afterSlice) {
+      if (found !== null) return null;
+      found = i;
+    }
+    if (slice || opens) afterSlice = slice;
+  }
+  return found;
+}
+
 /** What a slice NAL unit (header byte first) says; null where its header cannot be read. */
 export function sliceInfo(nal: Buffer, sps: Sps): SliceInfo | null {
   const b = new Bits(rbsp(nal.subarray(0, 32)), 8);

@@ -112,19 +112,26 @@ async function probePackets(path: string, d: VideoDetails, args: string[], signa
   return stdout;
 }
 
-/** The video packets in read order (demux only), within each of `intervals` (ffprobe syntax). */
+/**
+ * The video packets in read order (demux only), within each of `intervals` (ffprobe syntax), read
+ * `perRun` intervals to an ffprobe run. Which run reads an interval changes nothing: ffprobe seeks
+ * for every interval, and the runs' packets are joined in order before any pair of fields is
+ * told, so a pair cut by a run's end is told as one cut by an interval's end.
+ */
 async function readRows(
   path: string,
   d: VideoDetails,
   intervals: string[] | undefined,
   signal: AbortSignal | undefined,
+  perRun = INTERVALS_PER_RUN,
 ): Promise<Array<Row & { pts: bigint }>> {
   const chunks: Array<string[] | undefined> = [];
   if (!intervals) chunks.push(undefined);
-  else
-    for (let i = 0; i < intervals.length; i += INTERVALS_PER_RUN)
-      chunks.push(intervals.slice(i, i + INTERVALS_PER_RUN));
+  else for (let i = 0; i < intervals.length; i += perRun) chunks.push(intervals.slice(i, i + perRun));
   const rows: Row[] = [];
+  // Every packet in decode order, those left out for want of a timestamp too: a field pair is
+  // told from consecutive packets (markSecondFields).
+  const order: Row[] = [];
   // A stream without any timestamp, read from its start: ffmpeg numbers its frames by their
   // durations, so the packets are timed the same way (decode slot j shows at the j-th time).
   const fromStart = !intervals || intervals.every((i) => i.startsWith('%'));
@@ -162,10 +169,6 @@ async function readRows(
           ? undefined
           : dts + BigInt(d.reorderDelay) * (duration && duration > 0n ? duration : 1n)
         : int(fields.pts);
-      if (pts === undefined && dts === undefined) {
-        hole ||= rows.length > 0;
-        continue;
-      }
       const row: Row = {
         pts,
         dts,
@@ -174,6 +177,11 @@ async function readRows(
         pos: num(fields.pos),
         size: num(fields.size),
       };
+      order.push(row);
+      if (pts === undefined && dts === undefined) {
+        hole ||= rows.length > 0;
+        continue;
+      }
       if (hole) row.hole = true;
       rows.push(row);
       hole = false;
@@ -187,7 +195,7 @@ async function readRows(
       if (r.dts !== undefined)
         r.pts = r.dts + BigInt(d.reorderDelay) * (r.duration && r.duration > 0n ? r.duration : 1n);
   }
-  await markSecondFields(path, d, rows);
+  await markSecondFields(path, d, order);
   // Packets before the stream's first keyframe (a capture that opens mid-GOP) stay listed: whether
   // they give a picture is the decoder's to say (HEVC's does, H.264's waits for a recovery point),
   // and a target whose picture a decode from the start does not give shows the frame a sequential
@@ -196,9 +204,12 @@ async function readRows(
 }
 
 /**
- * Marks the rows (decode order) that are a field pair's second field, from their picture headers
- * read in place: H.264 whose SPS allows field pictures (h264.ts), and MPEG-2 in MP4/MOV, where a
- * muxer may store each field as a sample (mpeg2.ts; elsewhere FFmpeg's parser joins the fields).
+ * Marks the rows (every packet, in decode order) that are a field pair's second field, from their
+ * picture headers read in place: H.264 whose SPS allows field pictures (h264.ts), and MPEG-2 in
+ * MP4/MOV, where a muxer may store each field as a sample (mpeg2.ts; elsewhere FFmpeg's parser
+ * joins the fields). A second field whose first field's packet has no timestamp is not marked:
+ * the decoder then shows the pair at the second field's time (a program stream's field whose PES
+ * packet carries another's timestamp, or none).
  */
 async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Promise<void> {
   const h = d.h264;
@@ -211,7 +222,9 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
   else if (h && sps && !sps.frameMbsOnly)
     pictures = await mapFirstSlices(path, h.layout, h.lengthSize, at(), (nal) => nal && sliceInfo(nal, sps));
   else return;
-  for (const [i, second] of secondFields(pictures).entries()) if (second) (rows[i] as Row).second = true;
+  const timed = (r: Row | undefined) => r?.pts !== undefined || r?.dts !== undefined;
+  for (const [i, second] of secondFields(pictures).entries())
+    if (second && timed(rows[i - 1])) (rows[i] as Row).second = true;
 }
 
 /**
@@ -448,12 +461,14 @@ function dataEndUs(d: VideoDetails): bigint {
  * Returns null unless every target is provably covered: a run of contiguous packets (each one's
  * dts is the previous one's dts + duration) holds a keyframe at or before the frame displayed at
  * the target and reaches past the target. The caller then lists the whole stream instead.
+ * `intervalsPerRun`: for tests, how many read intervals one ffprobe run takes (see readRows).
  */
 export async function listPacketsNear(
   path: string,
   d: VideoDetails,
   timesMs: number[],
   signal?: AbortSignal,
+  intervalsPerRun = INTERVALS_PER_RUN,
 ): Promise<Packets | null> {
   const sorted = [...new Set(timesMs)].sort((a, b) => a - b);
   const spans: Array<[number, number]> = [];
@@ -470,6 +485,7 @@ export async function listPacketsNear(
     d,
     spans.map(([from, to]) => `${at(from)}%${at(to)}`),
     signal,
+    intervalsPerRun,
   );
 
   const runs: Array<Array<Row & { pts: bigint }>> = [];
