@@ -132,8 +132,16 @@ async function readRows(
   // Every packet in decode order, those left out for want of a timestamp too: a field pair is
   // told from consecutive packets (markSecondFields).
   const order: Row[] = [];
-  // A stream without any timestamp, read from its start: ffmpeg numbers its frames by their
-  // durations, so the packets are timed the same way (decode slot j shows at the j-th time).
+  // A packet without any timestamp is decoded one packet duration after the one before it: a
+  // stream without any timestamp, read from its start, from 0 (ffmpeg numbers its frames by their
+  // durations, so the packets are timed the same way: decode slot j shows at the j-th time);
+  // one whose muxer stamped only some packets (a program stream's PES packet holding several
+  // small frames is stamped with the time of the first that starts in it), from the last decode
+  // time given. withPts then places their frames among the times shown. Not where a packet may be
+  // a field picture (H.264 whose SPS allows fields, or that cannot be read): a frame whose first
+  // field has no timestamp is shown at its second field's, and markSecondFields tells those apart
+  // by the missing timestamp.
+  const fieldsPossible = d.codec === 'h264' && d.h264?.sps?.frameMbsOnly !== true;
   const fromStart = !intervals || intervals.every((i) => i.startsWith('%'));
   let clock: bigint | null = fromStart ? 0n : null;
   let hole = false;
@@ -156,10 +164,12 @@ async function readRows(
       if (fields.size === undefined) continue;
       let dts = int(fields.dts);
       const duration = int(fields.duration);
-      if (dts !== undefined || int(fields.pts) !== undefined) clock = null;
-      else if (clock !== null && duration !== undefined && duration > 0n) {
+      const step = duration !== undefined && duration > 0n ? duration : undefined;
+      if (dts !== undefined) clock = step === undefined || fieldsPossible ? null : dts + step;
+      else if (int(fields.pts) !== undefined) clock = null;
+      else if (clock !== null && step !== undefined) {
         dts = clock;
-        clock += duration;
+        clock += step;
       }
       // Without usable pts, a frame is shown at the dts of the packet `reorderDelay` later (CFR
       // decode order: one packet duration each); the keyframe of a closed GOP is shown in its

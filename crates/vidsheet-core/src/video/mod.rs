@@ -133,6 +133,12 @@ pub(crate) struct VideoSource {
     seen_pts: BTreeSet<i64>,
     /// How this stream's packets are read for a lone field picture ([`fields`]).
     fields: fields::FieldReader,
+    /// Whether a packet without any timestamp is timed by the clock below (not where a packet
+    /// may hold a field picture: see `time_untimed` in pump.rs).
+    times_untimed: bool,
+    /// The decode time of the next packet: the last decode time read since the last
+    /// repositioning plus that packet's duration; None when not known.
+    clock: Option<i64>,
     /// The last packet held a lone field picture that opens a frame: its structure and whether
     /// it was skipped (its second field, the next packet, follows that decision).
     first_field: Option<(u8, bool)>,

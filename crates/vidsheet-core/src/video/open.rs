@@ -6,7 +6,7 @@ use ff::ffi;
 use ff::format::context::Input;
 use ffmpeg_next as ff;
 
-use super::{fields, reach, recover, refs, VideoSource};
+use super::{fields, h264, reach, recover, refs, VideoSource};
 use crate::decode_log::DecodeLog;
 use crate::error::{Error, Result};
 use crate::media::{self, Container};
@@ -189,6 +189,9 @@ impl VideoSource {
             target_pos: 0,
             seen_pts: BTreeSet::new(),
             fields: fields::FieldReader::of_stream(decoder_id, unsafe { (*st).codecpar }),
+            times_untimed: decoder_id != ff::codec::Id::H264
+                || h264::stream_sps(unsafe { (*st).codecpar }).is_some_and(|s| s.frame_mbs_only),
+            clock: None,
             first_field: None,
             skip_nonref: true,
             skippable_sent: 0,

@@ -122,6 +122,7 @@ impl VideoSource {
         self.refs.reposition();
         self.last_pts = None;
         self.last_key_pts = None;
+        self.clock = None;
         self.seen_pts.clear();
         self.skippable_at_reposition = self.skippable_sent;
         self.packet_failed = false;
