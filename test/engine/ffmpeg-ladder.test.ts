@@ -11,11 +11,9 @@
  * sequential decode (truth-two.test.ts: PAFF MP4 and TS; frame-exact.test.ts: the H.264 TS), and
  * here, for the transport streams, against the frame index the pixels carry.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extractionStats } from '../../src/engine/ffmpeg/extract.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
@@ -32,20 +30,7 @@ import {
   paffPs,
   paffTs,
 } from '../helpers/fixtures.js';
-
-const execFileP = promisify(execFile);
-
-/** The timestamps (stream time base) a sequential decode shows its frames at (ffprobe decodes them all). */
-async function decodedPts(path: string): Promise<bigint[]> {
-  const { stdout } = await execFileP('ffprobe', [
-    ...['-v', 'error', '-select_streams', '0', '-show_entries', 'frame=best_effort_timestamp'],
-    ...['-of', 'csv=p=0', path],
-  ]);
-  return stdout
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => BigInt(l.replace(/,$/, '')));
-}
+import { decodedPts } from '../helpers/oracle.js';
 
 let work: string;
 beforeAll(() => {
@@ -104,7 +89,8 @@ describe('ffmpeg engine: no restart on an intact file', () => {
       const packets = await listAllPackets(path, d);
       // 300 field packets, 150 frames 40 ms apart: each frame's time is its first field's.
       expect(packets.pts).toHaveLength(PAFF.seconds * PAFF.fps);
-      expect(packets.pts).toEqual(await decodedPts(path));
+      // Each frame at the time a sequential decode shows it (ffprobe decodes every frame).
+      expect(packets.pts).toEqual((await decodedPts(path, 0)).pts);
       const [num, den] = d.timeBase;
       const step = den / num / BigInt(PAFF.fps);
       const steps = packets.pts.slice(1).map((p, i) => p - (packets.pts[i] as bigint));

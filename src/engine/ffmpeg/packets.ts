@@ -177,7 +177,7 @@ async function readRows(
       const pts = d.ptsFromDts
         ? dts === undefined
           ? undefined
-          : dts + BigInt(d.reorderDelay) * (duration && duration > 0n ? duration : 1n)
+          : dts + BigInt(d.reorderDelay) * (step ?? 1n)
         : int(fields.pts);
       const row: Row = {
         pts,
