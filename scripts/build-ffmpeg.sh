@@ -11,16 +11,19 @@
 # libavformat, libswscale, libavutil); libswresample is built too because FFmpeg 5.1's native Opus
 # decoder depends on it (without it Opus audio in WebM/MKV/MP4 would not decode).
 #
-# The result goes to ${VIDSHEET_FFMPEG_CACHE:-$HOME/.cache/vidsheet/ffmpeg}/<key>, where <key> is the
-# sha256 of the three source package versions (with their .dsc hashes), the exact configure lines,
+# Each source package is the newest version apt lists whose files can be fetched and match its .dsc
+# (see resolve_source). The result goes to ${VIDSHEET_FFMPEG_CACHE:-$HOME/.cache/vidsheet/ffmpeg}/<key>,
+# where <key> is the sha256 of the fetched versions and their .dsc files' hashes, the exact configure lines,
 # the architecture and the build-relevant part of this script. When that prefix is already complete
 # (its `.complete` marker is written last) nothing is rebuilt. The prefix is always the last line on
 # stdout; everything else goes to stderr. The prefix also holds build-info.txt (source versions,
-# .dsc URIs, configure lines) and licenses/ (FFmpeg's COPYING.LGPLv2.1, dav1d's and zlib's licences,
+# .dsc hashes and URIs, newer versions skipped, configure lines) and licenses/ (FFmpeg's COPYING.LGPLv2.1, dav1d's and zlib's licences,
 # Debian's copyright files), to ship with the binding.
 #
 #   scripts/build-ffmpeg.sh          build if needed, print the prefix
-#   scripts/build-ffmpeg.sh --key    print only the cache key (e.g. for a CI cache), build nothing
+#   scripts/build-ffmpeg.sh --key      print only the cache key (e.g. for a CI cache), build nothing
+#   scripts/build-ffmpeg.sh --sources  print the source versions it would build and their .dsc hashes
+# Both fetch the source packages (into the cache root's sources/) to know which versions can be had.
 #
 # Link the binding against it (a separate target dir keeps the system-FFmpeg dev build untouched):
 #   prefix=$(scripts/build-ffmpeg.sh | tail -n1)
@@ -40,7 +43,8 @@ mode=build
 case "${1:-}" in
   "") ;;
   --key) mode=key ;;
-  *) echo "usage: $0 [--key]" >&2; exit 2 ;;
+  --sources) mode=sources ;;
+  *) echo "usage: $0 [--key | --sources]" >&2; exit 2 ;;
 esac
 
 script_path="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
@@ -66,21 +70,80 @@ ensure_deb_src() {
   as_root apt-get update -qq
 }
 
-# The source package apt would fetch: "<dsc file name> <sha256> <dsc uri>".
-source_identity() {
-  apt-get source --print-uris -qq --only-source "$1" |
-    awk '$2 ~ /\.dsc$/ { gsub("\x27", "", $1); sub("^SHA256:", "", $4); print $2, $4, $1; exit }'
+# Which version of each source package to build: the newest that apt lists (any suite) whose files
+# can be fetched and whose every file matches the sha256 its .dsc lists. A listed version is not
+# always downloadable (a security update is indexed before its sources reach the mirror), so older
+# listed versions are tried in turn. Fetched packages stay in $cache_root/sources, where apt-get
+# skips files it already has: a later run downloads nothing it has, offline too.
+src_cache="$cache_root/sources"
+apt_sandbox=() # as root, apt's download user cannot write to the cache: fetch as root, quietly
+[ "$(id -u)" -ne 0 ] || apt_sandbox=(-o APT::Sandbox::User=root)
+
+listed_versions() { # $1 package -> its source versions, newest first (Debian order)
+  local v sorted=() i
+  while IFS= read -r v; do
+    for ((i = ${#sorted[@]}; i > 0; i--)); do
+      dpkg --compare-versions "$v" gt "${sorted[i - 1]}" || break
+      sorted[i]="${sorted[i - 1]}"
+    done
+    sorted[i]="$v"
+  done < <(apt-cache showsrc --only-source "$1" 2>/dev/null |
+    awk -v p="$1" '/^Package: /{ n = $2 } /^Version: / && n == p { print $2 }' | sort -u)
+  ((${#sorted[@]})) && printf '%s\n' "${sorted[@]}"
 }
 
+dsc_matches() { # $1 .dsc: every file it lists is there with its sha256
+  local dir listed
+  dir="$(dirname "$1")"
+  listed="$(awk '/^Checksums-Sha256:/ { f = 1; next } /^[^ ]/ { f = 0 } f && NF == 3 { print $1 "  " $3 }' "$1")"
+  [ -n "$listed" ] && (cd "$dir" && sha256sum --check --quiet --strict <<<"$listed" >/dev/null 2>&1)
+}
+
+# Fetches the package; prints "<version> <sha256 of its .dsc> <.dsc path>", the newest that works.
+resolve_source() { # $1 package
+  local version dir dsc tried=()
+  while IFS= read -r version; do
+    dir="$src_cache/$1/${version//:/%3a}"
+    mkdir -p "$dir"
+    if ! (cd "$dir" && apt-get "${apt_sandbox[@]}" source --download-only -qq --only-source "$1=$version" >&2); then
+      tried+=("$version: could not be fetched")
+      rm -rf "$dir"
+      continue
+    fi
+    dsc="$(find "$dir" -maxdepth 1 -name '*.dsc' | head -n1)"
+    if [ -z "$dsc" ] || ! dsc_matches "$dsc"; then
+      tried+=("$version: its files do not match its .dsc")
+      rm -rf "$dir"
+      continue
+    fi
+    find "$src_cache/$1" -mindepth 1 -maxdepth 1 ! -path "$dir" -exec rm -rf {} + # older fetches
+    if ((${#tried[@]})); then
+      log "$1: using $version; newer: ${tried[*]}"
+      printf '%s\n' "${tried[@]}" >"$dir/.newer-skipped"
+    else
+      rm -f "$dir/.newer-skipped"
+    fi
+    echo "$version $(sha256sum <"$dsc" | cut -c1-64) $dsc"
+    return 0
+  done < <(listed_versions "$1")
+  log "$1: no version apt lists could be fetched and matched its .dsc (${tried[*]:-apt lists none})"
+  return 1
+}
+
+resolve_all() {
+  zlib_src="$(resolve_source zlib)" && dav1d_src="$(resolve_source dav1d)" &&
+    ffmpeg_src="$(resolve_source ffmpeg)"
+}
 ensure_deb_src
-zlib_src="$(source_identity zlib)"
-dav1d_src="$(source_identity dav1d)"
-ffmpeg_src="$(source_identity ffmpeg)"
-for s in "$zlib_src" "$dav1d_src" "$ffmpeg_src"; do
-  [ -n "$s" ] || { log "apt-get source --print-uris found no source package (zlib, dav1d, ffmpeg)"; exit 1; }
-done
-# "ffmpeg_5.1.6-0+deb12u1.dsc" -> "5.1.6-0+deb12u1"
-dsc_version() { local n="${1%% *}"; n="${n%.dsc}"; echo "${n#*_}"; }
+if ! resolve_all; then # apt's lists may be older than the mirror: refresh them once
+  log "refreshing apt's package lists and trying again"
+  as_root apt-get update -qq
+  resolve_all
+fi
+if [ "$mode" = sources ]; then
+  printf '%s %s\n' zlib "${zlib_src% *}" dav1d "${dav1d_src% *}" ffmpeg "${ffmpeg_src% *}"
+  exit 0
+fi
 
 # BEGIN build-relevant (everything down to END is hashed into the cache key)
 zlib_configure=(--static)
@@ -137,7 +200,7 @@ fi
 
 prefix="$cache_root/$key"
 if [ -f "$prefix/.complete" ]; then
-  log "cached: ffmpeg $(dsc_version "$ffmpeg_src"), dav1d $(dsc_version "$dav1d_src"), zlib $(dsc_version "$zlib_src")"
+  log "cached: ffmpeg ${ffmpeg_src%% *}, dav1d ${dav1d_src%% *}, zlib ${zlib_src%% *}"
   echo "$prefix"
   exit 0
 fi
@@ -174,24 +237,16 @@ fi
 work="$(cd "$work" && pwd)"
 
 t0=$SECONDS
-# Fetch and unpack (with Debian's patches applied) the source packages, and check they are the
-# ones hashed into the key (an `apt-get update` in between could have moved them).
-fetch() { # $1 package, $2 identity -> prints the unpacked directory
-  local version dir
-  version="$(dsc_version "$2")"
-  (cd "$work" && apt-get source -qq --only-source "$1" >&2)
-  [ "$(sha256sum <"$work/${2%% *}" | cut -c1-64)" = "$(echo "$2" | cut -d' ' -f2)" ] || {
-    log "$1: the downloaded ${2%% *} is not the one in the key; run again"
-    exit 1
-  }
-  dir="$work/$1-${version%-*}" # dpkg-source unpacks into <package>-<upstream version>
-  [ -d "$dir" ] || { log "$1: $dir not found after apt-get source"; exit 1; }
-  echo "$dir"
+# Unpack (with Debian's patches applied) the source packages resolved above.
+unpack() { # $1 package, $2 resolved source -> prints the unpacked directory
+  rm -rf "${work:?}/$1"
+  (cd "$work" && dpkg-source --no-copy -x "${2##* }" "$1" >&2)
+  echo "$work/$1"
 }
-zlib_dir="$(fetch zlib "$zlib_src")"
-dav1d_dir="$(fetch dav1d "$dav1d_src")"
-ffmpeg_dir="$(fetch ffmpeg "$ffmpeg_src")"
-log "sources fetched in $((SECONDS - t0)) s: $zlib_dir $dav1d_dir $ffmpeg_dir"
+zlib_dir="$(unpack zlib "$zlib_src")"
+dav1d_dir="$(unpack dav1d "$dav1d_src")"
+ffmpeg_dir="$(unpack ffmpeg "$ffmpeg_src")"
+log "sources unpacked in $((SECONDS - t0)) s: $zlib_dir $dav1d_dir $ffmpeg_dir"
 
 mkdir -p "$prefix"
 t=$SECONDS; (cd "$zlib_dir" && build_zlib "$prefix"); log "zlib built in $((SECONDS - t)) s"
@@ -207,13 +262,23 @@ cp "$dav1d_dir/COPYING" "$prefix/licenses/dav1d-COPYING"
 cp "$dav1d_dir/debian/copyright" "$prefix/licenses/dav1d-debian-copyright"
 sed -n '/^Copyright notice:/,$p' "$zlib_dir/README" >"$prefix/licenses/zlib-LICENSE"
 cp "$zlib_dir/debian/copyright" "$prefix/licenses/zlib-debian-copyright"
+source_line() { # $1 package, $2 resolved source -> version, .dsc hash, where from, what was skipped
+  local version="${2%% *}" rest="${2#* }" uri skipped
+  uri="$(apt-get source --print-uris -qq --only-source "$1=$version" 2>/dev/null |
+    awk '$2 ~ /\.dsc$/ { gsub("\x27", "", $1); print $1; exit }')"
+  skipped="$(paste -sd ';' "$(dirname "${2##* }")/.newer-skipped" 2>/dev/null || true)"
+  # The version as the .dsc's name writes it (no epoch): "ffmpeg_5.1.9-0+deb12u1.dsc" -> "5.1.9-0+deb12u1"
+  local dsc_name="${2##*/}"
+  dsc_name="${dsc_name%.dsc}"
+  echo "${dsc_name#*_} (Debian source package $version; .dsc sha256 ${rest%% *}${uri:+, $uri})${skipped:+; newer versions apt lists were skipped: $skipped}"
+}
 {
   echo "key: $key"
   echo "arch: $(uname -m)"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - t0)) s with $(cc --version | head -n1), nasm $(nasm -v | awk '{print $3}')"
-  echo "ffmpeg: $(dsc_version "$ffmpeg_src") (Debian source package; .dsc ${ffmpeg_src#* })"
-  echo "dav1d: $(dsc_version "$dav1d_src") (Debian source package; .dsc ${dav1d_src#* })"
-  echo "zlib: $(dsc_version "$zlib_src") (Debian source package; .dsc ${zlib_src#* })"
+  echo "ffmpeg: $(source_line ffmpeg "$ffmpeg_src")"
+  echo "dav1d: $(source_line dav1d "$dav1d_src")"
+  echo "zlib: $(source_line zlib "$zlib_src")"
   echo "ffmpeg configure: ./configure --prefix=$prefix --pkg-config-flags=--static --extra-cflags=-I$prefix/include --extra-ldflags=-L$prefix/lib ${ffmpeg_configure[*]}"
   echo "dav1d meson: meson setup build --prefix=$prefix --libdir=lib ${dav1d_meson[*]}"
   echo "zlib configure: CFLAGS='$zlib_cflags' ./configure --prefix=$prefix --libdir=$prefix/lib ${zlib_configure[*]}"
