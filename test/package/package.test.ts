@@ -14,10 +14,13 @@
  * are printed as `measure:` lines.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { builtinModules } from 'node:module';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -33,6 +36,8 @@ const NODE_FILE = 'vidsheet.linux-x64-gnu.node';
 const SAMPLE = join(ROOT, 'fixtures', 'sample.mp4');
 /** The C runtime: the only shared libraries a self-contained binding may need. */
 const C_RUNTIME = /^(libc|libm|libpthread|libdl|librt|libgcc_s)\.so\.\d+$|^ld-linux-x86-64\.so\.2$/;
+/** Each package's prepack: it assembles the package directory from the built checkout. */
+const PREPACK = 'node ../../scripts/pack.mjs --assemble';
 /** The scripts npm runs when it installs a package from a registry (`prepare` it does not). */
 const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall'];
 /**
@@ -131,7 +136,8 @@ describe('the tarballs', () => {
     for (const name of ['vidsheet', 'vidsheet-server', BINDING_NAME]) {
       const pkg = readJson(join(unpacked[name] as string, 'package.json'));
       expect({ name: pkg.name, version: pkg.version }).toEqual({ name, version: rootPkg.version });
-      expect(pkg.scripts, `${name} publishes no scripts at all`).toBeUndefined();
+      // Only the prepack that assembles the package from a checkout (npm runs none on install).
+      expect(pkg.scripts, `${name} publishes only its prepack`).toEqual({ prepack: PREPACK });
       expect(existsSync(join(unpacked[name] as string, 'binding.gyp')), `${name} binding.gyp`).toBe(false);
     }
   });
@@ -238,6 +244,71 @@ describe('the tarballs', () => {
     const info = readFileSync(join(BINDING_DIR, 'FFMPEG-BUILD-INFO.txt'), 'utf8');
     expect(info).toMatch(/^ffmpeg: \d+\.\d+\.\d+\S* \(Debian source package/m);
     expect(info).toMatch(/^ffmpeg configure: \.\/configure .*--disable-gpl --disable-nonfree/m);
+  });
+});
+
+/** A tarball's files and their sha256, as `path -> hash`. */
+function tarballContents(file: string): Record<string, string> {
+  const dir = mkdtempSync(join(work, 'contents-'));
+  execFileSync('tar', ['-xzf', file, '-C', dir]);
+  const contents: Record<string, string> = {};
+  for (const path of walk(dir)) {
+    contents[path.slice(dir.length + 1)] = createHash('sha256').update(readFileSync(path)).digest('hex');
+  }
+  return contents;
+}
+
+describe('packing the conventional way', () => {
+  const PACKAGE_DIRS = {
+    vidsheet: join(ROOT, 'packages', 'vidsheet'),
+    'vidsheet-server': join(ROOT, 'packages', 'vidsheet-server'),
+    [BINDING_NAME]: BINDING_DIR,
+  };
+
+  it.each(Object.keys(PACKAGE_DIRS))(
+    '`npm pack` in the %s package directory gives exactly what `npm run pack:all` gives',
+    async (name) => {
+      const dir = PACKAGE_DIRS[name] as string;
+      // As in a fresh checkout: nothing assembled yet, so the prepack must bring every file.
+      for (const built of ['bin', 'dist']) rmSync(join(dir, built), { recursive: true, force: true });
+      const out = join(work, `conventional-${name.replace('/', '-')}`);
+      mkdirSync(out);
+      // npm talks to the loopback registry only, as everywhere in these tests.
+      const env = registry.env(join(work, 'conventional-npm-cache'));
+      const packed = await run('npm', ['pack', '--pack-destination', out], { cwd: dir, env });
+      expect(packed.code, packed.stderr).toBe(0);
+      const file = join(out, basename(tarball[name]?.file as string));
+      expect(tarballContents(file)).toEqual(tarballContents(tarball[name]?.file as string));
+      // `npm publish` asks the registry whether the version is out already: one that has nothing.
+      const empty = createServer((_req, res) => res.writeHead(404).end());
+      await new Promise<void>((resolve) => empty.listen(0, '127.0.0.1', resolve));
+      const { port } = empty.address() as AddressInfo;
+      const dryRun = await run('npm', ['publish', '--dry-run', '--json'], {
+        cwd: dir,
+        env: { ...env, npm_config_registry: `http://127.0.0.1:${port}/` },
+      }).finally(() => empty.close());
+      expect(dryRun.code, dryRun.stderr).toBe(0);
+      const published = JSON.parse(dryRun.stdout.slice(dryRun.stdout.indexOf('{')))[name];
+      const listed = (published.files as Array<{ path: string }>).map((f) => f.path).sort();
+      expect(listed).toEqual(
+        Object.keys(tarballContents(file))
+          .map((p) => p.replace(/^package\//, ''))
+          .sort(),
+      );
+    },
+    120_000,
+  );
+
+  it('the repository root is private and refuses to be packed, naming the commands that pack', async () => {
+    expect(rootPkg.private).toBe(true);
+    const packed = await run('npm', ['pack', '--dry-run'], {
+      cwd: ROOT,
+      env: registry.env(join(work, 'conventional-npm-cache')),
+    });
+    expect(packed.code).not.toBe(0);
+    expect(packed.stderr).toContain(
+      'pack: the repository root is not a package: run npm run pack:all, or npm pack in packages/vidsheet, packages/vidsheet-server, npm/linux-x64-gnu',
+    );
   });
 });
 
