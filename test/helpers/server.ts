@@ -32,7 +32,12 @@ export interface TestServer {
   output(): string;
   /** Resolves with the first log line (already seen or still to come) that matches. */
   waitForLog(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
-  /** Runs `vidsheet-server admin ...` against the same data directory. */
+  /**
+   * Runs `vidsheet-server admin ...` against the same data directory: for the checkout's bin run
+   * as this user, in this process through the command's own code (`runAdmin` on the configured
+   * ledger), a spawn being 2-4 s of set-up; otherwise, and in the command's own tests
+   * (runServerBin), by spawning the bin.
+   */
   admin(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
   /** SIGTERM; resolves with the exit code. */
   stop(): Promise<number | null>;
@@ -161,7 +166,10 @@ export async function startServer(
     logs,
     output: () => raw,
     waitForLog,
-    admin: (...args) => runNode([bin, 'admin', ...args], { env: fullEnv, ...user }),
+    admin: (...args) =>
+      bin === SERVER_BIN && !user
+        ? adminInProcess(args, fullEnv)
+        : runNode([bin, 'admin', ...args], { env: fullEnv, ...user }),
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       return exited;
@@ -171,6 +179,24 @@ export async function startServer(
       ...readdirSync(tmpDir).map((f) => `tmp/${f}`),
     ],
   };
+}
+
+/** `vidsheet-server admin <args>` as src/server/main.ts runs it, in this process. */
+async function adminInProcess(args: string[], env: NodeJS.ProcessEnv) {
+  const [{ loadConfig }, { openLedger }, { runAdmin }] = await Promise.all([
+    import('../../src/server/config.js'),
+    import('../../src/server/server.js'),
+    import('../../src/server/admin.js'),
+  ]);
+  let stdout = '';
+  let stderr = '';
+  const io = { stdout: (s: string) => void (stdout += s), stderr: (s: string) => void (stderr += s) };
+  const { db, ledger } = await openLedger(loadConfig(env));
+  try {
+    return { code: await runAdmin(args, io, ledger), stdout, stderr };
+  } finally {
+    await db.destroy();
+  }
 }
 
 /** A multipart body with a `video` file part and text fields. */
