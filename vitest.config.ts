@@ -1,5 +1,18 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { glob, TIERS, type Tier } from './test/tiers.js';
+
+/** A tier as a vitest project: its entries, without the unit tier's files (test/tiers.ts). */
+const project = (name: Tier) => ({
+  extends: true as const,
+  test: {
+    name,
+    include: TIERS[name].map(glob),
+    exclude: name === 'unit' ? [] : TIERS.unit.map(glob),
+    // Only tiers that spawn the built bins need dist/ (the unit tier loads the sources).
+    globalSetup: name === 'unit' ? [] : ['test/global-setup.ts'],
+  },
+});
 
 export default defineConfig({
   resolve: {
@@ -11,8 +24,7 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/global-setup.ts'],
+    projects: (Object.keys(TIERS) as Tier[]).map(project),
     // Real ffmpeg on 2 cores: generous per-test limits; speed lives in bench/, not here.
     testTimeout: 120_000,
     hookTimeout: 300_000,

@@ -188,12 +188,19 @@ async function adminInProcess(args: string[], env: NodeJS.ProcessEnv) {
     import('../../src/server/server.js'),
     import('../../src/server/admin.js'),
   ]);
-  let stdout = '';
-  let stderr = '';
-  const io = { stdout: (s: string) => void (stdout += s), stderr: (s: string) => void (stderr += s) };
+  const out = { stdout: '', stderr: '' };
+  const io = {
+    stdout: (s: string) => {
+      out.stdout += s;
+    },
+    stderr: (s: string) => {
+      out.stderr += s;
+    },
+  };
   const { db, ledger } = await openLedger(loadConfig(env));
   try {
-    return { code: await runAdmin(args, io, ledger), stdout, stderr };
+    const code = await runAdmin(args, io, ledger);
+    return { code, ...out };
   } finally {
     await db.destroy();
   }

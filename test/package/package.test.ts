@@ -259,7 +259,7 @@ function tarballContents(file: string): Record<string, string> {
 }
 
 describe('packing the conventional way', () => {
-  const PACKAGE_DIRS = {
+  const PACKAGE_DIRS: Record<string, string> = {
     vidsheet: join(ROOT, 'packages', 'vidsheet'),
     'vidsheet-server': join(ROOT, 'packages', 'vidsheet-server'),
     [BINDING_NAME]: BINDING_DIR,
