@@ -21,6 +21,10 @@ mod probe;
 mod render;
 #[cfg(test)]
 mod vectors;
+// The integration tests' helpers, for the unit tests that encode clips too (loaded once).
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod common;
 // The integration tests' helpers (tests/common) name the crate; unit tests that use them too.
 #[cfg(test)]
 extern crate self as vidsheet_core;

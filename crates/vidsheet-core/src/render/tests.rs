@@ -3,10 +3,7 @@
 //! whether they are shown or decoded again. Oracle: the index each frame of the clip shows, and
 //! ffprobe's frame times (the frame a sequential decode shows at each time).
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
-
-use common::*;
+use crate::common::*;
 
 use super::render_with;
 use crate::video::OpenGops;

@@ -1076,19 +1076,22 @@ mod tests {
 #[cfg(test)]
 mod exact {
     use super::super::{recover, VideoSource};
+    use crate::common;
     use crate::media::Container;
 
-    /// Encodes `seconds` of testsrc2 at 25 fps with x264 `params` to `name` in a fresh
-    /// directory, GOP `gop`, 3 B-frames that always happen.
+    /// `seconds` of testsrc2 at 25 fps encoded with x264 `params` (cached by its arguments), GOP
+    /// `gop`, 3 B-frames that always happen.
     fn clip(name: &str, preset: &str, params: &str, gop: u32, seconds: u32) -> String {
-        let dir = std::env::temp_dir().join(format!("vidsheet-refs-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let out = dir.join(name).to_string_lossy().into_owned();
+        let source = format!("testsrc2=s=320x180:r=25:d={seconds}");
+        let params = format!("b-adapt=0:bframes=3:rc-lookahead=0:{params}");
         let gop = gop.to_string();
-        let status = std::process::Command::new("ffmpeg")
-            .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-            .arg(format!("testsrc2=s=320x180:r=25:d={seconds}"))
-            .args([
+        common::cached_clip(
+            name,
+            &[
+                "-f",
+                "lavfi",
+                "-i",
+                &source,
                 "-c:v",
                 "libx264",
                 "-preset",
@@ -1096,13 +1099,15 @@ mod exact {
                 "-bf",
                 "3",
                 "-x264-params",
-            ])
-            .arg(format!("b-adapt=0:bframes=3:rc-lookahead=0:{params}"))
-            .args(["-g", &gop, "-keyint_min", &gop, "-sc_threshold", "0", &out])
-            .status()
-            .expect("ffmpeg runs");
-        assert!(status.success(), "ffmpeg made {name}");
-        out
+                &params,
+                "-g",
+                &gop,
+                "-keyint_min",
+                &gop,
+                "-sc_threshold",
+                "0",
+            ],
+        )
     }
 
     /// The digest of each target's picture (targets in ms from the start, ascending), and the

@@ -6,36 +6,36 @@
 use std::sync::Arc;
 
 use super::{recover, OpenGops, Verdict, VideoSource};
+use crate::common;
 use crate::media::Container;
 
 /// 16 s of testsrc2 at 25 fps, x264 as the bench's clips (ultrafast, 3 B-frames that always
 /// happen, b-pyramid) with open GOPs: a keyframe every 100 frames, those after the first
 /// recovery points whose leading B-frames reference the GOP before.
 fn open_gop_clip() -> String {
-    let dir = std::env::temp_dir().join(format!("vidsheet-witness-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let out = dir.join("open.mp4").to_string_lossy().into_owned();
-    let status = std::process::Command::new("ffmpeg")
-        .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-        .arg("testsrc2=s=320x180:r=25:d=16")
-        .args(["-c:v", "libx264", "-preset", "ultrafast", "-bf", "3"])
-        .args([
+    common::cached_clip(
+        "open.mp4",
+        &[
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=s=320x180:r=25:d=16",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-bf",
+            "3",
             "-x264-params",
             "b-adapt=0:bframes=3:rc-lookahead=0:open-gop=1",
-        ])
-        .args([
             "-g",
             "100",
             "-keyint_min",
             "100",
             "-sc_threshold",
             "0",
-            &out,
-        ])
-        .status()
-        .expect("ffmpeg runs");
-    assert!(status.success(), "ffmpeg made {out}");
-    out
+        ],
+    )
 }
 
 /// The decoder of `part` of a job sharing `gops`, trusting pending proofs as a render's decoders

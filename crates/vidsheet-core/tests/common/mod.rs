@@ -47,6 +47,31 @@ pub fn ffmpeg(args: &[&str]) {
     );
 }
 
+/// `ffmpeg <args> <clip>` once per argument list: the clip is kept in fixtures/.cache/rust-clips/
+/// (beside the TypeScript tests' clips) under a hash of `args`, so a run encodes only what is new
+/// and leaves nothing in the temp dir. Encoded under a temporary name and renamed into place, so a
+/// test in another thread never reads half a clip.
+pub fn cached_clip(name: &str, args: &[&str]) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/.cache/rust-clips");
+    std::fs::create_dir_all(&dir).expect("clip cache dir");
+    let hash = args
+        .join("\0")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let path = dir.join(format!("{hash:016x}-{name}"));
+    if !path.exists() {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{}-{n}-{name}", std::process::id()));
+        let tmp_arg = tmp.to_string_lossy().into_owned();
+        ffmpeg(&[args, &[tmp_arg.as_str()]].concat());
+        std::fs::rename(&tmp, &path).expect("clip into the cache");
+    }
+    path.to_string_lossy().into_owned()
+}
+
 pub fn ffprobe(args: &[&str]) -> String {
     let out = Command::new("ffprobe")
         .args(["-v", "error"])
