@@ -17,6 +17,7 @@ import { extradataSps, fromHexdump, type Sps } from './ffmpeg/h264.js';
 import type { Layout } from './ffmpeg/leading-bytes.js';
 import { PacketEnds, type StreamClock } from './packet-ends.js';
 import { run } from './process.js';
+import { referenceReach } from './reach.js';
 import { EngineError, type ProbeInfo, type VideoStreamFacts } from './types.js';
 
 interface StreamJson {
@@ -35,7 +36,6 @@ interface StreamJson {
   r_frame_rate?: string;
   field_order?: string;
   has_b_frames?: number;
-  refs?: number;
   is_avc?: string;
   nal_length_size?: string;
   /** ffprobe's hexdump of the codec's extradata (`-show_data`). */
@@ -78,9 +78,8 @@ export interface VideoDetails {
   /** Frames the decoder holds back for reordering (`has_b_frames`). */
   reorderDelay: number;
   /**
-   * How far back, in seconds, a picture's references may reach through the decoder's pictures:
-   * (reference frames + 1) x (reorder delay + 1) + reorder delay frames. Two decodes that started
-   * further apart than this and agree do not depend on where decoding started.
+   * How far back, in seconds, a picture's references may reach through the decoder's pictures
+   * (the rule: fixtures/vectors/reference-reach.json, src/engine/reach.ts).
    */
   referenceReach: number;
   /** The demuxer's name as ffmpeg logs it (its own messages are not decode errors). */
@@ -239,6 +238,10 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const facts: VideoStreamFacts[] = video.map((s, i) => {
     const tb = ratio(s.time_base) ?? [1, 1_000_000];
     const readableEnd = ends.get(s.index) ?? null;
+    // The codec extradata as the demuxer filled it while probing (Annex B parameter sets in
+    // MPEG-TS and PS too), as the native engine reads it.
+    const extradata = fromHexdump(s.extradata ?? '');
+    const sps = s.codec_name === 'h264' ? extradataSps(extradata) : null;
     details.set(s.index, {
       index: s.index,
       codec: s.codec_name ?? '',
@@ -251,13 +254,13 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       ptsFromDts: /\bavi\b/.test(formatName),
       reorderDelay: num(s.has_b_frames) ?? 0,
       timestamps: num(s.start_time) !== undefined,
-      referenceReach: referenceReach(s),
+      referenceReach: reachSeconds(s, sps),
       demuxer: formatName,
       fixed,
       indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
       sampleTable,
       nal: sampleTable ? nalLayout(s) : null,
-      h264: h264Reading(s, h264Layout(sampleTable, formatName)),
+      h264: h264Reading(s, h264Layout(sampleTable, formatName), extradata, sps),
     });
     return {
       index: s.index,
@@ -342,13 +345,11 @@ function frameCount(s: StreamJson, declared: number): number | null {
   return rate && duration > 0 ? Math.max(1, Math.round((duration * rate[0]) / rate[1])) : null;
 }
 
-/** See VideoDetails.referenceReach. */
-function referenceReach(s: StreamJson): number {
+/** See VideoDetails.referenceReach: the rule's frame durations, in seconds. */
+function reachSeconds(s: StreamJson, sps: Sps | null): number {
   const rate = ratio(s.avg_frame_rate) ?? ratio(s.r_frame_rate) ?? [25, 1];
-  // ffprobe's `refs` is not the stream's (H.264 reports 1 whatever its SPS says): the codec's most.
-  const refs = /^(h264|hevc)$/.test(s.codec_name ?? '') ? 16 : Math.max(2, num(s.refs) ?? 2);
-  const delay = num(s.has_b_frames) ?? 0;
-  return (((refs + 1) * (delay + 1) + delay) * rate[1]) / rate[0];
+  const frames = referenceReach(s.codec_name ?? '', sps?.maxNumRefFrames ?? null, num(s.has_b_frames) ?? 0);
+  return (frames * rate[1]) / rate[0];
 }
 
 /** Length-prefixed H.264/HEVC in MP4/MOV: where each packet's NAL unit headers can be read. */
@@ -369,13 +370,17 @@ function h264Layout(sampleTable: boolean, formatName: string): Layout | null {
 }
 
 /** See VideoDetails.h264: the layouts leading-bytes.ts reads, the SPS from the extradata. */
-function h264Reading(s: StreamJson, layout: Layout | null): VideoDetails['h264'] {
+function h264Reading(
+  s: StreamJson,
+  layout: Layout | null,
+  extradata: Buffer,
+  sps: Sps | null,
+): VideoDetails['h264'] {
   if (s.codec_name !== 'h264' || layout === null) return null;
-  const extradata = fromHexdump(s.extradata ?? '');
   // avcC (MP4) says how long its length prefixes are; Annex B (MPEG-TS, PS) has start codes.
   const lengthSize = extradata[0] === 1 && extradata.length > 4 ? ((extradata[4] as number) & 3) + 1 : null;
   if (layout !== 'transport' && layout !== 'program' && lengthSize === null) return null;
-  return { layout, lengthSize, sps: extradataSps(extradata) };
+  return { layout, lengthSize, sps };
 }
 
 /**

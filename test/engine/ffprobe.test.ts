@@ -3,6 +3,7 @@
  * frames are reference frames. Oracles are ffprobe's decoded frame list and picture types.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { chooseVideoStream } from '../../src/core/probe.js';
 import { pictureHints } from '../../src/engine/ffmpeg/nal.js';
@@ -101,6 +102,31 @@ async function details(path: string) {
   const probed = await probeFile(path);
   return videoDetails(probed, probed.info.videoStreams[0]?.index ?? -1);
 }
+
+describe('the reference reach', () => {
+  it("reads an H.264 stream's reference frames from its SPS (avcC, Annex B) and reaches as the rule says", async () => {
+    const { cases } = JSON.parse(
+      readFileSync(new URL('../../fixtures/vectors/reference-reach.json', import.meta.url), 'utf8'),
+    ) as { cases: Array<{ codec: string; spsRefs: number | null; delay: number; expect: number }> };
+    // x264 asked for 1 reference frame writes 1 without B-frames; a B-pyramid makes it 4, delay 2.
+    const clips = [
+      { container: 'mp4', refs: 1, bframes: 0, delay: 0 },
+      { container: 'ts', refs: 1, bframes: 0, delay: 0 },
+      { container: 'mp4', refs: 4, bframes: 2, delay: 2 },
+    ] as const;
+    for (const { container, refs, bframes, delay } of clips) {
+      const clip = await indexClip({ seconds: 2, gop: 25, bframes, refs, container });
+      const d = videoDetails(await probeFile(clip), 0);
+      expect(d.h264?.sps?.maxNumRefFrames).toBe(refs);
+      expect(d.reorderDelay).toBe(delay);
+      // The rule's case for these inputs, in frames of 1/25 s (the native engine's test,
+      // crates/vidsheet-core/src/video/reach.rs, reads the same from a 1-reference clip).
+      const rule = cases.find((c) => c.codec === 'h264' && c.spsRefs === refs && c.delay === delay);
+      expect(rule).toBeDefined();
+      expect(d.referenceReach * 25).toBeCloseTo(rule?.expect ?? Number.NaN, 9);
+    }
+  });
+});
 
 describe('reference hints from NAL headers', () => {
   // With one B-frame between references there is no B-pyramid: exactly the B-frames are

@@ -16,8 +16,11 @@ import { indexClip, paffMkv, paffMkvStripped, paffMp4, paffPs, paffTs } from '..
 
 const execFileP = promisify(execFile);
 
-/** FFmpeg's reading of each packet's first slice header, in decode order. */
-async function traced(path: string): Promise<SliceInfo[]> {
+/**
+ * FFmpeg's reading of each packet's first slice header, in decode order, and of the first
+ * sequence parameter set's `max_num_ref_frames` (the extradata's, traced first when there is one).
+ */
+async function traced(path: string): Promise<{ slices: SliceInfo[]; maxNumRefFrames: number | null }> {
   const { stderr } = await execFileP(
     'ffmpeg',
     [
@@ -27,10 +30,12 @@ async function traced(path: string): Promise<SliceInfo[]> {
     { maxBuffer: 1 << 28 },
   );
   const out: SliceInfo[] = [];
+  let maxNumRefFrames: number | null = null;
   let current: Partial<SliceInfo & { read: boolean; inSlice: boolean }> | null = null;
   const value = (line: string) => Number(/= (\d+)$/.exec(line)?.[1]);
   for (const line of stderr.split('\n')) {
     if (!line.startsWith('[trace_headers')) continue;
+    if (maxNumRefFrames === null && / max_num_ref_frames /.test(line)) maxNumRefFrames = value(line);
     if (line.includes('] Packet: ')) {
       current = {};
       continue;
@@ -53,7 +58,7 @@ async function traced(path: string): Promise<SliceInfo[]> {
       });
     }
   }
-  return out;
+  return { slices: out, maxNumRefFrames };
 }
 
 /** Each packet's position and size, in decode order, as ffprobe lists them. */
@@ -92,14 +97,16 @@ describe('H.264 slice headers read in place', () => {
     ['progressive TS', () => indexClip({ seconds: 12, container: 'ts', startOffsetSeconds: 19207 }), false],
   ];
   it.each(subjects)(
-    '%s: every packet as trace_headers reads it, second fields told',
+    "%s: every packet as trace_headers reads it, second fields told, the SPS's reference frames",
     async (_, make, paff) => {
       const path = await make();
       const d = videoDetails(await probeFile(path), 0);
       const mine = await read(path, d);
       const theirs = await traced(path);
       expect(mine.length).toBeGreaterThan(50);
-      expect(mine).toEqual(theirs);
+      expect(mine).toEqual(theirs.slices);
+      expect(d.h264?.sps?.maxNumRefFrames).toBe(theirs.maxNumRefFrames);
+      expect(theirs.maxNumRefFrames).not.toBeNull();
       expect(d.h264?.sps?.frameMbsOnly).toBe(!paff);
       // The PAFF fixtures are pairs in decode order, first field then second; no frame is a field.
       expect(secondFields(mine)).toEqual(mine.map((_, i) => paff && i % 2 === 1));

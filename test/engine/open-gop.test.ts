@@ -51,11 +51,11 @@ describe('ffmpeg engine: open GOPs', () => {
     const hints = await pictureHints(clip, d, packets, keyframes);
     const entries = new Set(keyframes.filter((_, i) => hints[i]?.randomAccess === false));
     // The fixture is what it claims: every keyframe but the first is an entry, the reach shorter
-    // than a GOP.
+    // than a GOP: x264's B-pyramid writes 4 reference frames in the SPS, 2 frames of delay, so
+    // (reference-reach.json) 17 frames, 0.68 s.
     expect(keyframes).toHaveLength(10);
     expect([...entries]).toEqual(keyframes.slice(1));
-    expect(d.referenceReach).toBeGreaterThan(1);
-    expect(d.referenceReach).toBeLessThan(2.5);
+    expect(d.referenceReach).toBeCloseTo(17 / 25, 9);
     // One group per GOP after the first: a target 2.5 s past its keyframe (past the reach), and
     // one 0.2 s past it (a leading picture's references may still reach it).
     // packets.pts ascends: the frame displayed at t.
@@ -156,17 +156,21 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
 
   it('a long clip: each target far from the IDR is decoded from its own GOP, not from the start', async () => {
     // 10 minutes at 6 fps, a keyframe every 10 s: only the first is an IDR, the others recovery
-    // points. (960x540 at 6 fps: a run costs as much as about 29 s of decoding, and a picture may
-    // reference 8.8 s back, src/core/open-gop.ts.)
+    // points. (960x540 at 6 fps: a run costs as much as about 29 s of decoding, src/core/open-gop.ts,
+    // and a picture may reference 2.8 s back: x264's 4 reference frames and 2 frames of delay make
+    // 17 frames, reference-reach.json.)
     const clip = await longOpenGopClip();
     const timesMs = [33_300, 100_000, 166_700, 233_300, 300_000, 366_700, 433_300, 500_000, 566_700];
     const seeks = await render(clip, timesMs, 'long');
-    // The render's first two targets are decoded on their own (MP4 lists them first): from the
-    // IDR, as entering would not pay for them. Every later target's own keyframe is a start.
-    expectOwnKeyframes(seeks, timesMs.slice(2));
-    expect(seeks.filter((s) => s < 10)).toHaveLength(1);
-    // One run per group, one for the first two targets and the proof's second decode.
-    expect(seeks).toHaveLength(timesMs.length - 2 + 1 + 1);
+    // The render's first two targets are decoded on their own (MP4 lists them first), from their
+    // own keyframes too: the proof is short enough for entering to pay even for them, made ahead
+    // (src/core/open-gop.ts provesAhead: the 33.3 s target's decode carried on past keyframe 40,
+    // met by a decode from it). Every target's own keyframe is a start, the IDR none.
+    expectOwnKeyframes(seeks, timesMs);
+    expect(seeks.filter((s) => s < 10)).toHaveLength(0);
+    expect(seeks.filter((s) => Math.abs(s - 40) < 0.01)).toHaveLength(1);
+    // One run per target, and the proof's second decode.
+    expect(seeks).toHaveLength(timesMs.length + 1);
   }, 300_000);
 
   it("targets in consecutive GOPs: the entries share the cores, so entering pays; the proof is two groups' decodes", async () => {
@@ -181,10 +185,10 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
     const seeks = await render(clip, timesMs, 'consecutive');
     expectOwnKeyframes(seeks, late);
     // The first two targets from the IDR, each later one from its own keyframe. The proof is made
-    // by two groups' own decodes (src/core/open-gop.ts proofPair: 9.55 s more than their targets
-    // need, against 19.5 s from keyframe 22): the GOP-23 group's decode goes on to 249.05 s, met
-    // by the GOP-24 group's own decode from keyframe 24, not by a second one from keyframe 24
-    // (provesAhead's) nor one from keyframe 22.
+    // by two groups' own decodes (src/core/open-gop.ts proofPair: 3.58 s more than their targets
+    // need, against 19.5 s from keyframe 22): the GOP-23 group's decode goes on to 243.08 s (the
+    // reach, 2.83 s, and 0.25 s past 240 s), met by the GOP-24 group's own decode from keyframe
+    // 24, not by a second one from keyframe 24 (provesAhead's) nor one from keyframe 22.
     expect(seeks.filter((s) => s < 10)).toHaveLength(1);
     expect(seeks.some((s) => Math.abs(s - 220) < 0.01)).toBe(false);
     expect(seeks.filter((s) => Math.abs(s - 240) < 0.01)).toHaveLength(1);
@@ -193,9 +197,9 @@ describe('ffmpeg engine: where a render of an open-GOP clip starts decoding', ()
 
   it("a window over two GOPs: as many runs as a closed-GOP clip, the proof made by two groups' own decodes", async () => {
     // Nine targets 302..318 s: GOP 30 (keyframe 300 s) to 308 s, GOP 31 (310 s) from 310 s. The
-    // GOP-30 group's decode goes on to 319.05 s (the reach, 8.8 s, and 0.25 s past 310 s), where
-    // GOP 31's own decode goes too: together they prove the entry at 310 s (src/core/open-gop.ts
-    // proofPair), with no decode of their own and no group waiting for one.
+    // GOP-30 group's decode goes on to 313.08 s (the reach, 2.83 s, and 0.25 s past 310 s), which
+    // GOP 31's own decode passes anyway: together they prove the entry at 310 s
+    // (src/core/open-gop.ts proofPair), with no decode of their own and no group waiting for one.
     const timesMs = [302_000, 304_000, 306_000, 308_000, 310_000, 312_000, 314_000, 316_000, 318_000];
     const openSeeks = await render(await longOpenGopClip(), timesMs, 'window-open');
     const closed = await indexClip({ seconds: 600, fps: 6, gop: 60, bframes: 3, width: 960, height: 540 });

@@ -12,6 +12,7 @@ import { type LogSource, logLine, readLogLine } from '../../src/engine/ffmpeg/ex
 import { type Attempt, Ladder } from '../../src/engine/ffmpeg/recovery.js';
 import { PacketEnds } from '../../src/engine/packet-ends.js';
 import { createCanvas, paintBand } from '../../src/engine/raster.js';
+import { referenceReach } from '../../src/engine/reach.js';
 import type { BandPlan, Rgb, Theme } from '../../src/engine/types.js';
 
 /** fixtures/vectors/`name`, parsed. */
@@ -171,6 +172,19 @@ describe('the readable end from a packet read (readable-end.json)', () => {
     }
     const got = Object.fromEntries(Object.keys(c.expect).map((i) => [i, ends.ends.get(Number(i)) ?? null]));
     expect(got).toEqual(Object.fromEntries(Object.entries(c.expect).map(([i, e]) => [i, big(e)])));
+  });
+});
+
+describe('the reference reach (reference-reach.json)', () => {
+  interface Case {
+    name: string;
+    codec: string;
+    spsRefs: number | null;
+    delay: number;
+    expect: number;
+  }
+  it.each(vectors<{ cases: Case[] }>('reference-reach.json').cases)('$name', (c) => {
+    expect(referenceReach(c.codec, c.spsRefs, c.delay)).toBe(c.expect);
   });
 });
 

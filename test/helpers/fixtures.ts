@@ -221,6 +221,11 @@ export interface IndexClipOptions {
    * IDR, whose leading B-frames reference the GOP before), the legitimate kind cameras write.
    */
   openGop?: boolean;
+  /**
+   * H.264 only: x264's reference frames (`ref`; the preset's, 1, by default). x264 writes at
+   * least 4 in the SPS when B-frames make a pyramid.
+   */
+  refs?: number;
   /** Default 'yuv420p'. */
   pixFmt?: 'yuv420p' | 'yuv420p10le';
   /** Adds a quiet 440 Hz sine track (AAC, 48 kHz mono, amplitude 1/8). Default false. */
@@ -304,6 +309,7 @@ export function indexClip(opts: IndexClipOptions): Promise<string> {
     audio: opts.audio ?? false,
     // Only when asked for: the options name the cached file, and older clips keep their names.
     ...(opts.openGop ? { openGop: true } : {}),
+    ...(opts.refs !== undefined ? { refs: opts.refs } : {}),
   } as const;
   const fps = parseFps(o.fps);
   const frames = Math.round(o.seconds * fps.value);
@@ -349,7 +355,12 @@ export function indexClip(opts: IndexClipOptions): Promise<string> {
     if (o.codec === 'h264') {
       args.push('-c:v', 'libx264', '-preset', 'veryfast', '-crf', '16');
       args.push('-bf', String(o.bframes), '-g', String(o.gop), '-keyint_min', String(o.gop));
-      args.push('-sc_threshold', '0', '-x264-params', `b-adapt=0${'openGop' in o ? ':open-gop=1' : ''}`);
+      const x264 = [
+        'b-adapt=0',
+        ...('openGop' in o ? ['open-gop=1'] : []),
+        ...('refs' in o ? [`ref=${o.refs}`] : []),
+      ];
+      args.push('-sc_threshold', '0', '-x264-params', x264.join(':'));
     } else {
       const x265 = [
         `keyint=${o.gop}`,

@@ -9,6 +9,8 @@
 
 /** The sequence parameter set fields the readers use (H.264 7.3.2.1.1). */
 export interface Sps {
+  /** `max_num_ref_frames`: reference frames a picture may predict from (src/engine/reach.ts). */
+  maxNumRefFrames: number;
   /** Bits of a slice header's `frame_num`. */
   log2MaxFrameNum: number;
   /** A slice header then carries `colour_plane_id` (4:4:4 coded as three planes). */
@@ -226,19 +228,26 @@ function parseSps(nal: Buffer): Sps | null {
   const log2 = b.ue();
   if (log2 === null || log2 > 12) return null;
   const pocType = b.ue();
-  if (pocType === 0) b.ue();
-  else if (pocType === 1) {
-    b.bit();
-    b.se();
-    b.se();
-    const cycle = b.ue() ?? 0;
-    for (let i = 0; i < Math.min(cycle, 255); i++) b.se();
-  }
-  b.ue(); // max_num_ref_frames
+  if (pocType === 0) {
+    const log2PocLsb = b.ue();
+    if (log2PocLsb === null || log2PocLsb > 12) return null;
+  } else if (pocType === 1) {
+    if (b.bit() === null || b.se() === null || b.se() === null) return null;
+    const cycle = b.ue();
+    if (cycle === null) return null;
+    for (let i = 0; i < Math.min(cycle, 255); i++) if (b.se() === null) return null;
+  } else if (pocType === null) return null;
+  const maxNumRefFrames = b.ue();
+  if (maxNumRefFrames === null) return null;
   b.bit(); // gaps_in_frame_num_value_allowed_flag
   b.ue(); // pic_width_in_mbs_minus1
   b.ue(); // pic_height_in_map_units_minus1
   const frameMbsOnly = b.bit();
   if (frameMbsOnly === null) return null;
-  return { log2MaxFrameNum: log2 + 4, separateColourPlane, frameMbsOnly: frameMbsOnly === 1 };
+  return {
+    maxNumRefFrames,
+    log2MaxFrameNum: log2 + 4,
+    separateColourPlane,
+    frameMbsOnly: frameMbsOnly === 1,
+  };
 }

@@ -89,8 +89,10 @@ pub(crate) struct VideoSource {
     pub pixels: u64,
     /// Picture duration guess in stream units (for frames without timestamps).
     frame_step: i64,
-    /// Reference pictures a picture may predict from (the stream's own count when known).
-    references: u32,
+    /// The reference frames of the stream's H.264 sequence parameter set (`max_num_ref_frames`),
+    /// when the stream is H.264 and its extradata has one that can be read (from the bytes: a
+    /// frame-threaded decoder does not report it). The reach's input ([`reach`]).
+    sps_refs: Option<u32>,
     /// Where the stream header says the stream ends (stream units), when it says so.
     declared_end: Option<i64>,
 

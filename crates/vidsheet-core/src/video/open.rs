@@ -6,7 +6,7 @@ use ff::ffi;
 use ff::format::context::Input;
 use ffmpeg_next as ff;
 
-use super::{fields, h264, reach, recover, refs, VideoSource};
+use super::{fields, h264, recover, refs, VideoSource};
 use crate::decode_log::DecodeLog;
 use crate::error::{Error, Result};
 use crate::media::{self, Container};
@@ -138,8 +138,8 @@ impl VideoSource {
             let par = (*st).codecpar;
             (*par).width.max(0) as u64 * (*par).height.max(0) as u64
         };
-        let references =
-            reach::h264_references(unsafe { (*st).codecpar }).unwrap_or(reach::MAX_REFERENCES);
+        let sps_refs =
+            h264::stream_sps(unsafe { (*st).codecpar }).map(|sps| sps.max_num_ref_frames);
         let declared_end = unsafe {
             let (start, duration) = ((*st).start_time, (*st).duration);
             (duration != ffi::AV_NOPTS_VALUE && duration > 0).then(|| {
@@ -166,7 +166,7 @@ impl VideoSource {
             picture_bytes,
             pixels,
             frame_step,
-            references,
+            sps_refs,
             declared_end,
             cur: None,
             next: None,

@@ -959,14 +959,10 @@ impl VideoSource {
         print
     }
 
-    /// How far back a picture may reference, in stream units: the stream's reference pictures
-    /// (see [`super::reach`]), each possibly followed by as many non-reference pictures as the
-    /// decoder's reordering delay.
-    fn reference_reach(&self) -> i64 {
-        let delay = unsafe { (*self.decoder.as_ptr()).has_b_frames }.clamp(0, 16) as i64;
-        (self.references.max(1) as i64 + 1)
-            .saturating_mul(delay + 1)
-            .saturating_add(delay)
+    /// The reference reach in stream units ([`super::reach`]), by the decoder's delay now.
+    pub(super) fn reference_reach(&self) -> i64 {
+        let delay = unsafe { (*self.decoder.as_ptr()).has_b_frames } as i64;
+        super::reach::reference_reach(self.decoder.id().name(), self.sps_refs, delay)
             .saturating_mul(self.frame_step)
     }
 
