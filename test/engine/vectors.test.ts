@@ -4,7 +4,7 @@
  * native side. Inputs and expected outputs are written from the rule each file describes, not
  * captured from either implementation.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { type EntryDecode, provesEntry } from '../../src/core/open-gop.js';
 import { PeakBinner } from '../../src/engine/ffmpeg/audio.js';
@@ -214,5 +214,35 @@ describe('the recovery ladder (recovery-ladder.json)', () => {
       return typeof v === 'string' ? v : `back ${v.back}`;
     });
     expect(verdicts).toEqual(c.attempts.map((a) => a.expect));
+  });
+});
+
+describe("the README's engine map", () => {
+  const root = new URL('../../', import.meta.url);
+  const readme = readFileSync(new URL('README.md', root), 'utf8');
+  const section = readme.slice(readme.indexOf('### The engine map'), readme.indexOf('Arrows point one way'));
+  /** Each row: the vector file and every `path` symbol pair it names. */
+  const rows = [...section.matchAll(/^\|(.+)\|\s*`([\w-]+\.json)`\s*\|$/gm)].map(([, cells = '', file]) => ({
+    file,
+    names: [...cells.matchAll(/`([^`]+\.(?:ts|rs))` ([\w:]+)/g)].map(([, path = '', symbol = '']) => ({
+      path,
+      symbol: symbol.split('::').pop() as string,
+    })),
+  }));
+
+  it('lists every vector file once', () => {
+    const files = readdirSync(new URL('fixtures/vectors/', root)).filter((f) => f.endsWith('.json'));
+    expect(rows.map((r) => r.file).sort()).toEqual(files.sort());
+  });
+
+  it.each(rows)('$file: each implementation it names is in its file, which the vector file names', (row) => {
+    const named = vectors<{ implementations: string[] }>(row.file as string).implementations.join('\n');
+    expect(row.names.length).toBeGreaterThan(0);
+    for (const { path, symbol } of row.names) {
+      expect(readFileSync(new URL(path, root), 'utf8'), `${path} ${symbol}`).toMatch(
+        new RegExp(`\\b(?:class|function|fn|struct)\\s+${symbol}\\b`),
+      );
+      expect(named, `${row.file} names ${path}`).toContain(path);
+    }
   });
 });
