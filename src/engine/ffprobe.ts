@@ -7,8 +7,9 @@
  * - one `-show_format -show_streams` for the facts every stream declares;
  * - per video stream (cover art aside), its first packets decoded until a frame comes out
  *   (`decodes`), so a codec this FFmpeg lacks or a broken bitstream is known before planning;
- * - one packet listing near the declared end (demux only) for where the data really ends; when
- *   the seek fails or finds no timestamped packet, a listing from the start (still demux only).
+ * - one packet listing near the declared end (demux only) for where the data really ends, one per
+ *   stream in MP4/MOV; when the seek fails or finds no timestamped packet, a listing from the
+ *   start (still demux only).
  */
 import { stat } from 'node:fs/promises';
 import { containerAllowed } from '../core/containers.js';
@@ -439,20 +440,47 @@ async function readableEnds(
   return (await packetEnds(path, fixed, wanted, at, null)) ?? new Map();
 }
 
+/**
+ * The ends one reading gives (see readableEnds), each stream read on its own in MP4/MOV (DESIGN
+ * §2): that demuxer hands the samples of all streams out by time, so a read of them all stops at
+ * the first sample missing from a cut file, of any stream, though other streams' samples before
+ * the cut follow it in time; a read of one stream passes the others' samples over without reading
+ * them. Other demuxers read the file in order, and one read serves every stream. Null when a read
+ * timed out.
+ */
 async function packetEnds(
   path: string,
   fixed: string | undefined,
   streams: Map<number, StreamJson>,
-  { startTime, sampleTable }: { startTime: number; sampleTable: boolean },
+  at: { startTime: number; sampleTable: boolean },
+  from: number | null,
+): Promise<Map<number, number> | null> {
+  const reads = at.sampleTable ? [...streams].map((s) => new Map([s])) : [streams];
+  const ends = await Promise.all(reads.map((read) => packetRead(path, fixed, read, at, from)));
+  if (ends.some((e) => e === null)) return null;
+  return new Map(ends.flatMap((e) => [...(e ?? [])]));
+}
+
+/** One ffprobe packet listing of `streams` (all of the file's when more than one is asked for). */
+async function packetRead(
+  path: string,
+  fixed: string | undefined,
+  streams: Map<number, StreamJson>,
+  { startTime }: { startTime: number },
   from: number | null,
 ): Promise<Map<number, number> | null> {
   const fileSize = (await stat(path).catch(() => null))?.size ?? Number.POSITIVE_INFINITY;
+  const only = streams.size === 1 ? ['-select_streams', String([...streams.keys()][0])] : [];
   const { code, stdout } = await run(
     'ffprobe',
     [
       '-v',
       'quiet',
+      // A packet the demuxer flags corrupt (the MP4 sample a cut file ends inside, handed out
+      // shortened to the bytes present) is left out: FFmpeg 5.1's ffprobe does not print the flag.
+      ...['-fflags', '+discardcorrupt'],
       ...(from === null ? [] : ['-read_intervals', `${from.toFixed(6)}%`]),
+      ...only,
       '-show_entries',
       'packet=stream_index,pts,dts,duration,pos,size,flags',
       '-of',
@@ -475,20 +503,16 @@ async function packetEnds(
   const ends = new PacketEnds(fileSize, clocks);
   for (const line of stdout.toString().split('\n')) {
     const fields = new Map(line.split('|').map((kv) => kv.split('=') as [string, string]));
-    const pos = num(fields.get('pos'));
-    const size = num(fields.get('size')) ?? 0;
+    const flags = fields.get('flags') ?? '';
     ends.add(Number(fields.get('stream_index')), {
       pts: int(fields.get('pts')) ?? null,
       dts: int(fields.get('dts')) ?? null,
       duration: int(fields.get('duration')) ?? null,
-      pos: pos ?? null,
-      size,
-      // The MP4/MOV demuxer hands out a cut last packet shortened to the bytes present: one that
-      // ends exactly at the end of the file is taken as cut (an intact file loses one frame, far
-      // inside DESIGN's tolerance; the native engine knows the full sample size from the index and
-      // agrees).
-      corrupt: sampleTable && pos !== undefined && pos + size === fileSize,
-      discard: fields.get('flags')?.includes('D') === true,
+      pos: num(fields.get('pos')) ?? null,
+      size: num(fields.get('size')) ?? 0,
+      // Left out above; an ffprobe that prints the flag says C.
+      corrupt: flags.includes('C'),
+      discard: flags.includes('D'),
     });
   }
   const out = new Map<number, number>();

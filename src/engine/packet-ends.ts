@@ -31,11 +31,14 @@ export interface PacketFacts {
 
 /**
  * Per stream, the latest pts + duration of a complete, presented packet: not corrupt, not to be
- * discarded and, where its position is known, wholly inside the file (others are passed over). A packet without timestamps starts
- * where the previous one of its stream ended; one without a duration lasts as long as the last one
- * of its stream that had one, else a frame, else nothing.
+ * discarded and, where its position is known, wholly inside the file (others are passed over). A
+ * packet without timestamps starts where the previous one of its stream ended; one without a
+ * duration lasts as long as the last one of its stream counted for, else a frame, else nothing;
+ * one lasting over four of its stream's usual frame steps (a frame when known, else what the last
+ * one counted for) counts as one step.
  */
 export class PacketEnds<K> {
+  /** Per stream, the duration its last counted packet was given (above 0). */
   private readonly lastDuration = new Map<K, bigint>();
   readonly ends = new Map<K, bigint>();
 
@@ -50,14 +53,18 @@ export class PacketEnds<K> {
     const pastTheEnd = p.pos !== null && p.pos >= 0 && p.pos + p.size > this.fileSize;
     const start = p.pts ?? p.dts ?? s.clock;
     if (start === null || p.corrupt || p.discard || pastTheEnd) return;
-    let duration: bigint;
-    if (p.duration !== null && p.duration > 0n) {
-      duration = p.duration;
-      this.lastDuration.set(stream, duration);
-    } else duration = this.lastDuration.get(stream) ?? s.frame ?? 0n;
+    const last = this.lastDuration.get(stream);
+    let duration = p.duration !== null && p.duration > 0n ? p.duration : (last ?? s.frame ?? 0n);
+    // A still held for seconds (a screen recording's) is not data: it counts as one step.
+    const step = s.frame ?? last;
+    if (step !== undefined && duration > MAX_STEPS * step) duration = step;
+    if (duration > 0n) this.lastDuration.set(stream, duration);
     const end = start + duration;
     s.clock = end;
     const known = this.ends.get(stream);
     if (known === undefined || end > known) this.ends.set(stream, end);
   }
 }
+
+/** A packet lasting over this many of its stream's usual frame steps counts as one step. */
+const MAX_STEPS = 4n;

@@ -2150,3 +2150,219 @@ export function dvbDropTs(options: { secondVideo?: boolean } = {}): Promise<stri
     });
   });
 }
+
+// --- 5. Where a cut MP4's data ends (issue 42) ------------------------------------------------
+
+/** Each sample's duration (media time scale, decode order), from stts. */
+function mp4Durations(buf: Buffer, trak: Mp4Box): number[] {
+  const stts = mp4Child(buf, trak, 'mdia', 'minf', 'stbl', 'stts');
+  const out: number[] = [];
+  for (let i = 0; i < buf.readUInt32BE(stts.body + 4); i++) {
+    const count = buf.readUInt32BE(stts.body + 8 + 8 * i);
+    const delta = buf.readUInt32BE(stts.body + 12 + 8 * i);
+    for (let k = 0; k < count; k++) out.push(delta);
+  }
+  return out;
+}
+
+/**
+ * Rewrites an MP4 as ftyp, moov, mdat (the index first, as `-movflags +faststart` writes it), its
+ * samples stored in the order `runs` gives (each a range of one track's samples in decode order;
+ * every sample of every track exactly once), one sample per chunk. `tables` swaps further boxes
+ * of a track's sample table, keyed by the track box's offset. Returns the file and each track's
+ * sample offsets in it (keyed the same way).
+ */
+function mp4Relayout(
+  buf: Buffer,
+  runs: Array<{ trak: Mp4Box; from: number; to: number }>,
+  tables: Map<number, Record<string, Buffer>> = new Map(),
+): { file: Buffer; offsets: Map<number, number[]> } {
+  const top = mp4File(buf);
+  const ftyp = mp4Child(buf, top, 'ftyp');
+  const moov = mp4Child(buf, top, 'moov');
+  const placed = new Map<number, number[]>();
+  const data: Buffer[] = [];
+  let at = 0;
+  for (const { trak, from, to } of runs) {
+    const samples = mp4Samples(buf, trak);
+    const offsets = placed.get(trak.start) ?? new Array<number>(samples.length);
+    placed.set(trak.start, offsets);
+    for (let i = from; i < to; i++) {
+      const s = samples[i];
+      if (!s || offsets[i] !== undefined) throw new Error(`mp4Relayout: sample ${i} missing or placed twice`);
+      offsets[i] = at;
+      data.push(buf.subarray(s.offset, s.offset + s.size));
+      at += s.size;
+    }
+  }
+  const traks = mp4Children(buf, moov.body, moov.end).filter((b) => b.type === 'trak');
+  for (const trak of traks) {
+    const offsets = placed.get(trak.start);
+    if (!offsets || offsets.includes(undefined as unknown as number) || offsets.length === 0)
+      throw new Error(`mp4Relayout: the track at ${trak.start} is not wholly placed`);
+  }
+  const moovAt = (base: number) =>
+    mp4Box(
+      'moov',
+      mp4Rebuild(buf, moov, (child) => {
+        if (child.type !== 'trak') return undefined;
+        const offsets = (placed.get(child.start) as number[]).map((o) => base + o);
+        const stco = mp4FullBox('stco', [offsets.length, ...offsets]);
+        const swap: Record<string, Buffer> = {
+          stsc: mp4FullBox('stsc', [1, 1, 1, 1]),
+          stco,
+          co64: stco,
+          ...tables.get(child.start),
+        };
+        return mp4Box(
+          'trak',
+          mp4Rebuild(buf, child, (k) => swap[k.type]),
+        );
+      }),
+    );
+  // The index's size does not depend on the offsets it holds.
+  const base = ftyp.end - ftyp.start + moovAt(0).length + 8;
+  if (base + at >= 2 ** 32) throw new Error('mp4Relayout: too large for 32-bit chunk offsets');
+  const mdat = Buffer.alloc(8);
+  mdat.writeUInt32BE(8 + at, 0);
+  mdat.write('mdat', 4, 'latin1');
+  const file = Buffer.concat([buf.subarray(ftyp.start, ftyp.end), moovAt(base), mdat, ...data]);
+  const offsets = new Map([...placed].map(([k, list]) => [k, list.map((o) => base + o)]));
+  return { file, offsets };
+}
+
+/**
+ * What {@link laggingAudioCutMp4} holds: `seconds` of 25 fps video and AAC audio; the file stores
+ * the video's first `videoFirst` s, then all the audio, then the rest of the video, and is cut
+ * inside the audio sample that starts at `audioKept` s or just after.
+ */
+export const LAGGING_AUDIO_MP4 = { seconds: 10, fps: 25, videoFirst: 6, audioKept: 1.5 } as const;
+
+/**
+ * A cut MP4 whose audio lies far behind its video in the file, as in FATE's h264/wwwq_cut.mp4
+ * (index pattern 320x240, no B-frames, index first): the file holds the video to 6 s and the
+ * audio to 1.5 s. FFmpeg's MP4 demuxer hands the samples of all streams out by time (by file
+ * position within a second), so a read of both streams asks for the first missing audio sample
+ * while the video is about a second ahead and stops there, at about 2.5 s; a read of the video
+ * alone reaches 6 s.
+ */
+export function laggingAudioCutMp4(): Promise<string> {
+  const o = LAGGING_AUDIO_MP4;
+  return cached('lagging-audio-cut', 'mp4', o, async (out) => {
+    const src = await readFile(await indexClip({ seconds: o.seconds, fps: o.fps, bframes: 0, audio: true }));
+    const [video] = mp4Tracks(src, 'vide');
+    const [audio] = mp4Tracks(src, 'soun');
+    if (!video || !audio) throw new Error('laggingAudioCutMp4: expected a video and an audio track');
+    const frames = mp4Samples(src, video).length;
+    const split = o.videoFirst * o.fps;
+    const audioSamples = mp4Samples(src, audio).length;
+    const { file, offsets } = mp4Relayout(src, [
+      { trak: video, from: 0, to: split },
+      { trak: audio, from: 0, to: audioSamples },
+      { trak: video, from: split, to: frames },
+    ]);
+    // The audio sample that starts at audioKept s or just after (media time), cut in its middle.
+    const mdhd = mp4Child(src, audio, 'mdia', 'mdhd');
+    const scale = src.readUInt32BE(mdhd.body + 12);
+    let t = 0;
+    const durations = mp4Durations(src, audio);
+    const k = durations.findIndex((d) => {
+      const starts = t;
+      t += d;
+      return starts >= o.audioKept * scale;
+    });
+    const at = offsets.get(audio.start)?.[k];
+    const size = mp4Samples(src, audio)[k]?.size;
+    if (k < 0 || at === undefined || size === undefined)
+      throw new Error('laggingAudioCutMp4: no audio sample there');
+    await writeFile(out, file.subarray(0, at + Math.floor(size / 2)));
+  });
+}
+
+/** What {@link frameCutMp4} holds: `seconds` of 25 fps video, of which the first `frames` frames. */
+export const FRAME_CUT_MP4 = { seconds: 20, fps: 25, frames: 225 } as const;
+
+/**
+ * An MP4 (index first, 320x240 index pattern, 25 fps, no B-frames) declaring 20 s, cut right
+ * after its 225th frame's sample: the file ends exactly where a whole sample ends, and its data at
+ * 9 s (that frame's 8.96 s plus its 40 ms).
+ */
+export function frameCutMp4(): Promise<string> {
+  const o = FRAME_CUT_MP4;
+  return cached('frame-cut', 'mp4', o, async (out) => {
+    const src = await readFile(await indexClip({ seconds: o.seconds, fps: o.fps, bframes: 0 }));
+    const [video] = mp4Tracks(src, 'vide');
+    if (!video) throw new Error('frameCutMp4: no video track');
+    const samples = mp4Samples(src, video);
+    const { file, offsets } = mp4Relayout(src, [{ trak: video, from: 0, to: samples.length }]);
+    const last = o.frames - 1;
+    const end = (offsets.get(video.start)?.[last] ?? Number.NaN) + (samples[last]?.size ?? Number.NaN);
+    if (!(end < file.length)) throw new Error('frameCutMp4: the cut is not inside the file');
+    await writeFile(out, file.subarray(0, end));
+  });
+}
+
+/**
+ * What {@link longFrameMp4} holds: 15 fps video whose sample number `before` (0-based) lasts
+ * `long` s, `after` more samples after it.
+ */
+export const LONG_FRAME_MP4 = { fps: 15, before: 34, long: 5.8 } as const;
+
+/**
+ * An MP4 (index first, 320x240 index pattern, no B-frames) of 15 fps pictures, one of which, the
+ * 35th, lasts 5.8 s, as in FATE's hevc/two_first_slice.mp4 (a screen recording's still). `after`
+ * frames of 1/15 s follow it; with `cut`, the file ends right after the long frame's sample (its
+ * index still lists the frames after). The container declares the whole, long frame included.
+ */
+export function longFrameMp4(opts: { after: number; cut: boolean }): Promise<string> {
+  const o = { ...LONG_FRAME_MP4, ...opts };
+  const frames = o.before + 1 + o.after;
+  return cached(`long-frame${o.cut ? '-cut' : ''}`, 'mp4', o, async (out) => {
+    const src = Buffer.from(
+      await readFile(await indexClip({ seconds: frames / o.fps, fps: o.fps, bframes: 0 })),
+    );
+    const [video] = mp4Tracks(src, 'vide');
+    if (!video) throw new Error('longFrameMp4: no video track');
+    const durations = mp4Durations(src, video);
+    const step = durations[0] as number;
+    if (durations.length !== frames || durations.some((d) => d !== step))
+      throw new Error('longFrameMp4: expected evenly timed frames');
+    const moov = mp4Child(src, mp4File(src), 'moov');
+    const mvhd = mp4Child(src, moov, 'mvhd');
+    const tkhd = mp4Child(src, video, 'tkhd');
+    const mdhd = mp4Child(src, video, 'mdia', 'mdhd');
+    if (src[mvhd.body] !== 0 || src[tkhd.body] !== 0 || src[mdhd.body] !== 0)
+      throw new Error('longFrameMp4: expected version-0 mvhd, tkhd and mdhd');
+    const mediaScale = src.readUInt32BE(mdhd.body + 12);
+    const movieScale = src.readUInt32BE(mvhd.body + 12);
+    const long = Math.round(o.long * mediaScale);
+    const total = (frames - 1) * step + long;
+    const movie = Math.round((total * movieScale) / mediaScale);
+    src.writeUInt32BE(total, mdhd.body + 16);
+    src.writeUInt32BE(movie, tkhd.body + 20);
+    src.writeUInt32BE(movie, mvhd.body + 16);
+    const edts = mp4Children(src, video.body, video.end).find((b) => b.type === 'edts');
+    if (edts) {
+      const elst = mp4Child(src, edts, 'elst');
+      if (src[elst.body] !== 0 || src.readUInt32BE(elst.body + 4) !== 1)
+        throw new Error('longFrameMp4: expected a one-entry version-0 elst');
+      src.writeUInt32BE(movie, elst.body + 8);
+    }
+    const stts = mp4FullBox('stts', [
+      o.after ? 3 : 2,
+      ...[o.before, step, 1, long],
+      ...(o.after ? [o.after, step] : []),
+    ]);
+    const samples = mp4Samples(src, video);
+    const { file, offsets } = mp4Relayout(
+      src,
+      [{ trak: video, from: 0, to: frames }],
+      new Map([[video.start, { stts }]]),
+    );
+    const end = o.cut
+      ? (offsets.get(video.start)?.[o.before] ?? Number.NaN) + (samples[o.before]?.size ?? Number.NaN)
+      : file.length;
+    if (!(end <= file.length)) throw new Error('longFrameMp4: the cut is not inside the file');
+    await writeFile(out, file.subarray(0, end));
+  });
+}

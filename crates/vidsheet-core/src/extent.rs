@@ -24,6 +24,9 @@ use crate::media::{self, Container};
 const TAIL_US: i64 = 10 * ffi::AV_TIME_BASE as i64;
 /// Consecutive demuxer errors (other than end of file) tolerated before treating it as the end.
 const MAX_READ_ERRORS: u32 = 64;
+/// A packet (or sample) lasting over this many of its stream's usual frame steps counts as one
+/// step (DESIGN §2: a still held for seconds, as a screen recording's, is not data).
+const MAX_STEPS: i64 = 4;
 /// Bytes after the last indexed sample still taken as the file's trailing boxes (an index at the
 /// end of the file, metadata), not as fragments the index does not list yet.
 const INDEX_SLACK_BYTES: u64 = 8 << 20;
@@ -137,13 +140,19 @@ fn index_extent(st: *mut ffi::AVStream, file_size: u64) -> IndexExtent {
         } else {
             None
         };
+        // The usual frame step: a frame when known, else the step the sample before counted for.
+        let usual = frame.or(last_step);
         let step = match next {
             Some(t) if t > ts => {
-                last_step = Some(t - ts);
-                t - ts
+                let step = match usual {
+                    Some(u) if t - ts > u.saturating_mul(MAX_STEPS) => u,
+                    _ => t - ts,
+                };
+                last_step = Some(step);
+                step
             }
             Some(_) => 0,
-            None => frame.or(last_step).unwrap_or(0),
+            None => usual.unwrap_or(0),
         };
         let end = ts.saturating_add(step);
         out.end = Some(out.end.map_or(end, |e: i64| e.max(end)));
@@ -200,7 +209,11 @@ fn from_index(
 }
 
 /// A cut MP4/MOV: the packets from shortly before the earliest index end (`ends`, stream units)
-/// to where the data stops. None when that read finds no packet.
+/// to where the data stops, each stream read on its own (DESIGN §2): the demuxer hands the samples
+/// of all streams out by time, so a read of them all stops at the first sample missing from the
+/// cut file, of any stream, though other streams' samples before the cut follow it in time; a read
+/// of one stream passes the others' samples over without reading them. None when a seek fails or
+/// no read finds a packet.
 fn near_index_end(
     input: &mut Input,
     streams: &[usize],
@@ -216,11 +229,14 @@ fn near_index_end(
             i64::try_from(us).ok()
         })
         .min()?;
-    keep_only(input, streams);
-    if !seek_before(input, earliest_us.saturating_sub(TAIL_US)) {
-        return None;
+    let mut read = Vec::with_capacity(streams.len());
+    for &i in streams {
+        keep_only(input, &[i]);
+        if !seek_before(input, earliest_us.saturating_sub(TAIL_US)) {
+            return None;
+        }
+        read.extend(demux_to_end(input, &[i], file_size, false));
     }
-    let read = demux_to_end(input, streams, file_size, false);
     read.iter().any(Option::is_some).then_some(read)
 }
 
@@ -387,10 +403,13 @@ struct PacketFacts {
 /// the end of a truncated file is) or to be discarded (an MP4 sample outside the edit list, never
 /// presented), or lying past the end of the file, is passed over; one without
 /// timestamps starts where the previous one of its stream ended; one without a duration lasts as
-/// long as the last one of its stream that had one, else a frame.
+/// long as the last one of its stream counted for, else a frame; one lasting over four of its
+/// stream's usual frame steps (a frame when known, else what the last one counted for) counts as
+/// one step.
 struct PacketEnds {
     file_size: Option<u64>,
     streams: Vec<StreamClock>,
+    /// Per stream, the duration its last counted packet was given (above 0).
     last_duration: Vec<Option<i64>>,
     ends: Vec<Option<i64>>,
 }
@@ -419,12 +438,20 @@ impl PacketEnds {
         if p.corrupt || p.discard || past_the_end {
             return;
         }
-        let duration = if p.duration > 0 {
-            self.last_duration[k] = Some(p.duration);
+        let last = self.last_duration[k];
+        let mut duration = if p.duration > 0 {
             p.duration
         } else {
-            self.last_duration[k].or(stream.frame).unwrap_or(0)
+            last.or(stream.frame).unwrap_or(0)
         };
+        if let Some(step) = stream.frame.or(last) {
+            if duration > step.saturating_mul(MAX_STEPS) {
+                duration = step;
+            }
+        }
+        if duration > 0 {
+            self.last_duration[k] = Some(duration);
+        }
         let end = ts.saturating_add(duration);
         stream.clock = Some(end);
         self.ends[k] = Some(self.ends[k].map_or(end, |e| e.max(end)));
