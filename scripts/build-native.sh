@@ -5,6 +5,8 @@
 #                                     linked statically from scripts/build-ffmpeg.sh's cached prefix
 #                                     (built once per source version and configure line, ~6.5
 #                                     CPU-minutes; then reused). `readelf -d` lists the C runtime only.
+#                                     Linked by zig (cargo-zigbuild, napi's `-x`) against glibc 2.28's
+#                                     symbol versions, so it loads on glibc 2.28 and newer (issue 38).
 #   scripts/build-native.sh --system  the fast developer loop: links the system FFmpeg dynamically
 #                                     (needs libavcodec-dev libavformat-dev libavutil-dev
 #                                     libswscale-dev pkg-config libclang-dev). The result loads only
@@ -34,10 +36,32 @@ case "${1:-}" in
     ;;
 esac
 
+# The build machine's glibc (2.36 on bookworm) would bind every libc/libm call to its newest symbol
+# version (stat64@2.33, pthread_*@2.34, hypot@2.35...), and the binding would not load on an older
+# glibc. zig links against stubs of glibc 2.28's symbol lists instead, so the same objects (Rust's
+# and the gcc-built FFmpeg) bind to the versions 2.28 has; a call 2.28 lacks would be left unversioned,
+# which test/package/glibc.test.ts rejects. Both tools come from PyPI (zig as the `ziglang` wheel,
+# which cargo-zigbuild runs through `python3 -m ziglang`), pinned so a build is repeatable.
+glibc_floor=2.28
+zig_version=0.17.1
+zigbuild_version=0.24.1
+scripts_dir="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+export PATH="$PATH:$scripts_dir:$HOME/.local/bin" # where pip puts cargo-zigbuild (root / user)
+if [ "$(python3 -m ziglang version 2>/dev/null)" != "$zig_version" ] ||
+  [ "$(cargo-zigbuild --version 2>/dev/null)" != "cargo-zigbuild $zigbuild_version" ]; then
+  echo "build-native: installing ziglang $zig_version and cargo-zigbuild $zigbuild_version (pip)" >&2
+  python3 -m pip install --quiet "ziglang==$zig_version" "cargo-zigbuild==$zigbuild_version"
+fi
+
 prefix="$(scripts/build-ffmpeg.sh | tail -n1)"
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" PKG_CONFIG_ALL_STATIC=1 \
-  "${napi_build[@]}" --target-dir target/static --features static-ffmpeg --strip
+  "${napi_build[@]}" --target-dir target/static --features static-ffmpeg --strip \
+  --cross-compile --target "x86_64-unknown-linux-gnu.$glibc_floor"
 
 rm -rf "$out/THIRD-PARTY-LICENSES"
 cp -r "$prefix/licenses" "$out/THIRD-PARTY-LICENSES"
-cp "$prefix/build-info.txt" "$out/FFMPEG-BUILD-INFO.txt"
+{
+  cat "$prefix/build-info.txt"
+  # How the binding itself was linked, to relink it the same way.
+  echo "binding linked: napi build --features static-ffmpeg --cross-compile --target x86_64-unknown-linux-gnu.$glibc_floor (cargo-zigbuild $zigbuild_version, zig $zig_version, $(rustc --version))"
+} >"$out/FFMPEG-BUILD-INFO.txt"

@@ -5,7 +5,8 @@
 # for better-sqlite3, Chromium, PostgreSQL and nginx for the tests), moto's S3 server for the
 # storage tests, npm dependencies from the lock file, then the native addon (`npm run build:native`:
 # the self-contained build, whose static FFmpeg scripts/build-ffmpeg.sh builds once from Debian's
-# source packages and caches by key) and the TypeScript build. Safe to run again: it installs and
+# source packages and caches by key, linked by zig for glibc 2.28: scripts/build-native.sh installs
+# the pinned ziglang and cargo-zigbuild from PyPI when missing) and the TypeScript build. Safe to run again: it installs and
 # builds only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

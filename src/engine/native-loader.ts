@@ -59,7 +59,7 @@ export function loadNative(
         '`npm run build:native:system` against the FFmpeg development packages.',
       ]
     : [
-        `Fix: where it is available (Linux x64, glibc 2.35 or newer), install ${PLATFORM_PACKAGE}`,
+        `Fix: where it is available (Linux x64, glibc 2.28 or newer), install ${PLATFORM_PACKAGE}`,
         '(npm installs it unless optional dependencies are omitted).',
       ];
   return {

@@ -150,7 +150,7 @@ describe('a binding that cannot load', () => {
     expect(r.stderr).toContain('native binding unavailable, using the ffmpeg fallback engine');
     expect(r.stderr).toContain('  - @vidsheet/binding-linux-x64-gnu: package not installed\n');
     expect(r.stderr).not.toContain('npm/linux-x64-gnu');
-    expect(r.stderr).toContain('Fix: where it is available (Linux x64, glibc 2.35 or newer), install');
+    expect(r.stderr).toContain('Fix: where it is available (Linux x64, glibc 2.28 or newer), install');
     expect(r.stderr).toMatch(/engine: ffmpeg/);
   });
 
