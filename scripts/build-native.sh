@@ -41,17 +41,21 @@ esac
 # glibc. zig links against stubs of glibc 2.28's symbol lists instead, so the same objects (Rust's
 # and the gcc-built FFmpeg) bind to the versions 2.28 has; a call 2.28 lacks would be left unversioned,
 # which test/package/glibc.test.ts rejects. Both tools come from PyPI (zig as the `ziglang` wheel,
-# which cargo-zigbuild runs through `python3 -m ziglang`), pinned so a build is repeatable.
+# which cargo-zigbuild runs through `python3 -m ziglang`), pinned so a build is repeatable, and are
+# installed with `pip --target` into the build cache: no system or user site-packages is touched
+# (so a Debian Python's "externally managed" refusal does not apply).
 glibc_floor=2.28
 zig_version=0.17.1
 zigbuild_version=0.24.1
-scripts_dir="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
-export PATH="$PATH:$scripts_dir:$HOME/.local/bin" # where pip puts cargo-zigbuild (root / user)
-if [ "$(python3 -m ziglang version 2>/dev/null)" != "$zig_version" ] ||
-  [ "$(cargo-zigbuild --version 2>/dev/null)" != "cargo-zigbuild $zigbuild_version" ]; then
-  echo "build-native: installing ziglang $zig_version and cargo-zigbuild $zigbuild_version (pip)" >&2
-  python3 -m pip install --quiet "ziglang==$zig_version" "cargo-zigbuild==$zigbuild_version"
+tools="${VIDSHEET_FFMPEG_CACHE:-$HOME/.cache/vidsheet/ffmpeg}/tools/zig-$zig_version-zigbuild-$zigbuild_version"
+if [ ! -f "$tools/.complete" ]; then
+  echo "build-native: installing ziglang $zig_version and cargo-zigbuild $zigbuild_version (pip) into $tools" >&2
+  rm -rf "$tools"
+  python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    --target "$tools" "ziglang==$zig_version" "cargo-zigbuild==$zigbuild_version"
+  touch "$tools/.complete"
 fi
+export PATH="$tools/bin:$PATH" PYTHONPATH="$tools${PYTHONPATH:+:$PYTHONPATH}"
 
 prefix="$(scripts/build-ffmpeg.sh | tail -n1)"
 PKG_CONFIG_PATH="$prefix/lib/pkgconfig" PKG_CONFIG_ALL_STATIC=1 \

@@ -6,13 +6,15 @@
 # storage tests, npm dependencies from the lock file, then the native addon (`npm run build:native`:
 # the self-contained build, whose static FFmpeg scripts/build-ffmpeg.sh builds once from Debian's
 # source packages and caches by key, linked by zig for glibc 2.28: scripts/build-native.sh installs
-# the pinned ziglang and cargo-zigbuild from PyPI when missing) and the TypeScript build. Safe to run again: it installs and
-# builds only what is missing.
+# the pinned ziglang and cargo-zigbuild from PyPI into that cache when missing) and the TypeScript
+# build. Safe to run again: it installs and builds only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(ffmpeg libavcodec-dev libavformat-dev libavutil-dev libavfilter-dev libavdevice-dev
   libswscale-dev libswresample-dev libclang-dev pkg-config g++ make
+  # pip: moto below, and zig for the binding's glibc 2.28 link (scripts/build-native.sh).
+  python3-pip
   # The keys page's tests drive Debian's Chromium (playwright-core downloads no browser); the
   # scale-out tests start a throwaway PostgreSQL and put deploy/nginx.conf in front of two servers.
   chromium postgresql nginx-light)
