@@ -7,11 +7,12 @@
  * (crates/vidsheet-node) and the ffmpeg/ffprobe fallback.
  */
 import type { AudioPeaks, MsRange } from '../core/audio.js';
+import type { PacketLog } from '../core/packet-log.js';
 import type { AudioStreamFacts, VideoStreamFacts } from '../core/probe.js';
 import type { RenderPlan } from '../core/render-plan.js';
-import type { PacketLog } from '../core/zoom.js';
 
 export type { AudioPeaks, MsRange } from '../core/audio.js';
+export type { PacketLog } from '../core/packet-log.js';
 export type { AudioStreamFacts, VideoStreamFacts } from '../core/probe.js';
 export type {
   BandPlan,
@@ -24,7 +25,6 @@ export type {
   SheetPlan,
   Theme,
 } from '../core/render-plan.js';
-export type { PacketLog } from '../core/zoom.js';
 
 /** What an engine learns from opening the file. */
 export interface ProbeInfo {

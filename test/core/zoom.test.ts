@@ -5,7 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { AudioPeaks } from '../../src/core/audio.js';
-import { type PacketLog, reportedFrameTime, zoomHints } from '../../src/core/zoom.js';
+import type { PacketLog } from '../../src/core/packet-log.js';
+import { reportedFrameTime, zoomHints } from '../../src/core/zoom.js';
 
 interface Stream {
   fps: number;
@@ -33,7 +34,7 @@ interface Case {
   expect: Array<{ start: string; end: string; score: number; signals: string[] }>;
 }
 
-/** A vector's container unless it names one: a whole listing, as an MP4's (core/zoom.ts packetSource). */
+/** A vector's container unless it names one: a whole listing, as an MP4's (core/packet-log.ts packetSource). */
 const MP4 = 'mov,mp4,m4a,3gp,3g2,mj2';
 
 const vectors = JSON.parse(

@@ -328,7 +328,7 @@ pub struct RenderStats {
     pub redone_cells: u64,
 }
 
-/// The video packets a render read on the way to its cells (src/core/zoom.ts `PacketLog`):
+/// The video packets a render read on the way to its cells (src/core/packet-log.ts `PacketLog`):
 /// headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
 /// container start), the decode timestamp where the packet has one, else its presentation time
 /// (Matroska: always the presentation time).
@@ -351,7 +351,7 @@ pub struct PacketLog {
     #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
     pub spans: Vec<f64>,
     /// Matroska/WebM: every keyframe of the stream as the Cues list it (presentation times, same
-    /// clock), from which the keyframe rhythm is learnt (src/core/zoom.ts); empty elsewhere.
+    /// clock), from which the keyframe rhythm is learnt (src/core/packet-log.ts); empty elsewhere.
     #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
     pub index_keys: Vec<f64>,
     /// Per cell (sheets in order): the decode time of the shown frame's packet, NaN when unknown:

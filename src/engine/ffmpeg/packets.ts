@@ -3,7 +3,7 @@
  * timestamps, keyframes, and where each packet's bytes are (so NAL headers can be read in place).
  * Listing is demux only (ffprobe `-show_entries packet=...`), never a decode.
  */
-import type { PacketLog } from '../../core/zoom.js';
+import type { PacketLog } from '../../core/packet-log.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
@@ -31,7 +31,7 @@ interface Row {
   size?: number;
   /**
    * Packets without any timestamp were left out just before this one (Ogg: only a page's last
-   * packet carries one): the listing has a hole here (core/zoom.ts).
+   * packet carries one): the listing has a hole here (core/packet-log.ts).
    */
   hole?: boolean;
   /**
@@ -327,7 +327,7 @@ function toPackets(
     edges.push(span.fromStart ? Number.NEGATIVE_INFINITY : lo, span.toEnd ? Number.POSITIVE_INFINITY : hi);
   }
   // Matroska/WebM: the keyframes' presentation times stand in for the Cues the native engine
-  // reads (core/zoom.ts: where the keyframe rhythm comes from).
+  // reads (core/packet-log.ts: where the keyframe rhythm comes from).
   const indexKeys = /\bmatroska\b/.test(d.demuxer)
     ? rows.filter((r) => r.key).map((r) => labelSeconds(r.pts, d))
     : [];

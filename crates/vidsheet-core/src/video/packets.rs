@@ -1,4 +1,4 @@
-//! The packets read on the way to the cells, kept for src/core/zoom.ts (the zoom hints): each
+//! The packets read on the way to the cells, kept for the zoom hints (src/core/packet-log.ts): each
 //! video packet's time, size and keyframe flag, and the spans within which every packet was seen.
 //! Only what is read anyway: the demuxer's per-packet index when it lists the whole stream
 //! (MP4/MOV: known from the open, no extra read), else the packets the pump reads. The rule that
@@ -186,7 +186,7 @@ impl VideoSource {
             Some(ts) => self.label_seconds(ts),
             None => {
                 // Cannot be placed (Ogg: only a page's last packet has a time): a hole, which
-                // ends the span (src/core/zoom.ts).
+                // ends the span (src/core/packet-log.ts).
                 if let Some(rec) = self.packets.as_mut() {
                     rec.hole();
                 }
