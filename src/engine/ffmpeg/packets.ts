@@ -166,6 +166,8 @@ async function readRows(
       const own = int(fields.dts);
       const timed = untimedDecodeTime(clock, int(fields.pts), own, duration);
       const dts = timed.dts;
+      // Where fields are possible, only a read from the stream's start runs the clock, up to the
+      // first decode time read.
       clock = fieldsPossible && own !== undefined ? null : timed.clock;
       // Without usable pts, a frame is shown at the dts of the packet `reorderDelay` later (CFR
       // decode order: one packet duration each); the keyframe of a closed GOP is shown in its
