@@ -31,7 +31,6 @@ import { groupFrames, packetsFor } from './ffmpeg/groups.js';
 import { pictureHints } from './ffmpeg/nal.js';
 import {
   frameAt,
-  labelSeconds,
   lastAtOrBefore,
   listAllPackets,
   listHintPackets,
@@ -41,6 +40,7 @@ import {
 import { OpenGops } from './ffmpeg/recovery.js';
 import { probeFile, type VideoDetails, videoDetails } from './ffprobe.js';
 import { limiter, settleAll } from './process.js';
+import { labelSeconds } from './timestamps.js';
 import type { BandLevels, Engine, PacketLog, RenderPlan, RenderResult } from './types.js';
 
 export const ffmpegEngine: Engine = {
@@ -388,7 +388,9 @@ async function renderSheets(
       const pts = frameOf[k];
       const { s, c } = cells[k] as (typeof cells)[number];
       const lost = unreadable[s]?.some((u) => u.cell === c);
-      return pts === undefined || lost ? null : labelSeconds(shownInstead.get(pts) ?? pts, d);
+      return pts === undefined || lost
+        ? null
+        : labelSeconds(shownInstead.get(pts) ?? pts, d.timeBase, d.startUs);
     }),
     packets: { ...mergeLogs(logs), cells: new Float64Array(decodeAt) },
   };

@@ -13,6 +13,7 @@ import { type Attempt, Ladder } from '../../src/engine/ffmpeg/recovery.js';
 import { PacketEnds } from '../../src/engine/packet-ends.js';
 import { createCanvas, paintBand } from '../../src/engine/raster.js';
 import { referenceReach } from '../../src/engine/reach.js';
+import { labelSeconds, untimedDecodeTime } from '../../src/engine/timestamps.js';
 import type { BandPlan, Rgb, Theme } from '../../src/engine/types.js';
 
 /** fixtures/vectors/`name`, parsed. */
@@ -185,6 +186,43 @@ describe('the reference reach (reference-reach.json)', () => {
   }
   it.each(vectors<{ cases: Case[] }>('reference-reach.json').cases)('$name', (c) => {
     expect(referenceReach(c.codec, c.spsRefs, c.delay)).toBe(c.expect);
+  });
+});
+
+describe('packet timestamps (timestamps.json)', () => {
+  type Case =
+    | {
+        of: 'untimed';
+        name: string;
+        clock: number | null;
+        packets: Array<{
+          pts: number | null;
+          dts: number | null;
+          duration: number;
+          expect: { dts: number | null; clock: number | null };
+        }>;
+      }
+    | { of: 'label'; name: string; ts: number; timeBase: [number, number]; startUs: number; expect: string };
+  const big = (v: number | null) => (v === null ? undefined : BigInt(v));
+  const cases = vectors<{ cases: Case[] }>('timestamps.json').cases;
+
+  it.each(cases.filter((c) => c.of === 'untimed'))('the untimed-packet clock: $name', (c) => {
+    let clock = c.clock === null ? null : BigInt(c.clock);
+    const got = c.packets.map((p) => {
+      const timed = untimedDecodeTime(clock, big(p.pts), big(p.dts), BigInt(p.duration));
+      clock = timed.clock;
+      return { dts: timed.dts ?? null, clock: timed.clock };
+    });
+    const want = c.packets.map(({ expect: e }) => ({
+      dts: e.dts === null ? null : BigInt(e.dts),
+      clock: e.clock === null ? null : BigInt(e.clock),
+    }));
+    expect(got).toEqual(want);
+  });
+
+  it.each(cases.filter((c) => c.of === 'label'))('the label clock: $name', (c) => {
+    const [num, den] = c.timeBase;
+    expect(labelSeconds(BigInt(c.ts), [BigInt(num), BigInt(den)], BigInt(c.startUs))).toBe(Number(c.expect));
   });
 });
 

@@ -6,6 +6,7 @@
 import type { PacketLog } from '../../core/packet-log.js';
 import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
+import { labelSeconds, untimedDecodeTime } from '../timestamps.js';
 import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
 import { mapFirstSlices, mapPackets } from './leading-bytes.js';
 import { mpeg2Picture } from './mpeg2.js';
@@ -132,15 +133,13 @@ async function readRows(
   // Every packet in decode order, those left out for want of a timestamp too: a field pair is
   // told from consecutive packets (markSecondFields).
   const order: Row[] = [];
-  // A packet without any timestamp is decoded one packet duration after the one before it: a
-  // stream without any timestamp, read from its start, from 0 (ffmpeg numbers its frames by their
-  // durations, so the packets are timed the same way: decode slot j shows at the j-th time);
-  // one whose muxer stamped only some packets (a program stream's PES packet holding several
-  // small frames is stamped with the time of the first that starts in it), from the last decode
-  // time given. withPts then places their frames among the times shown. Not where a packet may be
-  // a field picture (H.264 whose SPS allows fields, or that cannot be read): a frame whose first
-  // field has no timestamp is shown at its second field's, and markSecondFields tells those apart
-  // by the missing timestamp.
+  // A packet without any timestamp is decoded one packet duration after the one before it (the
+  // rule: fixtures/vectors/timestamps.json, untimedDecodeTime): a stream without any timestamp,
+  // read from its start, from 0 (ffmpeg numbers its frames by their durations, so decode slot j
+  // shows at the j-th time). withPts then places their frames among the times shown. Not where a
+  // packet may be a field picture (H.264 whose SPS allows fields, or that cannot be read): a
+  // frame whose first field has no timestamp is shown at its second field's, and
+  // markSecondFields tells those apart by the missing timestamp.
   const fieldsPossible = d.codec === 'h264' && d.h264?.sps?.frameMbsOnly !== true;
   const fromStart = !intervals || intervals.every((i) => i.startsWith('%'));
   let clock: bigint | null = fromStart ? 0n : null;
@@ -162,15 +161,14 @@ async function readRows(
       const fields = fieldsOf(line);
       // Not a packet (a blank line: ffprobe ends a packet with side data with one).
       if (fields.size === undefined) continue;
-      let dts = int(fields.dts);
       const duration = int(fields.duration);
       const step = duration !== undefined && duration > 0n ? duration : undefined;
-      if (dts !== undefined) clock = step === undefined || fieldsPossible ? null : dts + step;
-      else if (int(fields.pts) !== undefined) clock = null;
-      else if (clock !== null && step !== undefined) {
-        dts = clock;
-        clock += step;
-      }
+      const own = int(fields.dts);
+      const timed = untimedDecodeTime(clock, int(fields.pts), own, duration);
+      const dts = timed.dts;
+      // Where fields are possible, only a read from the stream's start runs the clock, up to the
+      // first decode time read.
+      clock = fieldsPossible && own !== undefined ? null : timed.clock;
       // Without usable pts, a frame is shown at the dts of the packet `reorderDelay` later (CFR
       // decode order: one packet duration each); the keyframe of a closed GOP is shown in its
       // own decode slot, so the same shift holds for it.
@@ -277,21 +275,15 @@ function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: bigint }
 }
 
 /**
- * A timestamp as seconds on the labels' clock (timestamp minus the container start): the native
- * engine's arithmetic exactly (video/packets.rs `label_seconds`), so both place a packet on the
- * same side of a frame time.
- */
-export const labelSeconds = (ts: bigint, d: VideoDetails) =>
-  Number(ts * d.timeBase[0]) / Number(d.timeBase[1]) - Number(d.startUs) / 1e6;
-
-/**
  * The hints' time of a packet: its decode timestamp where it has one, as the native engine's; in
  * Matroska its presentation timestamp, the only one the container stores (the demuxer guesses
  * decode times, and not right after the native engine's seeks).
  */
 const logTimes = (rows: Array<Row & { pts: bigint }>, d: VideoDetails) => {
   const byPts = /\bmatroska\b/.test(d.demuxer);
-  return Float64Array.from(rows, (r) => labelSeconds(byPts ? r.pts : (r.dts ?? r.pts), d));
+  return Float64Array.from(rows, (r) =>
+    labelSeconds(byPts ? r.pts : (r.dts ?? r.pts), d.timeBase, d.startUs),
+  );
 };
 
 /**
@@ -329,7 +321,7 @@ function toPackets(
   // Matroska/WebM: the keyframes' presentation times stand in for the Cues the native engine
   // reads (core/packet-log.ts: where the keyframe rhythm comes from).
   const indexKeys = /\bmatroska\b/.test(d.demuxer)
-    ? rows.filter((r) => r.key).map((r) => labelSeconds(r.pts, d))
+    ? rows.filter((r) => r.key).map((r) => labelSeconds(r.pts, d.timeBase, d.startUs))
     : [];
   // What the frame rule needs is made on first use: a whole-stream listing read for the hints
   // alone (ffmpeg.ts) never needs it, and it is the costlier part of a long stream's listing.
@@ -443,7 +435,7 @@ export async function listHintPackets(
       sizes = grow(sizes, (k) => new Float64Array(k));
       keys = grow(keys, (k) => new Uint8Array(k));
     }
-    times[n] = labelSeconds(time, d);
+    times[n] = labelSeconds(time, d.timeBase, d.startUs);
     sizes[n] = bytes;
     keys[n] = flags?.startsWith('K') ? 1 : 0;
     n++;

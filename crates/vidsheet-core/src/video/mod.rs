@@ -19,7 +19,8 @@
 //! - [`late`]: pictures the decoder hands out after later ones;
 //! - [`recover`]: trouble after a seek, and starting again earlier;
 //! - [`reach`]: how far back a picture may reference (what recovery compares by);
-//! - [`packets`]: the packets read on the way, kept for the zoom hints.
+//! - [`packets`]: the packets read on the way, kept for the zoom hints;
+//! - [`timestamps`]: the untimed-packet clock and the label clock (both engines' rules).
 
 mod cost;
 mod fields;
@@ -33,6 +34,7 @@ mod recover;
 mod refs;
 mod seek;
 mod skip;
+mod timestamps;
 #[cfg(test)]
 mod witness_tests;
 

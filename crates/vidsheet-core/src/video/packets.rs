@@ -7,7 +7,7 @@
 use ff::ffi;
 use ffmpeg_next as ff;
 
-use super::VideoSource;
+use super::{timestamps, VideoSource};
 use crate::media;
 use crate::plan::PacketLog;
 
@@ -86,12 +86,10 @@ impl PacketLog {
 }
 
 impl VideoSource {
-    /// A stream timestamp as seconds on the labels' clock (timestamp minus the container start).
-    /// The same arithmetic as src/engine/ffmpeg's, so both engines place a packet on the same side
-    /// of a frame time.
+    /// A stream timestamp as seconds on the labels' clock (the rule: fixtures/vectors/
+    /// timestamps.json, `label_seconds`).
     pub(crate) fn label_seconds(&self, ts: i64) -> f64 {
-        let num = (ts as i128).saturating_mul(self.tb_num as i128) as f64;
-        num / self.tb_den as f64 - self.start_us as f64 / 1e6
+        timestamps::label_seconds(ts, (self.tb_num, self.tb_den), self.start_us)
     }
 
     /// The whole stream's packets from the demuxer's index, when that index lists every packet

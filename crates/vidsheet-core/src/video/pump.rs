@@ -7,7 +7,7 @@ use ff::util::error::EAGAIN;
 use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
-use super::{Decoded, VideoSource};
+use super::{timestamps, Decoded, VideoSource};
 
 /// Packets of the video stream sent without any frame coming out before the decoder is declared
 /// stuck (corrupt data).
@@ -188,25 +188,21 @@ impl VideoSource {
     }
 
     /// Gives a packet without any timestamp the decode time one packet duration after the packet
-    /// before it. A program stream's muxer stamps a PES packet with the time of the first frame
-    /// that starts in it, so where frames are smaller than a PES packet most carry no timestamp;
-    /// a sequential decode (the ffmpeg CLI) shows each such frame one frame after the one before
-    /// it, and so does the decoder's best-effort timestamp of a frame whose packet is so timed
-    /// (the decode time of the packet it comes out on). Without it, a decode entering mid-stream
-    /// after a seek has nothing to time its first frames by. Not where a packet may hold a field
-    /// picture: the decoder shows a pair whose first field has no timestamp at its second's.
+    /// before it (the rule: fixtures/vectors/timestamps.json, `untimed_decode_time`). Not where a
+    /// packet may hold a field picture: the decoder shows a pair whose first field has no
+    /// timestamp at its second's.
     fn time_untimed(&mut self, packet: &mut Packet) {
         if !self.times_untimed {
             return;
         }
-        if packet.pts().is_none() && packet.dts().is_none() {
-            packet.set_dts(self.clock);
-        }
-        let step = (packet.duration() > 0).then_some(packet.duration());
-        self.clock = packet
-            .dts()
-            .zip(step)
-            .map(|(dts, step)| dts.saturating_add(step));
+        let (dts, clock) = timestamps::untimed_decode_time(
+            self.clock,
+            packet.pts(),
+            packet.dts(),
+            packet.duration(),
+        );
+        packet.set_dts(dts);
+        self.clock = clock;
     }
 
     /// The decoder refused or failed on the packet `serial`.
