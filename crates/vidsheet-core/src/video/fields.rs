@@ -45,7 +45,7 @@ impl FieldReader {
             FieldReader::Never => None,
             FieldReader::Mpeg2 => mpeg2_lone_field(data),
             FieldReader::H264 { sps, length_size } => {
-                h264::slice_field(h264::first_slice(data, *length_size)?, sps)
+                h264::slice_info(h264::first_slice(data, *length_size)?, sps)?.field
             }
         }
     }
