@@ -9,7 +9,13 @@ import { describe, expect, it } from 'vitest';
 import { type EntryDecode, provesEntry } from '../../src/core/open-gop.js';
 import { PeakBinner } from '../../src/engine/ffmpeg/audio.js';
 import { type LogSource, logLine, readLogLine } from '../../src/engine/ffmpeg/extract.js';
-import { extradataSps, type SliceInfo, type Sps, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
+import {
+  extradataSps,
+  pairField,
+  type SliceInfo,
+  type Sps,
+  sliceInfo,
+} from '../../src/engine/ffmpeg/h264.js';
 import { type Attempt, Ladder } from '../../src/engine/ffmpeg/recovery.js';
 import { PacketEnds } from '../../src/engine/packet-ends.js';
 import { createCanvas, paintBand } from '../../src/engine/raster.js';
@@ -173,6 +179,23 @@ describe('the readable end from a packet read (readable-end.json)', () => {
     }
     const got = Object.fromEntries(Object.keys(c.expect).map((i) => [i, ends.ends.get(Number(i)) ?? null]));
     expect(got).toEqual(Object.fromEntries(Object.entries(c.expect).map(([i, e]) => [i, big(e)])));
+  });
+});
+
+describe('field pairing (fields.json)', () => {
+  interface Case {
+    name: string;
+    pictures: Array<{ field: SliceInfo['field']; frame: number } | null>;
+    expect: boolean[];
+  }
+  it.each(vectors<{ cases: Case[] }>('fields.json').cases)('$name', (c) => {
+    let open: SliceInfo | null = null;
+    const got = c.pictures.map((p) => {
+      const paired = pairField(open, p && { idr: false, frameNum: p.frame, field: p.field });
+      open = paired.open;
+      return paired.second;
+    });
+    expect(got).toEqual(c.expect);
   });
 });
 
