@@ -9,6 +9,13 @@ import { describe, expect, it } from 'vitest';
 import { type EntryDecode, provesEntry } from '../../src/core/open-gop.js';
 import { PeakBinner } from '../../src/engine/ffmpeg/audio.js';
 import { type LogSource, logLine, readLogLine } from '../../src/engine/ffmpeg/extract.js';
+import {
+  extradataSps,
+  pairField,
+  type SliceInfo,
+  type Sps,
+  sliceInfo,
+} from '../../src/engine/ffmpeg/h264.js';
 import { type Attempt, Ladder } from '../../src/engine/ffmpeg/recovery.js';
 import { PacketEnds } from '../../src/engine/packet-ends.js';
 import { createCanvas, paintBand } from '../../src/engine/raster.js';
@@ -176,6 +183,41 @@ describe('the readable end from a packet read (readable-end.json)', () => {
   });
 });
 
+describe('field pairing (fields.json)', () => {
+  interface Case {
+    name: string;
+    pictures: Array<{ field: SliceInfo['field']; frame: number } | null>;
+    expect: boolean[];
+  }
+  it.each(vectors<{ cases: Case[] }>('fields.json').cases)('$name', (c) => {
+    let open: SliceInfo | null = null;
+    const got = c.pictures.map((p) => {
+      const paired = pairField(open, p && { idr: false, frameNum: p.frame, field: p.field });
+      open = paired.open;
+      return paired.second;
+    });
+    expect(got).toEqual(c.expect);
+  });
+});
+
+describe('H.264 headers (h264-headers.json)', () => {
+  interface Case {
+    name: string;
+    avcC: string;
+    annexB: string;
+    sps: Sps | null;
+    slices: Array<{ nal: string; expect: SliceInfo | null }>;
+  }
+  it.each(vectors<{ cases: Case[] }>('h264-headers.json').cases)('$name', (c) => {
+    for (const data of [c.avcC, c.annexB]) expect(extradataSps(Buffer.from(data, 'hex'))).toEqual(c.sps);
+    const sps = c.sps;
+    if (sps === null) return expect(c.slices).toEqual([]);
+    expect(c.slices.map((s) => sliceInfo(Buffer.from(s.nal, 'hex'), sps))).toEqual(
+      c.slices.map((s) => s.expect),
+    );
+  });
+});
+
 describe('the reference reach (reference-reach.json)', () => {
   interface Case {
     name: string;
@@ -262,10 +304,10 @@ describe("the README's engine map", () => {
   /** Each row: the vector file and every `path` symbol pair it names. */
   const rows = [...section.matchAll(/^\|(.+)\|\s*`([\w-]+\.json)`\s*\|$/gm)].map(([, cells = '', file]) => ({
     file,
-    names: [...cells.matchAll(/`([^`]+\.(?:ts|rs))` ([\w:]+)/g)].map(([, path = '', symbol = '']) => ({
-      path,
-      symbol: symbol.split('::').pop() as string,
-    })),
+    names: [...cells.matchAll(/`([^`]+\.(?:ts|rs))` ([\w:]+(?:, [\w:]+)*)/g)].flatMap(
+      ([, path = '', symbols = '']) =>
+        symbols.split(', ').map((symbol) => ({ path, symbol: symbol.split('::').pop() as string })),
+    ),
   }));
 
   it('lists every vector file once', () => {

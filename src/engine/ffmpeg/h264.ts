@@ -122,10 +122,31 @@ export function sliceInfo(nal: Buffer, sps: Sps): SliceInfo | null {
 export function secondFields(slices: Array<SliceInfo | null>): boolean[] {
   let open: SliceInfo | null = null;
   return slices.map((s) => {
-    const second = !!(s?.field && open?.field && open.field !== s.field && open.frameNum === s.frameNum);
-    open = s?.field && !second ? s : null;
-    return second;
+    const paired = pairField(open, s);
+    open = paired.open;
+    return paired.second;
   });
+}
+
+/**
+ * The field pairing rule, one packet's picture at a time in decode order: whether `picture` (null:
+ * not read) is the second field of the pair `open` opened (a field of the other parity with the
+ * same frame number: H.264's frame_num, MPEG-2's temporal_reference), and the field left open for
+ * the next packet (a field that is not second opens a pair; a frame or anything unread closes
+ * it). The native engine's `pair_field` in crates/vidsheet-core/src/video/fields.rs;
+ * fixtures/vectors/fields.json.
+ */
+export function pairField(
+  open: SliceInfo | null,
+  picture: SliceInfo | null,
+): { second: boolean; open: SliceInfo | null } {
+  const second = !!(
+    picture?.field &&
+    open?.field &&
+    open.field !== picture.field &&
+    open.frameNum === picture.frameNum
+  );
+  return { second, open: picture?.field && !second ? picture : null };
 }
 
 /** The NAL units of Annex B data, each from its header byte to the end of the data. */

@@ -36,24 +36,52 @@ impl FieldReader {
         }
     }
 
-    /// The structure (1 top field, 2 bottom field) of the one field picture a packet holds; None
-    /// for a frame picture, a packet MPEG-2 shows holds both fields, or anything unreadable. (An
-    /// H.264 packet is judged by its first slice: a packet holding both fields reads as a lone
-    /// first field each time, and none is ever taken for a second field.)
-    pub(super) fn lone_field(&self, data: &[u8]) -> Option<u8> {
+    /// The one field picture a packet holds; None for a frame picture, a packet MPEG-2 shows
+    /// holds both fields, or anything unreadable. (An H.264 packet is judged by its first slice:
+    /// a packet holding both fields reads as a lone first field each time, and none is ever taken
+    /// for a second field.)
+    pub(super) fn lone_field(&self, data: &[u8]) -> Option<Field> {
         match self {
             FieldReader::Never => None,
             FieldReader::Mpeg2 => mpeg2_lone_field(data),
             FieldReader::H264 { sps, length_size } => {
-                h264::slice_field(h264::first_slice(data, *length_size)?, sps)
+                let slice = h264::slice_info(h264::first_slice(data, *length_size)?, sps)?;
+                slice.field.map(|structure| Field {
+                    structure,
+                    frame: slice.frame_num,
+                })
             }
         }
     }
 }
 
-/// The picture structure (1 top field, 2 bottom field) of an MPEG-2 packet holding exactly one
-/// picture that is a field; None for a frame picture, a packet of two fields or anything unreadable.
-fn mpeg2_lone_field(data: &[u8]) -> Option<u8> {
+/// A lone field picture as the pairing reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Field {
+    /// 1 a top field, 2 a bottom field.
+    pub structure: u8,
+    /// What both fields of a frame share: H.264's `frame_num`, MPEG-2's `temporal_reference`.
+    pub frame: u32,
+}
+
+/// The field pairing rule, one packet's picture at a time in decode order: whether `picture` (a
+/// lone field, or None for anything else: a frame, a packet of both fields, unreadable) is the
+/// second field of the pair `open` opened (a field of the other parity with the same frame
+/// number, as FFmpeg's H.264 decoder pairs them in h264_field_start), and the field left open
+/// for the next packet (a field that is not second opens a pair; anything else closes it). The
+/// fallback's `pairField` in src/engine/ffmpeg/h264.ts; fixtures/vectors/fields.json.
+pub(super) fn pair_field(open: Option<Field>, picture: Option<Field>) -> (bool, Option<Field>) {
+    let second = matches!(
+        (open, picture),
+        (Some(o), Some(p)) if o.structure != p.structure && o.frame == p.frame
+    );
+    (second, picture.filter(|_| !second))
+}
+
+/// The field an MPEG-2 packet holding exactly one picture that is a field holds (its
+/// temporal_reference as the frame number); None for a frame picture, a packet of two fields or
+/// anything unreadable.
+fn mpeg2_lone_field(data: &[u8]) -> Option<Field> {
     const PICTURE: [u8; 4] = [0, 0, 1, 0x00];
     const EXTENSION: [u8; 4] = [0, 0, 1, 0xb5];
     let find = |from: usize, code: &[u8; 4]| {
@@ -73,12 +101,17 @@ fn mpeg2_lone_field(data: &[u8]) -> Option<u8> {
         return None;
     }
     let structure = data.get(ext + 6)? & 3;
-    matches!(structure, 1 | 2).then_some(structure)
+    let frame = ((*data.get(picture + 4)? as u32) << 2) | (*data.get(picture + 5)? as u32 >> 6);
+    matches!(structure, 1 | 2).then_some(Field { structure, frame })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::mpeg2_lone_field as lone_field;
+    use super::{pair_field, Field};
+
+    fn lone_field(data: &[u8]) -> Option<u8> {
+        super::mpeg2_lone_field(data).map(|f| f.structure)
+    }
 
     /// A picture header then a picture coding extension whose third byte is `third`.
     fn picture(third: u8) -> Vec<u8> {
@@ -108,5 +141,59 @@ mod tests {
         let mut sequence_ext = picture(0x01);
         sequence_ext[12] = 0x1f; // extension identifier 1: not a picture coding extension
         assert_eq!(lone_field(&sequence_ext), None);
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Picture {
+        field: Option<String>,
+        frame: u32,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Case {
+        name: String,
+        pictures: Vec<Option<Picture>>,
+        expect: Vec<bool>,
+    }
+
+    #[test]
+    fn fields_pair_as_the_shared_vectors_say() {
+        for case in crate::vectors::cases::<Case>("fields.json") {
+            let mut open = None;
+            let mut got = Vec::new();
+            for p in &case.pictures {
+                let picture = p.as_ref().and_then(|p| {
+                    Some(Field {
+                        structure: match p.field.as_deref()? {
+                            "bottom" => 2,
+                            _ => 1,
+                        },
+                        frame: p.frame,
+                    })
+                });
+                let (second, next) = pair_field(open, picture);
+                got.push(second);
+                open = next;
+            }
+            assert_eq!(got, case.expect, "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn the_temporal_reference_is_the_frame_number() {
+        // picture() codes temporal_reference 0x00 << 2 | 0x0f >> 6 = 0.
+        let mut p = super::mpeg2_lone_field(&picture(0x01));
+        assert_eq!(p.map(|f| f.frame), Some(0));
+        let mut late = picture(0x02);
+        late[4] = 0x12;
+        late[5] = 0x8f; // 0x12 << 2 | 0b10 = 74
+        p = super::mpeg2_lone_field(&late);
+        assert_eq!(
+            p,
+            Some(Field {
+                structure: 2,
+                frame: 74
+            })
+        );
     }
 }

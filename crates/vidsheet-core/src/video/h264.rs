@@ -47,7 +47,13 @@ fn h264_extradata<'a>(par: *const ffi::AVCodecParameters) -> Option<&'a [u8]> {
 
 /// The first SPS of the stream's H.264 extradata; None for another codec or when it cannot be read.
 pub(super) fn stream_sps(par: *const ffi::AVCodecParameters) -> Option<Sps> {
-    first_sps(h264_extradata(par)?).and_then(|nal| parse_sps(&unescape(nal)))
+    extradata_sps(h264_extradata(par)?)
+}
+
+/// The first SPS of avcC or Annex B extradata; None when there is none or it cannot be read (the
+/// fallback's `extradataSps` in src/engine/ffmpeg/h264.ts; fixtures/vectors/h264-headers.json).
+pub(super) fn extradata_sps(extradata: &[u8]) -> Option<Sps> {
+    first_sps(extradata).and_then(|nal| parse_sps(&unescape(nal)))
 }
 
 /// The NAL length size of avcC extradata (packets then hold length-prefixed NAL units); None for
@@ -110,12 +116,20 @@ pub(super) fn first_slice(data: &[u8], length_size: Option<usize>) -> Option<&[u
     None
 }
 
-/// The picture structure a slice NAL unit (header byte first) codes: 1 a top field, 2 a bottom
-/// field; None for a frame (or anything unreadable). Only its first bytes are read.
-pub(super) fn slice_field(nal: &[u8], sps: &Sps) -> Option<u8> {
-    if sps.frame_mbs_only {
-        return None;
-    }
+/// What the first fields of a slice header say (H.264 7.3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SliceInfo {
+    /// `nal_unit_type` 5.
+    pub idr: bool,
+    pub frame_num: u32,
+    /// The picture structure: 1 a top field, 2 a bottom field; None for a frame.
+    pub field: Option<u8>,
+}
+
+/// What a slice NAL unit (header byte first) says; None where its header cannot be read. Only its
+/// first bytes are read (the fallback's `sliceInfo` in src/engine/ffmpeg/h264.ts;
+/// fixtures/vectors/h264-headers.json).
+pub(super) fn slice_info(nal: &[u8], sps: &Sps) -> Option<SliceInfo> {
     let head = unescape(&nal[..nal.len().min(32)]);
     let mut b = Bits {
         data: &head,
@@ -127,11 +141,20 @@ pub(super) fn slice_field(nal: &[u8], sps: &Sps) -> Option<u8> {
     if sps.separate_colour_plane {
         b.bits(2)?; // colour_plane_id
     }
-    b.bits(sps.log2_max_frame_num)?; // frame_num
-    match b.bit()? {
-        1 => Some(1 + b.bit()? as u8), // field_pic_flag, then bottom_field_flag
-        _ => None,
-    }
+    let frame_num = b.bits(sps.log2_max_frame_num)?;
+    // field_pic_flag, then bottom_field_flag.
+    let field = match sps.frame_mbs_only {
+        true => None,
+        false => match b.bit()? {
+            1 => Some(1 + b.bit()? as u8),
+            _ => None,
+        },
+    };
+    Some(SliceInfo {
+        idr: head.first()? & 0x1f == 5,
+        frame_num,
+        field,
+    })
 }
 
 /// The NAL payload without emulation prevention bytes (00 00 03 -> 00 00).
@@ -646,6 +669,82 @@ mod tests {
             .collect()
     }
 
+    /// The fields both readers expose (h264-headers.json names them as the fallback does).
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(rename_all = "camelCase")]
+    struct SpsFields {
+        max_num_ref_frames: u32,
+        log2_max_frame_num: u32,
+        separate_colour_plane: bool,
+        frame_mbs_only: bool,
+    }
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    #[serde(rename_all = "camelCase")]
+    struct SliceFields {
+        idr: bool,
+        frame_num: u32,
+        field: Option<String>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct SliceCase {
+        nal: String,
+        expect: Option<SliceFields>,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct HeaderCase {
+        name: String,
+        #[serde(rename = "avcC")]
+        avcc: String,
+        annex_b: String,
+        sps: Option<SpsFields>,
+        slices: Vec<SliceCase>,
+    }
+
+    #[test]
+    fn the_h264_headers_are_read_as_the_shared_vectors_say() {
+        for case in crate::vectors::cases::<HeaderCase>("h264-headers.json") {
+            for (form, data) in [("avcC", &case.avcc), ("Annex B", &case.annex_b)] {
+                let got = extradata_sps(&hex(data)).map(|s| SpsFields {
+                    max_num_ref_frames: s.max_num_ref_frames,
+                    log2_max_frame_num: s.log2_max_frame_num,
+                    separate_colour_plane: s.separate_colour_plane,
+                    frame_mbs_only: s.frame_mbs_only,
+                });
+                assert_eq!(got, case.sps, "{} ({form})", case.name);
+            }
+            let Some(fields) = &case.sps else {
+                assert!(case.slices.is_empty(), "{}", case.name);
+                continue;
+            };
+            // The SPS the slices are read with: the case's (only these fields are read).
+            let sps = Sps {
+                sps_id: 0,
+                max_num_ref_frames: fields.max_num_ref_frames,
+                poc_type: 0,
+                log2_max_poc_lsb: 0,
+                chroma_array_type: 1,
+                gaps_allowed: false,
+                log2_max_frame_num: fields.log2_max_frame_num,
+                separate_colour_plane: fields.separate_colour_plane,
+                frame_mbs_only: fields.frame_mbs_only,
+            };
+            for (i, slice) in case.slices.iter().enumerate() {
+                let got = slice_info(&hex(&slice.nal), &sps).map(|s| SliceFields {
+                    idr: s.idr,
+                    frame_num: s.frame_num,
+                    field: s
+                        .field
+                        .map(|f| (if f == 2 { "bottom" } else { "top" }).into()),
+                });
+                assert_eq!(got, slice.expect, "{}, slice {i}", case.name);
+            }
+        }
+    }
+
     #[test]
     fn reads_the_sps_from_avcc_and_annex_b() {
         // The avcC of `ffmpeg -f lavfi -i testsrc2=s=640x360 -c:v libx264 -x264-params ref=5`
@@ -678,7 +777,10 @@ mod tests {
         assert_eq!(first_sps(&[0, 0, 1, 0x68]), None);
         assert_eq!(parse_sps(&[0x67]), None);
         // A progressive stream has no field pictures, whatever a slice holds.
-        assert_eq!(slice_field(&[0x65, 0x88, 0x84], &progressive), None);
+        assert_eq!(
+            slice_info(&[0x65, 0x88, 0x84], &progressive).and_then(|s| s.field),
+            None
+        );
     }
 
     #[test]
@@ -715,10 +817,12 @@ mod tests {
         for slice in slices.map(hex) {
             // An access unit delimiter, then the slice.
             let packet = [&[0, 0, 0, 1][..], &aud, &[0, 0, 1], &slice].concat();
-            annex_b.push(first_slice(&packet, None).and_then(|nal| slice_field(nal, &expected)));
+            annex_b
+                .push(first_slice(&packet, None).and_then(|nal| slice_info(nal, &expected)?.field));
             let packet = [&[0, 0, 0, 2][..], &aud, &[0, 0, 0, 9], &slice].concat();
-            prefixed
-                .push(first_slice(&packet, Some(4)).and_then(|nal| slice_field(nal, &expected)));
+            prefixed.push(
+                first_slice(&packet, Some(4)).and_then(|nal| slice_info(nal, &expected)?.field),
+            );
         }
         let fields = vec![Some(1), Some(2), Some(1), Some(2), Some(1)];
         assert_eq!(annex_b, fields);
@@ -726,7 +830,7 @@ mod tests {
         // No slice, a length running past the packet, a header cut short.
         assert_eq!(first_slice(&[0, 0, 1, 0x09, 0x50], None), None);
         assert_eq!(first_slice(&[0, 0, 0, 9, 0x41, 0xe1], Some(4)), None);
-        assert_eq!(slice_field(&[0x41, 0xe1], &expected), None);
+        assert_eq!(slice_info(&[0x41, 0xe1], &expected), None);
     }
 
     #[test]

@@ -143,9 +143,9 @@ pub(crate) struct VideoSource {
     /// The decode time of the next packet: the last decode time read since the last
     /// repositioning plus that packet's duration; None when not known.
     clock: Option<i64>,
-    /// The last packet held a lone field picture that opens a frame: its structure and whether
-    /// it was skipped (its second field, the next packet, follows that decision).
-    first_field: Option<(u8, bool)>,
+    /// The last packet held a lone field picture that opens a frame: that field and whether it
+    /// was skipped (its second field, the next packet, follows that decision).
+    first_field: Option<(fields::Field, bool)>,
     /// Skip non-reference frames that no pending target can show (on by default).
     pub skip_nonref: bool,
     /// Packets sent with AVDISCARD_NONREF.

@@ -14,7 +14,7 @@ use ff::{ffi, Packet};
 use ffmpeg_next as ff;
 
 use super::h264::{Picture, SliceKind};
-use super::{refs, VideoSource};
+use super::{fields, refs, VideoSource};
 
 impl VideoSource {
     /// Announces every target of the job (absolute microseconds, any order) so frames no target
@@ -31,15 +31,14 @@ impl VideoSource {
     /// whether it is such a second field (its picture comes out at its first field's time).
     pub(super) fn skip_decision(&mut self, packet: &Packet) -> (bool, bool) {
         let field = packet.data().and_then(|d| self.fields.lone_field(d));
-        match (field, self.first_field.take()) {
-            (Some(s), Some((first, skip))) if s != first => (skip, true),
-            (Some(s), _) => {
-                let skip = self.may_skip(packet);
-                self.first_field = Some((s, skip));
-                (skip, false)
-            }
-            (None, _) => (self.may_skip(packet), false),
-        }
+        let open = self.first_field.take();
+        let (second, next) = fields::pair_field(open.map(|(f, _)| f), field);
+        let skip = match open {
+            Some((_, skip)) if second => skip,
+            _ => self.may_skip(packet),
+        };
+        self.first_field = next.map(|f| (f, skip));
+        (skip, second)
     }
 
     /// Whether the frame in `packet` may be decoded with AVDISCARD_NONREF: it is not a keyframe,
