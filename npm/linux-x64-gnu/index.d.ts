@@ -85,7 +85,7 @@ export interface LabelPlan {
 }
 
 /**
- * The video packets a render read on the way to its cells (src/core/zoom.ts `PacketLog`):
+ * The video packets a render read on the way to its cells (src/core/packet-log.ts `PacketLog`):
  * headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
  * container start), the decode timestamp where the packet has one, else its presentation time
  * (Matroska: always the presentation time).
@@ -103,7 +103,7 @@ export interface PacketLog {
   spans: Float64Array
   /**
    * Matroska/WebM: every keyframe of the stream as the Cues list it (presentation times, same
-   * clock), from which the keyframe rhythm is learnt (src/core/zoom.ts); empty elsewhere.
+   * clock), from which the keyframe rhythm is learnt (src/core/packet-log.ts); empty elsewhere.
    */
   indexKeys: Float64Array
   /**
