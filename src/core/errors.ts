@@ -1,3 +1,5 @@
+import { excerpt } from './redact.js';
+
 /**
  * The error catalog: every failure a user can see, one row per code, in one table.
  *
@@ -83,6 +85,32 @@ export class VidsheetError extends Error {
   }
 }
 
+/** DESIGN §5a: the longest `start`, `end`, `density`, `response`, video URL or subject id a route reads. */
+export const MAX_INPUT_CHARS = 2048;
+
+/**
+ * DESIGN §5a: the `bad_request` answers written under a status of their own rather than the catalog's
+ * 422, because the HTTP layer, not the request's content, is at fault: a body too slow (408), a zoom
+ * body that is not JSON (415), a request Node's parser refused (400, 431). Each body has the catalog's
+ * shape, `{ error, message }`; the first three messages are DESIGN's verbatim, the rest worded here
+ * (DESIGN and the spec leave them open).
+ */
+export const transportAnswers = {
+  bodyTooSlow: { status: 408, body: { error: 'bad_request', message: 'the request body was too slow' } },
+  uploadStalled: { status: 408, body: { error: 'bad_request', message: 'the upload stalled' } },
+  notJson: { status: 415, body: { error: 'bad_request', message: 'send the body as application/json' } },
+  headersTooSlow: {
+    status: 408,
+    body: { error: 'bad_request', message: 'the request headers were too slow' },
+  },
+  headersTooLarge: {
+    status: 431,
+    body: { error: 'bad_request', message: 'the request headers are too large' },
+  },
+  bodyCutShort: { status: 400, body: { error: 'bad_request', message: 'the request body was cut short' } },
+  malformedRequest: { status: 400, body: { error: 'bad_request', message: 'the request is malformed' } },
+} as const;
+
 /** Anything thrown, as a catalog error: unknown failures become `processing_failed` with detail. */
 export function asVidsheetError(error: unknown): VidsheetError {
   if (error instanceof VidsheetError) return error;
@@ -113,13 +141,14 @@ export const runtimeErrors = {
   unparseableTime: (field: 'start' | 'end', value: unknown) =>
     new VidsheetError(
       'bad_time',
-      `could not parse ${field} "${String(value)}" — use seconds (90) or a timecode (1:30, 1:07.3)`,
+      // DESIGN §5a: never the input whole, at most 64 characters of it.
+      `could not parse ${field} "${excerpt(value)}" — use seconds (90) or a timecode (1:30, 1:07.3)`,
     ),
   /** Not worded by the spec; names the input as its caller knows it and says what to do. */
   unreadableVideo: (inputName: string) =>
     new VidsheetError(
       'unreadable_video',
-      `unreadable video: ${inputName} — no decodable video stream (send a real video in a common container)`,
+      `unreadable video: ${excerpt(inputName)} — no decodable video stream (send a real video in a common container)`,
     ),
   missingFfmpeg: (tool: string, hint: string) =>
     new VidsheetError(
@@ -133,7 +162,7 @@ export const runtimeErrors = {
    * directory is the client's choice, not the caller's, so relative paths are refused, not guessed.
    */
   notAbsolutePath: (field: 'video_path' | 'out_dir', value: string) =>
-    new VidsheetError('bad_request', `${field} must be an absolute path — got "${value}"`),
+    new VidsheetError('bad_request', `${field} must be an absolute path — got "${excerpt(value)}"`),
 };
 
 /**
@@ -153,6 +182,13 @@ export const hostedErrors = {
    * broken framing. Neither the spec nor DESIGN words it; the body follows the stall answer's shape.
    */
   malformedBody: () => hostedErrors.explained('the multipart body is truncated or malformed'),
+  /**
+   * DESIGN §5a "Small inputs stay small": a `start`, `end`, `density`, `response`, video URL or subject
+   * id longer than {@link MAX_INPUT_CHARS} characters. DESIGN does not word it; the message names the
+   * field and never quotes the value.
+   */
+  inputTooLong: (field: string) =>
+    hostedErrors.explained(`${field} is longer than ${MAX_INPUT_CHARS} characters`),
   /** DESIGN §9: one kept video more than `VIDSHEET_MAX_VIDEOS` allows. */
   tooManyVideos: (maxVideos: number) =>
     new VidsheetError('too_many_videos', `at most ${maxVideos} kept videos`, { max_videos: maxVideos }),

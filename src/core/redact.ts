@@ -8,6 +8,20 @@
  *   carry its first 8 characters only, enough to follow one job through the log.
  */
 
+/**
+ * DESIGN §5a "Small inputs stay small": how many characters of a caller's input a message or a log
+ * line may show. An input is never echoed whole: past this many characters it is cut, with `…`.
+ */
+export const INPUT_SHOWN = 64;
+
+/** `value` as a message or a log line may quote it: at most {@link INPUT_SHOWN} characters of it. */
+export function excerpt(value: unknown): string {
+  const text = String(value);
+  // By code points, so a cut never splits a surrogate pair.
+  const chars = Array.from(text.slice(0, INPUT_SHOWN * 2)).slice(0, INPUT_SHOWN + 1);
+  return chars.length > INPUT_SHOWN ? `${chars.slice(0, INPUT_SHOWN).join('')}…` : text;
+}
+
 /** How many characters of a job id a log may carry. */
 export const JOB_ID_SHOWN = 8;
 

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { DEFAULT_DENSITY, DENSITIES, type Density } from './density.js';
-import { hostedErrors, runtimeErrors, VidsheetError } from './errors.js';
+import { hostedErrors, MAX_INPUT_CHARS, runtimeErrors, VidsheetError } from './errors.js';
 import { parseTimeMs } from './time.js';
 
 /** `density`: one of the four grids, `3x3` when omitted. */
@@ -38,6 +38,18 @@ export function parseWindowArgs(args: { start?: number | string; end?: number | 
   return { startMs: parse('start', args.start), endMs: parse('end', args.end) };
 }
 
+/**
+ * DESIGN §5a "Small inputs stay small": each named input the route reads, when it is text longer than
+ * {@link MAX_INPUT_CHARS} characters, is `422 bad_request` naming the first such field (the value is
+ * never quoted). Checked before anything parses a value, so no parser or message ever holds it.
+ * Fields a route ignores are not passed here, and stay ignored.
+ */
+export function checkInputLengths(inputs: Record<string, unknown>): void {
+  for (const [field, value] of Object.entries(inputs)) {
+    if (typeof value === 'string' && value.length > MAX_INPUT_CHARS) throw hostedErrors.inputTooLong(field);
+  }
+}
+
 export interface HostedFields {
   density: Density;
   response: ResponseMode;
@@ -55,9 +67,11 @@ export function parseHostedFields(fields: ReadonlyMap<string, string[]>): Hosted
     return values[0];
   };
   const densityText = one('density');
+  const responseField = one('response');
+  checkInputLengths({ density: densityText, response: responseField });
   const density = densityText === undefined ? DEFAULT_DENSITY : parseDensity(densityText);
   if (density === null) throw hostedErrors.badRequest('density must be one of 3x3|4x4|5x5|6x6');
-  const responseText = one('response') ?? 'json';
+  const responseText = responseField ?? 'json';
   const response = RESPONSE_MODES.find((mode) => mode === responseText);
   if (!response) throw hostedErrors.badRequest('response must be json or image');
   return { density, response };
@@ -79,6 +93,12 @@ export function parseSessionFields(body: unknown): SessionFields {
   if (typeof body !== 'object' || Array.isArray(body))
     throw hostedErrors.badRequest('the body must be a JSON object');
   const fields = body as Record<string, unknown>;
+  checkInputLengths({
+    start: fields.start,
+    end: fields.end,
+    density: fields.density,
+    response: fields.response,
+  });
   const density = fields.density === undefined ? DEFAULT_DENSITY : parseDensity(fields.density);
   if (density === null) throw hostedErrors.badRequest('density must be one of 3x3|4x4|5x5|6x6');
   const response = fields.response === undefined ? 'json' : RESPONSE_MODES.find((m) => m === fields.response);

@@ -6,10 +6,12 @@
  * path, a stack or FFmpeg text (those go to the log with the request and job ids).
  */
 import { randomBytes } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { hostedErrors, VidsheetError, webErrors } from '#vidsheet/core/errors.js';
+import { hostedErrors, transportAnswers, VidsheetError, webErrors } from '#vidsheet/core/errors.js';
 import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
 import type { Payments } from './billing/payments.js';
@@ -21,6 +23,7 @@ import type { Transfers } from './hosted/transfers.js';
 import type { Sessions } from './keys/sessions.js';
 import type { SignIn } from './keys/sign-in.js';
 import { auth } from './plugins/auth.js';
+import { BODY_DEADLINE_MS, bodyDeadlines } from './plugins/body-deadline.js';
 import { answerBeforeBody } from './plugins/early-answer.js';
 import { healthRoutes } from './routes/health.js';
 import { keysRoutes } from './routes/keys.js';
@@ -57,10 +60,19 @@ export interface AppParts {
 export interface AppOptions {
   /** A pino logger (server.ts), or false for silence (tests). */
   loggerInstance?: FastifyServerOptions['loggerInstance'];
+  /**
+   * DESIGN §5a: how long a body other than an upload may take to arrive (30 s). DESIGN §7 has no
+   * variable for it, so only tests shorten it, here.
+   */
+  bodyDeadlineMs?: number;
 }
 
 export async function buildApp(parts: AppParts, options: AppOptions = {}): Promise<FastifyInstance> {
   const { config, version, ledger, storage, hosted, keysPage } = parts;
+  const deadlines = {
+    bodyMs: options.bodyDeadlineMs ?? BODY_DEADLINE_MS,
+    uploadMs: config.uploadTimeoutS * 1000,
+  };
   const app = Fastify({
     ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: false }),
     trustProxy: trustProxyOption(config.trustProxy),
@@ -71,6 +83,13 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
       headersTimeout: STALL_RULE.headersMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1000, STALL_RULE.headersMs / 10)),
     },
+    // DESIGN §5a: the body deadlines are kept per request (plugins/body-deadline.ts); Node's own
+    // whole-request timeout is only the backstop behind them, for a request no hook ever saw.
+    requestTimeout:
+      Math.max(deadlines.uploadMs, deadlines.bodyMs, STALL_RULE.headersMs) + STALL_RULE.headersMs,
+    // What Node's parser refuses (a malformed request, headers too slow or too large, a body cut
+    // short) is answered in the catalog's shape, not Fastify's own `{"error":"Bad Request",...}`.
+    clientErrorHandler: answerClientError,
   }) as unknown as FastifyInstance;
 
   await app.register(swagger, {
@@ -104,11 +123,15 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     answerBeforeBody(request, reply);
     return reply.code(known.status).send(known.body());
   });
+  // DESIGN §5a: every body has a deadline; on a stop, connections only receiving a body close at once.
+  const bodies = bodyDeadlines(app, deadlines);
   // While stopping, every answer closes its connection: a kept-alive idle connection would
   // otherwise hold the stop until the client's keep-alive timeout.
   let closing = false;
   app.addHook('preClose', async () => {
     closing = true;
+    const closed = bodies.closeReceiving();
+    if (closed) app.log.info({ closed }, 'stopping: closed the connections still receiving a body');
   });
   app.addHook('onSend', async (_request, reply) => {
     if (closing) reply.header('connection', 'close');
@@ -142,6 +165,41 @@ export function trustProxyOption(
 ): false | string[] | ((address: string, hop: number) => boolean) {
   if (typeof trust === 'number') return (_address, hop) => hop < trust;
   return trust;
+}
+
+/**
+ * Fastify's `clientErrorHandler`: what Node's HTTP parser refuses before or outside a route (headers
+ * too slow or too large, a malformed request, a body the client ended short), answered in the
+ * catalog's shape (`transportAnswers`) where nothing has been sent on the connection yet, which is
+ * then closed. A reset connection, or one already gone, gets nothing (as in Fastify's own handler).
+ */
+export function answerClientError(
+  this: FastifyInstance,
+  error: Error & { code?: string },
+  socket: Socket,
+): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // The response of the request in progress, if its headers were read.
+  const response = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  const answer =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? response
+        ? transportAnswers.bodyTooSlow
+        : transportAnswers.headersTooSlow
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? transportAnswers.headersTooLarge
+        : error.code === 'HPE_INVALID_EOF_STATE'
+          ? transportAnswers.bodyCutShort
+          : transportAnswers.malformedRequest;
+  this.log.info({ code: error.code, status: answer.status }, 'client error');
+  if (socket.writable && !response?.headersSent) {
+    const body = JSON.stringify(answer.body);
+    socket.write(
+      `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 /** Anything thrown in a request, as a catalog error. */

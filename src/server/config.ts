@@ -67,6 +67,8 @@ export interface ServerConfig {
   fetchTimeoutS: number;
   /** A job running longer is killed with its worker and refunded. */
   jobTimeoutS: number;
+  /** An upload's whole body must have arrived within this long (DESIGN §5a), besides the stall rule. */
+  uploadTimeoutS: number;
   /** Kept videos (DESIGN §9): lifetime, unexpired ones per account, this instance's local copy cache. */
   videoTtlS: number;
   maxVideos: number;
@@ -176,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     stallS: integer('VIDSHEET_STALL_S', 20, 1),
     fetchTimeoutS: integer('VIDSHEET_FETCH_TIMEOUT_S', 300, 1),
     jobTimeoutS: integer('VIDSHEET_JOB_TIMEOUT_S', 600, 1),
+    uploadTimeoutS: integer('VIDSHEET_UPLOAD_TIMEOUT_S', 900, 1),
     videoTtlS: integer('VIDSHEET_VIDEO_TTL_S', 21600, 1),
     maxVideos: integer('VIDSHEET_MAX_VIDEOS', 5, 1),
     videoCacheMb: integer('VIDSHEET_VIDEO_CACHE_MB', 2048, 0),

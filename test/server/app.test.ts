@@ -4,6 +4,7 @@
  * for what every route shares: the auth plugin, the not-found answer, the error handler, OpenAPI.
  * The spawned-server contract tests (http.test.ts, remote/mcp.test.ts) check the same rules end to end.
  */
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import net, { type AddressInfo, type Socket } from 'node:net';
@@ -31,6 +32,7 @@ import { VideoCache } from '../../src/server/sessions/cache.js';
 import { VideoRegistry } from '../../src/server/sessions/registry.js';
 import { LocalSheetStorage } from '../../src/server/storage/local.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
+import { slowUpload } from '../helpers/slow-client.js';
 import { waitFor } from '../helpers/wait.js';
 
 const BASE = 'http://127.0.0.1:9';
@@ -70,7 +72,10 @@ let runJob: (request: HostedJobRequest) => ReturnType<HostedJobs['run']> = () =>
   throw new Error('no job expected');
 };
 const apps: FastifyInstance[] = [];
+/** Raw loopback clients a test opened (`rawClient`): gone before the apps close. */
+const rawSockets: Socket[] = [];
 afterEach(async () => {
+  for (const socket of rawSockets.splice(0)) socket.destroy();
   for (const app of apps.splice(0)) await app.close();
   runs.length = 0;
 });
@@ -82,9 +87,13 @@ async function app(
     checkDatabase?: () => Promise<void>;
     storage?: SheetStorage;
     log?: string[];
+    /** DESIGN §5a's 30 s body deadline, shortened. */
+    bodyDeadlineMs?: number;
+    /** More variables (DESIGN §7). */
+    env?: Record<string, string>;
   } = {},
 ) {
-  const config = loadConfig({ VIDSHEET_BASE_URL: BASE, VIDSHEET_DATA_DIR: dir });
+  const config = loadConfig({ VIDSHEET_BASE_URL: BASE, VIDSHEET_DATA_DIR: dir, ...options.env });
   const clock = () => new Date();
   const parts: AppParts = {
     config,
@@ -134,7 +143,7 @@ async function app(
         }),
       )
     : undefined;
-  const built = await buildApp(parts, { loggerInstance });
+  const built = await buildApp(parts, { loggerInstance, bodyDeadlineMs: options.bodyDeadlineMs });
   apps.push(built);
   return built;
 }
@@ -410,7 +419,11 @@ describe('the answers every route shares', () => {
     const videos = doc.paths as Record<string, Record<string, { security?: unknown; responses?: object }>>;
     for (const [path, method, codes] of [
       ['/v1/videos', 'post', ['201', '401', '402', '408', '409', '413', '422', '429', '500']],
-      ['/v1/videos/{videoId}/sheets', 'post', ['200', '401', '402', '404', '422', '429', '500']],
+      [
+        '/v1/videos/{videoId}/sheets',
+        'post',
+        ['200', '401', '402', '404', '408', '415', '422', '429', '500'],
+      ],
       ['/v1/videos/{videoId}', 'get', ['200', '401', '404']],
       ['/v1/videos/{videoId}', 'delete', ['204', '401', '404']],
     ] as const) {
@@ -420,5 +433,281 @@ describe('the answers every route shares', () => {
       ]);
     }
     expect(doc.components.securitySchemes).toEqual({ bearer: { type: 'http', scheme: 'bearer' } });
+  });
+});
+
+/** A raw loopback connection: what the server sends, and when it closes. */
+async function rawClient(server: FastifyInstance) {
+  if (!server.server.listening) await server.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = server.server.address() as AddressInfo;
+  const socket = net.connect(port, '127.0.0.1');
+  rawSockets.push(socket);
+  await once(socket, 'connect');
+  let received = '';
+  socket.on('data', (chunk) => (received += chunk));
+  socket.on('error', () => {});
+  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+  return { socket, received: () => received, closed };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The body of a raw HTTP answer (after its headers). */
+const bodyOf = (raw: string) => raw.slice(raw.indexOf('\r\n\r\n') + 4);
+
+/** DESIGN §5a's answers, written out as DESIGN words them. */
+const TOO_SLOW = '{"error":"bad_request","message":"the request body was too slow"}';
+const NOT_JSON = '{"error":"bad_request","message":"send the body as application/json"}';
+
+describe('every body has a deadline (DESIGN §5a)', () => {
+  const DEADLINE_MS = 400;
+  // The review's routes: each one took a body one byte at a time for as long as the client liked.
+  const routes: Array<[string, () => string]> = [
+    ['/stripe/webhook', () => 'Content-Type: application/json\r\n'],
+    ['/keys/code', () => 'Content-Type: application/x-www-form-urlencoded\r\n'],
+    ['/mcp', () => 'Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n'],
+    [
+      `/v1/videos/${'A'.repeat(22)}/sheets`,
+      () => `Content-Type: application/json\r\nAuthorization: Bearer ${key}\r\n`,
+    ],
+  ];
+
+  it.each(routes)(
+    'POST %s: one body byte, then nothing: 408 too slow at the deadline, the connection closed',
+    async (path, headers) => {
+      const lines: string[] = [];
+      const server = await app({ bodyDeadlineMs: DEADLINE_MS, log: lines });
+      const client = await rawClient(server);
+      const sent = Date.now();
+      client.socket.write(
+        `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:9\r\n${headers()}Content-Length: 100\r\n\r\n{`,
+      );
+      const closedAt = await Promise.race([client.closed, sleep(5000).then(() => 0)]);
+      expect(closedAt, 'the connection is closed').toBeGreaterThan(0);
+      expect(closedAt - sent).toBeGreaterThanOrEqual(DEADLINE_MS - 50);
+      expect(client.received()).toMatch(/^HTTP\/1\.1 408 /);
+      expect(bodyOf(client.received())).toBe(TOO_SLOW);
+      // Answered once: nothing about a second reply, nothing above info.
+      expect(lines.map((line) => JSON.parse(line) as { level: number }).filter((l) => l.level > 30)).toEqual(
+        [],
+      );
+    },
+  );
+
+  it('a body nobody reads (GET /healthz) is answered, then its connection closed at the deadline', async () => {
+    const server = await app({ bodyDeadlineMs: DEADLINE_MS });
+    const client = await rawClient(server);
+    const sent = Date.now();
+    client.socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Length: 100\r\n\r\nx');
+    const closedAt = await Promise.race([client.closed, sleep(5000).then(() => 0)]);
+    expect(closedAt, 'the connection is closed').toBeGreaterThan(0);
+    expect(closedAt - sent).toBeGreaterThanOrEqual(DEADLINE_MS - 50);
+    expect(client.received()).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('an upload must be complete within VIDSHEET_UPLOAD_TIMEOUT_S, however steadily it trickles', async () => {
+    const server = await app({ env: { VIDSHEET_UPLOAD_TIMEOUT_S: '1' } });
+    await server.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = server.server.address() as AddressInfo;
+    const upload = await slowUpload(`http://127.0.0.1:${port}`, key, { size: 1024 * 1024, first: 1000 });
+    const sent = Date.now();
+    // Faster than the stall rule asks for (no idle gap, 64 KiB in every 30 s), never finished.
+    const trickle = setInterval(() => upload.send(Buffer.alloc(4096, 0x2a)), 100);
+    try {
+      const answer = await Promise.race([upload.answer(), sleep(5000).then(() => 'no answer in 5 s')]);
+      expect(answer).toEqual({ status: 408, body: TOO_SLOW });
+      expect(Date.now() - sent).toBeGreaterThanOrEqual(900);
+      await waitFor(() => upload.closed(), 'the connection closed');
+    } finally {
+      clearInterval(trickle);
+      upload.destroy();
+    }
+    expect(runs).toEqual([]);
+    await waitFor(() => readdirSync(join(dir, 'work')).length === 0, 'the partial upload deleted');
+  });
+
+  it('a stop closes at once the connections only receiving a body, and waits for nothing else', async () => {
+    const server = await app();
+    const clients = await Promise.all([rawClient(server), rawClient(server)]);
+    (clients[0] as Awaited<ReturnType<typeof rawClient>>).socket.write(
+      'POST /stripe/webhook HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{',
+    );
+    (clients[1] as Awaited<ReturnType<typeof rawClient>>).socket.write(
+      `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:9\r\nAuthorization: Bearer ${key}\r\n` +
+        'Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n--b\r\n',
+    );
+    await sleep(200);
+    const started = Date.now();
+    await Promise.race([server.close(), sleep(3000)]);
+    expect(Date.now() - started).toBeLessThan(2000);
+    for (const client of clients) {
+      const closedAt = await Promise.race([client.closed, sleep(1000).then(() => 0)]);
+      expect(closedAt).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe("Node's and Fastify's own refusals have the catalog's shape (DESIGN §5)", () => {
+  it('a body the client ends short: 400 bad_request with a message, not Fastify\'s "Bad Request"', async () => {
+    const server = await app();
+    const client = await rawClient(server);
+    client.socket.end(
+      'POST /stripe/webhook HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":',
+    );
+    await client.closed;
+    expect(client.received()).toMatch(/^HTTP\/1\.1 400 /);
+    expect(bodyOf(client.received())).toBe(
+      '{"error":"bad_request","message":"the request body was cut short"}',
+    );
+  });
+
+  it('a malformed request is 400, headers too large 431, each {"error":"bad_request","message":...}', async () => {
+    const server = await app();
+    const malformed = await rawClient(server);
+    malformed.socket.write('GET /healthz HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n');
+    await malformed.closed;
+    expect(malformed.received()).toMatch(/^HTTP\/1\.1 400 /);
+    expect(bodyOf(malformed.received())).toBe('{"error":"bad_request","message":"the request is malformed"}');
+    const large = await rawClient(server);
+    large.socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    await large.closed;
+    expect(large.received()).toMatch(/^HTTP\/1\.1 431 /);
+    expect(bodyOf(large.received())).toBe(
+      '{"error":"bad_request","message":"the request headers are too large"}',
+    );
+  });
+});
+
+describe('small inputs stay small (DESIGN §5a)', () => {
+  /** An account with a kept video (a row only: no test here gets as far as opening it). */
+  async function keptVideo(balance?: number) {
+    const account = await ledger.accounts.findOrCreateAccount(`small-${randomUUID()}@example.com`);
+    const owner = (await ledger.accounts.createKey(account.id)).key;
+    if (balance !== undefined) {
+      await db.updateTable('accounts').set({ balance, purchased: 1 }).where('id', '=', account.id).execute();
+    }
+    const videoId = randomUUID().replaceAll('-', '').slice(0, 22);
+    const registry = new VideoRegistry(db, () => new Date());
+    const probe = { durationMs: 10_000 };
+    const fields = { videoId, accountId: account.id, input: 'clip.mp4', fileName: 'upload.mp4', bytes: 10 };
+    expect(await registry.add({ ...fields, durationMs: 10_000, probe }, 3600, 5)).toBeDefined();
+    return { owner, videoId, accountId: account.id };
+  }
+  const zoom = (videoId: string, owner: string, payload: unknown, contentType = 'application/json') => ({
+    method: 'POST' as const,
+    url: `/v1/videos/${videoId}/sheets`,
+    headers: { authorization: `Bearer ${owner}`, 'content-type': contentType },
+    payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+  });
+
+  it.each(['start', 'end', 'density', 'response'])(
+    'a zoom %s over 2048 characters is 422 naming it, never echoed (body and log)',
+    async (field) => {
+      const { owner, videoId } = await keptVideo();
+      const lines: string[] = [];
+      const server = await app({ log: lines });
+      const huge = `9${'x'.repeat(100_000)}`;
+      const res = await server.inject(zoom(videoId, owner, { [field]: huge }));
+      expect([res.statusCode, res.body]).toEqual([
+        422,
+        `{"error":"bad_request","message":"${field} is longer than 2048 characters"}`,
+      ]);
+      expect(lines.join('\n')).not.toContain('x'.repeat(65));
+      expect(runs).toEqual([]);
+    },
+  );
+
+  it('a bad start of 2048 characters is quoted by 64 of them at most', async () => {
+    const { owner, videoId } = await keptVideo();
+    const lines: string[] = [];
+    const server = await app({ log: lines });
+    const long = 'y'.repeat(2048);
+    const res = await server.inject(zoom(videoId, owner, { start: long }));
+    expect(res.statusCode).toBe(422);
+    expect(res.json()).toEqual({
+      error: 'bad_request',
+      message: `could not parse start "${'y'.repeat(64)}…" — use seconds (90) or a timecode (1:30, 1:07.3)`,
+    });
+    expect(lines.join('\n')).not.toContain('y'.repeat(65));
+  });
+
+  it('the hosted form ignores start and end, however long', async () => {
+    runJob = async () => {
+      throw new Error('stop here');
+    };
+    const server = await app();
+    const res = await server.inject({
+      method: 'POST',
+      url: '/v1/vidsheet',
+      ...upload({ start: 'z'.repeat(100_000), end: 'z'.repeat(3000) }),
+      headers: { ...upload().headers, authorization: `Bearer ${key}` },
+    });
+    expect(res.statusCode).toBe(500);
+    expect(runs).toHaveLength(1);
+  });
+
+  it.each([
+    ['a form', 'density=4x4', 'application/x-www-form-urlencoded'],
+    [
+      'multipart',
+      '--b\r\ncontent-disposition: form-data; name="density"\r\n\r\n4x4\r\n--b--\r\n',
+      'multipart/form-data; boundary=b',
+    ],
+    ['text', '{"density":"4x4"}', 'text/plain'],
+  ])('a zoom sent as %s is 415 and not charged', async (_name, payload, contentType) => {
+    const { owner, videoId, accountId: owned } = await keptVideo();
+    const books = () => db.selectFrom('ledger').selectAll().where('account_id', '=', owned).execute();
+    const before = await books();
+    const server = await app();
+    const res = await server.inject(zoom(videoId, owner, payload, contentType));
+    expect([res.statusCode, res.body]).toEqual([415, NOT_JSON]);
+    expect(runs).toEqual([]);
+    expect(await books()).toEqual(before);
+  });
+
+  it('a zoom that could not pay is 402 before it takes a queue place (a full queue does not hide it)', async () => {
+    const { owner, videoId } = await keptVideo(0);
+    const admission = new Admission(1);
+    const place = admission.tryEnter();
+    const server = await app({ admission });
+    const res = await server.inject(zoom(videoId, owner, {}));
+    expect([res.statusCode, res.body]).toEqual([402, '{"error":"insufficient_credits"}']);
+    expect(admission.size).toBe(1);
+    place?.();
+  });
+
+  describe('the remote tool', () => {
+    const call = (args: Record<string, unknown>, meta?: Record<string, unknown>) => ({
+      method: 'POST' as const,
+      url: '/mcp',
+      headers: {
+        host: '127.0.0.1:9',
+        accept: 'application/json, text/event-stream',
+        'content-type': 'application/json',
+      },
+      payload: {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'vidsheet_video', arguments: args, ...(meta ? { _meta: meta } : {}) },
+      },
+    });
+    const url = 'https://example.com/clip.mp4';
+
+    it.each([
+      ['video_url', { video_url: `https://example.com/${'v'.repeat(3000)}.mp4` }, undefined],
+      ['start', { video_url: url, start: `1${'0'.repeat(100_000)}` }, undefined],
+      ['end', { video_url: url, end: 'e'.repeat(2049) }, undefined],
+      ['subject id', { video_url: url }, { 'openai/subject': 's'.repeat(2049) }],
+    ])('an over-long %s is an error result naming it, the value never echoed', async (field, args, meta) => {
+      const lines: string[] = [];
+      const res = await (await app({ log: lines })).inject(call(args, meta));
+      expect(res.statusCode).toBe(200);
+      const result = (res.json() as { result: { isError: boolean; content: Array<{ text: string }> } })
+        .result;
+      expect(result.isError).toBe(true);
+      expect(result.content.map((c) => c.text)).toEqual([`${field} is longer than 2048 characters`]);
+      expect(lines.join('\n')).not.toMatch(/([vse0])\1{64}/);
+    });
   });
 });

@@ -68,6 +68,22 @@ export type WebhookOutcome =
 /** Prefix of the ledger idempotency key of a purchase: one credit per Checkout Session, ever. */
 export const PURCHASE_KEY_PREFIX = 'stripe:';
 
+/** DESIGN §5a: an event is accepted only within this many seconds of its signed timestamp, either way. */
+export const WEBHOOK_TOLERANCE_S = 300;
+
+/**
+ * The `t=` of a `Stripe-Signature` header (seconds since the epoch), undefined when there is none.
+ * Stripe's own check refuses a timestamp too far in the past only; DESIGN §5a also refuses one too
+ * far in the future (a signature made ahead of time must not stay valid until then and 300 s after).
+ */
+function signedAt(header: string): number | undefined {
+  for (const item of header.split(',')) {
+    const [key, value] = item.split('=', 2);
+    if (key?.trim() === 't' && value !== undefined && /^\d+$/.test(value.trim())) return Number(value.trim());
+  }
+  return undefined;
+}
+
 /** The events that say a session's payment is in (see the module comment). */
 const COMPLETED = 'checkout.session.completed';
 const ASYNC_SUCCEEDED = 'checkout.session.async_payment_succeeded';
@@ -171,11 +187,21 @@ export class Payments {
     if (signature === undefined || signature === '') return { status: 400, outcome: 'bad signature' };
     let event: Stripe.Event;
     try {
-      event = this.#stripe.webhooks.constructEvent(rawBody, signature, this.#webhookSecret);
+      event = this.#stripe.webhooks.constructEvent(
+        rawBody,
+        signature,
+        this.#webhookSecret,
+        WEBHOOK_TOLERANCE_S,
+      );
     } catch (error) {
       const outcome = isSignatureError(error) ? 'bad signature' : 'malformed';
       log.warn({ err: messageOf(error) }, `stripe webhook refused: ${outcome}`);
       return { status: 400, outcome };
+    }
+    const at = signedAt(signature);
+    if (at === undefined || at > Date.now() / 1000 + WEBHOOK_TOLERANCE_S) {
+      log.warn({ signedAt: at }, 'stripe webhook refused: bad signature (timestamp in the future)');
+      return { status: 400, outcome: 'bad signature' };
     }
     // Signed, so from Stripe, but still only JSON: anything not shaped like an event is refused, not thrown.
     if (typeof event !== 'object' || event === null || typeof event.type !== 'string') {

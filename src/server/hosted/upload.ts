@@ -13,7 +13,7 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type {} from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
-import { hostedErrors, VidsheetError } from '#vidsheet/core/errors.js';
+import { hostedErrors, transportAnswers, VidsheetError } from '#vidsheet/core/errors.js';
 import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import { refuseBeforeBody } from '../plugins/early-answer.js';
@@ -34,7 +34,7 @@ declare module 'fastify' {
 }
 
 /** DESIGN §5a: the answer to an upload cut for stalling, when it can still be answered. */
-export const UPLOAD_STALLED = { error: 'bad_request', message: 'the upload stalled' };
+export const UPLOAD_STALLED = transportAnswers.uploadStalled.body;
 
 /** Multipart framing around a file is a few hundred bytes; this leaves room for the text fields. */
 const FRAMING_SLACK = 1024 * 1024;
@@ -113,23 +113,32 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     // answer's, not a second one.
     const cut = new AbortController();
     const socket = request.raw.socket;
+    const cutWith = (answer: { status: number; body: object }) => {
+      if (cut.signal.aborted) return;
+      if (!reply.sent) reply.code(answer.status).header('connection', 'close').send(answer.body);
+      // Once the answer is out, the connection goes; the parser may wait on a body that never
+      // comes, so the request is ended here and its cleanup runs at once.
+      const close = () => {
+        request.raw.destroy();
+        socket?.destroy();
+      };
+      if (reply.raw.writableFinished || reply.raw.destroyed) close();
+      else reply.raw.once('finish', close);
+      cut.abort();
+    };
     const watch = watchTransfer(
       config.stallS * 1000,
       () => socket?.bytesRead ?? 0,
       (why) => {
         log.info({ why }, 'upload stalled: cut');
-        reply.code(408).header('connection', 'close').send(UPLOAD_STALLED);
-        // Once the answer is out, the connection goes; the parser may wait on a body that never
-        // comes, so the request is ended here and its cleanup runs at once.
-        const close = () => {
-          request.raw.destroy();
-          socket?.destroy();
-        };
-        if (reply.raw.writableFinished) close();
-        else reply.raw.once('finish', close);
-        cut.abort();
+        cutWith(transportAnswers.uploadStalled);
       },
     );
+    // DESIGN §5a: the whole upload within VIDSHEET_UPLOAD_TIMEOUT_S (plugins/body-deadline.ts).
+    request.cutBody = () => {
+      log.info({}, 'upload not complete by its deadline: cut');
+      cutWith(transportAnswers.bodyTooSlow);
+    };
     // A newcomer may take this slot while this upload is behind (transfers.ts): cut as above.
     request.transferSlot?.watch(watch);
     // The cut answers at once, whatever the parser is waiting for; the abort ends the file stream.
@@ -146,6 +155,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       throw error;
     } finally {
       watch.stop();
+      request.cutBody = undefined;
     }
     // The video is complete on disk: the transfer is over, and only now is a queue place taken.
     request.releaseTransfer?.();

@@ -13,7 +13,7 @@ import { DEFAULT_DENSITY } from '#vidsheet/core/density.js';
 import { asVidsheetError, hostedErrors, remoteErrors, VidsheetError } from '#vidsheet/core/errors.js';
 import { shortJobId } from '#vidsheet/core/redact.js';
 import { remoteReport } from '#vidsheet/core/report.js';
-import { parseWindowArgs } from '#vidsheet/core/request.js';
+import { checkInputLengths, parseWindowArgs } from '#vidsheet/core/request.js';
 import { fitJpeg } from '#vidsheet/engine/index.js';
 import { type RemoteInput, toolError } from '#vidsheet/mcp/tool.js';
 import type { AnonymousCounter, AnonymousLane, TakenJob } from '../billing/anonymous-lane.js';
@@ -97,6 +97,14 @@ export async function callRemoteTool(
 ): Promise<CallToolResult> {
   let window: { startMs?: number; endMs?: number };
   try {
+    // DESIGN §5a: an over-long input is an error result naming the field, before anything reads it.
+    checkInputLengths({
+      video_url: args.video_url,
+      start: args.start,
+      end: args.end,
+      density: args.density,
+      'subject id': subjectOf(meta),
+    });
     window = parseWindowArgs(args);
   } catch (error) {
     return toolError(error, 'remote');

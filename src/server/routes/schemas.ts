@@ -46,9 +46,11 @@ const jobErrors = {
 
 /** The refusals of every route that receives an upload, besides `jobErrors` (DESIGN §5a). */
 const uploadErrors = {
-  408: error('bad_request', 'The upload stalled and was cut (DESIGN §5a); nothing was charged.', {
-    message: { type: 'string' },
-  }),
+  408: error(
+    'bad_request',
+    'The upload stalled, or was not complete within VIDSHEET_UPLOAD_TIMEOUT_S, and was cut (DESIGN §5a); nothing was charged.',
+    { message: { type: 'string' } },
+  ),
   413: error('too_large', 'The upload exceeds the cap.', { max_mb: { type: 'integer' } }),
 } as const;
 
@@ -239,7 +241,18 @@ export const videoSheetsSchema = {
       response: { type: 'string', enum: [...RESPONSE_MODES], default: 'json' },
     },
   },
-  response: { 200: sessionResultSchema, ...jobErrors, 402: insufficientCredits, 404: notYours },
+  response: {
+    200: sessionResultSchema,
+    ...jobErrors,
+    402: insufficientCredits,
+    404: notYours,
+    408: error('bad_request', 'The body did not arrive within 30 s (DESIGN §5a); nothing was charged.', {
+      message: { type: 'string' },
+    }),
+    415: error('bad_request', 'The body is not application/json; nothing was charged.', {
+      message: { type: 'string' },
+    }),
+  },
 } as const;
 
 export const getVideoSchema = {

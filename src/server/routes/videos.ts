@@ -11,7 +11,7 @@
 import { rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hostedErrors } from '#vidsheet/core/errors.js';
+import { hostedErrors, transportAnswers } from '#vidsheet/core/errors.js';
 import { shortJobId } from '#vidsheet/core/redact.js';
 import { CONTRACTS, hostedReport } from '#vidsheet/core/report.js';
 import { explainedWindowError, parseSessionFields } from '#vidsheet/core/request.js';
@@ -19,7 +19,7 @@ import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { Account } from '../billing/ledger.js';
 import { type HostedJobs, newJobId } from '../hosted/jobs.js';
 import { type UploadParts, uploads } from '../hosted/upload.js';
-import { refuseBeforeBody } from '../plugins/early-answer.js';
+import { answerBeforeBody, refuseBeforeBody } from '../plugins/early-answer.js';
 import type { VideoCache } from '../sessions/cache.js';
 import type { KeptVideo, VideoRegistry } from '../sessions/registry.js';
 import type { SheetStorage } from '../storage/storage.js';
@@ -70,8 +70,27 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
       return refuseBeforeBody(request, reply, hostedErrors.tooManyVideos(config.maxVideos));
   }
 
+  /**
+   * DESIGN §5a: a zoom body that is not JSON (a form, text, anything but `application/json`) is `415`
+   * before it is read, and nothing is charged; a zoom without a body is an overview, as `{}` is.
+   */
+  async function jsonBody(request: FastifyRequest, reply: FastifyReply) {
+    const length = request.headers['content-length'];
+    const hasBody =
+      request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+    const type = String(request.headers['content-type'] ?? '')
+      .split(';')[0]
+      ?.trim()
+      .toLowerCase();
+    if (hasBody && type !== 'application/json') {
+      answerBeforeBody(request, reply);
+      return reply.code(transportAnswers.notJson.status).send(transportAnswers.notJson.body);
+    }
+  }
+
   app.post('/v1/videos', {
     schema: keepVideoSchema,
+    config: { upload: true },
     // Multipart, read by the handler as a stream (see /v1/vidsheet).
     validatorCompiler: () => () => true,
     onRequest: [app.requireKey, underCap, ...upload.hooks],
@@ -133,11 +152,14 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
     schema: videoSheetsSchema,
     // The body is validated by core/request.ts (the local window rules and wording), not by Fastify.
     validatorCompiler: () => () => true,
-    onRequest: [app.requireKey],
+    onRequest: [app.requireKey, jsonBody],
     handler: async (request, reply) => {
       const video = await owned(request);
       if (!video) return notFound(reply);
       const fields = parseSessionFields(request.body);
+      // DESIGN §5a: a key that could not pay the cheapest job is refused before it takes a queue place.
+      if (!(await deps.credits.mayQueue((request.account as Account).id)))
+        throw hostedErrors.insufficientCredits();
       const release = deps.admission.tryEnter();
       if (!release) throw hostedErrors.busy();
       request.releaseAdmission = release;

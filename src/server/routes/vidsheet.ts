@@ -30,6 +30,8 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
 
   app.post('/v1/vidsheet', {
     schema: hostedJobSchema,
+    // DESIGN §5a: the body is an upload (VIDSHEET_UPLOAD_TIMEOUT_S, plugins/body-deadline.ts).
+    config: { upload: true },
     // The multipart body is read by the handler as a stream, never parsed into `request.body`;
     // the body schema above documents it (OpenAPI) and is not validated.
     validatorCompiler: () => () => true,

@@ -450,6 +450,18 @@ describe.each(BACKENDS)('the webhook on %s', (backend) => {
     expect(await deliver(payments, payload, recent)).toEqual({ status: 200, outcome: 'credited' });
   });
 
+  it('refuses an event signed more than 300 s ahead (DESIGN §5a: either way), accepts 200 s ahead', async () => {
+    const { payments, account, db } = await fresh({ databases });
+    const { sessionId } = await checkout(payments, account.id);
+    const payload = sessionEvent({ sessionId });
+    const before = await snapshot(db, account.id);
+    const ahead = (s: number) => sign(payload, { timestamp: Math.floor(Date.now() / 1000) + s });
+    expect(await deliver(payments, payload, ahead(400))).toEqual({ status: 400, outcome: 'bad signature' });
+    expect(await deliver(payments, payload, ahead(302))).toEqual({ status: 400, outcome: 'bad signature' });
+    expect(await snapshot(db, account.id)).toEqual(before);
+    expect(await deliver(payments, payload, ahead(200))).toEqual({ status: 200, outcome: 'credited' });
+  });
+
   it('refuses a correctly signed body that is not an event with 400', async () => {
     const { payments, account, db } = await fresh({ databases });
     const before = await snapshot(db, account.id);
