@@ -148,7 +148,7 @@ export const runtimeErrors = {
   unreadableVideo: (inputName: string) =>
     new VidsheetError(
       'unreadable_video',
-      `unreadable video: ${excerpt(inputName)} — no decodable video stream (send a real video in a common container)`,
+      `unreadable video: ${inputName} — no decodable video stream (send a real video in a common container)`,
     ),
   missingFfmpeg: (tool: string, hint: string) =>
     new VidsheetError(

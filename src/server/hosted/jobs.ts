@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { creditsPerSheet, DEFAULT_DENSITY, type Density } from '#vidsheet/core/density.js';
 import { asVidsheetError, hostedErrors, VidsheetError } from '#vidsheet/core/errors.js';
+import { excerpt } from '#vidsheet/core/redact.js';
 import type { JobOutcome } from '#vidsheet/core/report.js';
 import { limiter } from '#vidsheet/engine/index.js';
 import type { ProbeInfo } from '#vidsheet/engine/types.js';
@@ -130,7 +131,9 @@ export class HostedJobs {
     return worker.prepare(
       {
         input: request.file,
-        inputName: request.inputName,
+        // DESIGN §5a: a message or report quotes an upload's name or a fetched URL by at most 64
+        // characters (a local run names its own file whole).
+        inputName: excerpt(request.inputName),
         density: request.density,
         startMs: request.startMs,
         endMs: request.endMs,
