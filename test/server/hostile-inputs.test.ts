@@ -52,7 +52,7 @@ beforeAll(async () => {
   battery = await hostileInputs(canary);
   withPlaylist = readFileSync(await matroskaWithPlaylist(join(root, 'mkv'), canary));
   origin = createServer((req, res) => {
-    const n = /^\/hostile\/(\d+)$/.exec(req.url ?? '')?.[1];
+    const n = /^\/hostile\/(\d+)(?:\?.*)?$/.exec(req.url ?? '')?.[1];
     const body =
       n !== undefined
         ? battery[Number(n)]?.bytes
@@ -165,6 +165,19 @@ describe.each(ENGINES)('engine %s', (engine) => {
       await keyless.close();
     }
     expect(await show()).toEqual(before);
+  });
+
+  it('a long video URL is quoted by its first 64 characters, never whole (DESIGN §5a)', async () => {
+    const url = `${hostileUrl(0)}?${'q'.repeat(200)}`;
+    const client = await connect(server, key);
+    try {
+      const result = await callTool(client, url);
+      expect(result.isError).toBe(true);
+      expect(result.content).toEqual([{ type: 'text', text: remoteUnreadable(`${url.slice(0, 64)}…`) }]);
+      expect(server.output()).not.toContain('q'.repeat(65));
+    } finally {
+      await client.close();
+    }
   });
 
   it('a real video with a playlist in a Matroska attachment opens as itself, upload and fetch', async () => {
