@@ -187,6 +187,22 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect((await a.ledger.accounts.accountById(paying.id))?.balance).toBe(balance);
       expect(a.workLeft()).toEqual([]);
 
+      // Counted once more as the row is written, for uploads of one account finishing together.
+      const late = {
+        accountId: paying.id,
+        input: 'late.mp4',
+        fileName: 'upload.mp4',
+        durationMs: 1000,
+        probe: {},
+      };
+      const limits = { maxVideos: 5, maxBytes: 1024 * KIB };
+      expect(await a.registry.add({ ...late, videoId: 'late-one', bytes: 225 * KIB }, 60, limits)).toEqual({
+        refused: 'bytes',
+      });
+      expect(
+        await a.registry.add({ ...late, videoId: 'late-two', bytes: 1 }, 60, { ...limits, maxVideos: 2 }),
+      ).toEqual({ refused: 'count' });
+
       // One that fits still does; another account has a quota of its own.
       expect((await a.app.inject(keep(paying.key, form(200 * KIB)))).statusCode).toBe(201);
       const other = await a.account('other@example.com', { grant: 5 });
