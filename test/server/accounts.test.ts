@@ -11,14 +11,13 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Migrator, sql } from 'kysely';
-import { simpleParser } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/server/config.js';
 import { migrationProvider } from '../../src/server/db/migrations.js';
 import { WRONG_CODES_PER_DAY } from '../../src/server/keys/sign-in.js';
 import { inProcessApps } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/databases.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { visitor } from '../helpers/visitor.js';
 
 const KIB = 1024;
@@ -100,39 +99,14 @@ const chunksOf = (body: Buffer) =>
   );
 
 // A real SMTP server on loopback, recording every envelope's recipients and the code in the mail.
-const deliveries: { rcpt: string[]; code: string }[] = [];
-let smtp: SMTPServer;
+let smtp: TestSmtp;
 let smtpUrl = '';
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, session, callback) {
-      simpleParser(stream)
-        .then((mail) => {
-          deliveries.push({
-            rcpt: session.envelope.rcptTo.map((r) => r.address),
-            code: /\b(\d{6})\b/.exec(mail.text ?? '')?.[1] ?? '',
-          });
-          callback();
-        })
-        .catch(callback);
-    },
-  });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  smtpUrl = `smtp://127.0.0.1:${(smtp.server.address() as net.AddressInfo).port}`;
+  smtp = await startSmtp();
+  smtpUrl = smtp.url;
 });
-afterAll(async () => {
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
-
-async function nextDelivery(count: number) {
-  for (let i = 0; i < 400 && deliveries.length <= count; i++) await sleep(25);
-  const delivery = deliveries[count];
-  if (!delivery) throw new Error('no mail arrived');
-  return delivery;
-}
+afterAll(() => smtp.close());
+const nextDelivery = (index: number) => smtp.delivery(index);
 
 it('VIDSHEET_VIDEO_QUOTA_MB: 1024 by default, and what is configured', () => {
   expect(loadConfig({}).videoQuotaMb).toBe(1024);
@@ -291,7 +265,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const base = await a.listen();
       const owner = await a.ledger.accounts.findOrCreateAccount('owner@example.com');
       const v = visitor();
-      const before = deliveries.length;
+      const before = smtp.deliveries.length;
       const sent = await v.post(base, '/keys/code', {
         _csrf: (await v.get(base)).csrf,
         email: 'Owner+Work@example.com',
@@ -368,7 +342,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const submit = async (who: typeof owner, code: string) =>
         who.post(base, '/keys/sign-in', { _csrf: (await who.get(base)).csrf, email, code });
       const sendCode = async (who: typeof owner) => {
-        const count = deliveries.length;
+        const count = smtp.deliveries.length;
         const sent = await who.post(base, '/keys/code', { _csrf: (await who.get(base)).csrf, email });
         expect(sent.status).toBe(200);
         return (await nextDelivery(count)).code;

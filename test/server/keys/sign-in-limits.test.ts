@@ -1,13 +1,11 @@
 /**
  * Sign-in hardening (DESIGN §5a "Sign-in", "Sign-in cannot be locked by others"): the mailbox rule
  * where mail is sent, and at most 20 wrong codes per address and client per UTC day across codes, on
- * SQLite and on a real PostgreSQL, racing instances included. Mail goes to a real SMTP server in this process on loopback, which records every
- * connection and recipient: a refused address must not even open one. The last part runs the built
- * server with that SMTP server and posts the forms as a browser would.
+ * SQLite and on a real PostgreSQL, racing instances included. Mail goes to a real SMTP server in this
+ * process on loopback (test/helpers/smtp.ts), which records every connection and recipient: a refused
+ * address must not even open one. The last part runs the built server with that SMTP server and posts
+ * the forms as a browser would.
  */
-import type { AddressInfo } from 'node:net';
-import { simpleParser } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../../src/server/billing/ledger.js';
 import { createMailer, type Mailer } from '../../../src/server/keys/mail.js';
@@ -20,6 +18,7 @@ import {
 } from '../../../src/server/keys/sign-in.js';
 import { BACKENDS, type TestBackend, type TestDatabase, useBackend } from '../../helpers/databases.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
+import { startSmtp, type TestSmtp } from '../../helpers/smtp.js';
 import { visitor } from '../../helpers/visitor.js';
 
 const quiet = { info: () => undefined, warn: () => undefined };
@@ -170,49 +169,18 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
 // ---------------------------------------------------------------------------------------------------
 // A real SMTP server on loopback, recording every connection and every envelope.
 
-interface Delivery {
-  rcpt: string[];
-  to: string;
-  code: string;
-}
-const deliveries: Delivery[] = [];
-let connections = 0;
-let smtp: SMTPServer;
+let smtp: TestSmtp;
 let smtpUrl = '';
-
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onConnect(_session, callback) {
-      connections++;
-      callback();
-    },
-    onData(stream, session, callback) {
-      simpleParser(stream)
-        .then((mail) => {
-          deliveries.push({
-            rcpt: session.envelope.rcptTo.map((r) => r.address),
-            to: mail.to && !Array.isArray(mail.to) ? mail.to.text : '',
-            code: /\b(\d{6})\b/.exec(mail.text ?? '')?.[1] ?? '',
-          });
-          callback();
-        })
-        .catch(callback);
-    },
-  });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  smtpUrl = `smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`;
+  smtp = await startSmtp();
+  smtpUrl = smtp.url;
 });
 
-afterAll(async () => {
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
+afterAll(() => smtp.close());
 
 async function waitForDeliveries(count: number): Promise<void> {
-  for (let i = 0; i < 300 && deliveries.length < count; i++) await new Promise((r) => setTimeout(r, 25));
-  expect(deliveries).toHaveLength(count);
+  if (count > 0) await smtp.delivery(count - 1);
+  expect(smtp.deliveries).toHaveLength(count);
 }
 
 /** Each of these parses, in nodemailer, to a delivery to victim@example.com. */
@@ -237,7 +205,7 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
       quiet,
     );
     const { signIn, db } = await fresh(sqlite, { mailer });
-    const before = { deliveries: deliveries.length, connections };
+    const before = { deliveries: smtp.deliveries.length, connections: smtp.connections() };
     for (const address of HOSTILE) {
       await expect(signIn.sendCode(address, '192.0.2.1'), address).rejects.toThrow(InvalidEmailError);
       // The mailer itself refuses too, whoever calls it.
@@ -247,7 +215,7 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
     }
     await signIn.settled();
     expect(await db.selectFrom('sign_in_codes').select('id').execute()).toEqual([]);
-    expect(connections).toBe(before.connections);
+    expect(smtp.connections()).toBe(before.connections);
 
     // More than the per-address send limit's worth of spellings of one address: they are one address.
     const spellings = [
@@ -263,7 +231,7 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
     expect(answers.filter((a) => a.ok)).toHaveLength(SEND_LIMITS.perEmail);
     await signIn.settled();
     await waitForDeliveries(before.deliveries + SEND_LIMITS.perEmail);
-    for (const delivery of deliveries.slice(before.deliveries)) {
+    for (const delivery of smtp.deliveries.slice(before.deliveries)) {
       expect(delivery.rcpt).toEqual(['victim@example.com']);
       expect(delivery.to).toBe('victim@example.com');
     }
@@ -283,7 +251,7 @@ describe('the built server: sign-in forms with the mailbox rule and the daily li
 
   it('a hostile address gets the invalid-address message and no mail; a valid one gets one mail, to itself', async () => {
     const v = visitor();
-    const before = { deliveries: deliveries.length, connections };
+    const before = { deliveries: smtp.deliveries.length, connections: smtp.connections() };
     for (const email of HOSTILE) {
       const { csrf } = await v.get(server.url);
       const answer = await v.post(server.url, '/keys/code', { _csrf: csrf, email });
@@ -296,20 +264,20 @@ describe('the built server: sign-in forms with the mailbox rule and the daily li
     expect(sent.status).toBe(200);
     expect(sent.html).toContain('If victim@example.com can sign in, a six-digit code is on its way.');
     await waitForDeliveries(before.deliveries + 1);
-    expect(deliveries.at(-1)?.rcpt).toEqual(['victim@example.com']);
+    expect(smtp.deliveries.at(-1)?.rcpt).toEqual(['victim@example.com']);
     // One connection: the one mail. The hostile forms opened none.
-    expect(connections).toBe(before.connections + 1);
+    expect(smtp.connections()).toBe(before.connections + 1);
   });
 
   it('after 20 wrong codes today the right code is refused with 429 and the daily-limit notice', async () => {
     const v = visitor();
     const email = 'guessed@example.com';
     const sendCode = async () => {
-      const count = deliveries.length;
+      const count = smtp.deliveries.length;
       const sent = await v.post(server.url, '/keys/code', { _csrf: (await v.get(server.url)).csrf, email });
       expect(sent.status).toBe(200);
       await waitForDeliveries(count + 1);
-      return deliveries.at(-1)?.code as string;
+      return smtp.deliveries.at(-1)?.code as string;
     };
     const submit = async (code: string) => {
       const { csrf } = await v.get(server.url);
