@@ -6,6 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
+import { afterAll, beforeAll } from 'vitest';
 
 export interface SmtpDelivery {
   rcpt: string[];
@@ -60,5 +61,28 @@ export async function startSmtp(): Promise<TestSmtp> {
       return delivery;
     },
     close: () => new Promise<void>((resolve) => smtp.close(() => resolve())),
+  };
+}
+
+/** Registers the suite's SMTP server (started before, closed after); read it inside tests and hooks. */
+export function useSmtp(): Omit<TestSmtp, 'close'> {
+  let started: TestSmtp | undefined;
+  beforeAll(async () => {
+    started = await startSmtp();
+  });
+  afterAll(() => started?.close());
+  const running = (): TestSmtp => {
+    if (started === undefined) throw new Error('the SMTP server is not running (outside the suite?)');
+    return started;
+  };
+  return {
+    get url() {
+      return running().url;
+    },
+    get deliveries() {
+      return running().deliveries;
+    },
+    connections: () => running().connections(),
+    delivery: (index) => running().delivery(index),
   };
 }

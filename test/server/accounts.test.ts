@@ -11,13 +11,13 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Migrator, sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/server/config.js';
 import { migrationProvider } from '../../src/server/db/migrations.js';
 import { WRONG_CODES_PER_DAY } from '../../src/server/keys/sign-in.js';
 import { inProcessApps } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/databases.js';
-import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { useSmtp } from '../helpers/smtp.js';
 import { visitor } from '../helpers/visitor.js';
 
 const KIB = 1024;
@@ -98,14 +98,8 @@ const chunksOf = (body: Buffer) =>
     body.subarray(i * 64 * KIB, (i + 1) * 64 * KIB),
   );
 
-// A real SMTP server on loopback, recording every envelope's recipients and the code in the mail.
-let smtp: TestSmtp;
-let smtpUrl = '';
-beforeAll(async () => {
-  smtp = await startSmtp();
-  smtpUrl = smtp.url;
-});
-afterAll(() => smtp.close());
+// A real SMTP server on loopback, recording every connection, envelope and code.
+const smtp = useSmtp();
 const nextDelivery = (index: number) => smtp.delivery(index);
 
 it('VIDSHEET_VIDEO_QUOTA_MB: 1024 by default, and what is configured', () => {
@@ -261,7 +255,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     });
 
     it('signing in with any spelling opens the mailbox’s account; the mail goes to the address typed', async () => {
-      const a = await apps.build({ smtpUrl });
+      const a = await apps.build({ smtpUrl: smtp.url });
       const base = await a.listen();
       const owner = await a.ledger.accounts.findOrCreateAccount('owner@example.com');
       const v = visitor();
@@ -334,7 +328,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
   describe('sign-in cannot be locked by others', () => {
     it("20 wrong codes from client A lock A out; client B's correct code still signs in", async () => {
-      const a = await apps.build({ smtpUrl, env: { VIDSHEET_TRUST_PROXY: '1' } });
+      const a = await apps.build({ smtpUrl: smtp.url, env: { VIDSHEET_TRUST_PROXY: '1' } });
       const base = await a.listen();
       const email = 'locked@example.com';
       const attacker = visitor({ 'x-forwarded-for': '127.0.0.9' });

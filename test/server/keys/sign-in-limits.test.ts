@@ -18,7 +18,7 @@ import {
 } from '../../../src/server/keys/sign-in.js';
 import { BACKENDS, type TestBackend, type TestDatabase, useBackend } from '../../helpers/databases.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
-import { startSmtp, type TestSmtp } from '../../helpers/smtp.js';
+import { useSmtp } from '../../helpers/smtp.js';
 import { visitor } from '../../helpers/visitor.js';
 
 const quiet = { info: () => undefined, warn: () => undefined };
@@ -167,16 +167,8 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
 });
 
 // ---------------------------------------------------------------------------------------------------
-// A real SMTP server on loopback, recording every connection and every envelope.
-
-let smtp: TestSmtp;
-let smtpUrl = '';
-beforeAll(async () => {
-  smtp = await startSmtp();
-  smtpUrl = smtp.url;
-});
-
-afterAll(() => smtp.close());
+// A real SMTP server on loopback, recording every connection, envelope and code.
+const smtp = useSmtp();
 
 async function waitForDeliveries(count: number): Promise<void> {
   if (count > 0) await smtp.delivery(count - 1);
@@ -201,7 +193,7 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
 
   it('hostile spellings are refused before anything is stored or mailed; the normalised address gets one mail', async () => {
     const mailer = createMailer(
-      { smtpUrl, mailFrom: 'noreply@example.com', baseUrl: 'http://127.0.0.1:8080' },
+      { smtpUrl: smtp.url, mailFrom: 'noreply@example.com', baseUrl: 'http://127.0.0.1:8080' },
       quiet,
     );
     const { signIn, db } = await fresh(sqlite, { mailer });
@@ -242,7 +234,7 @@ describe('the built server: sign-in forms with the mailbox rule and the daily li
   let server: TestServer;
 
   beforeAll(async () => {
-    server = await startServer({ VIDSHEET_SMTP_URL: smtpUrl, VIDSHEET_MAIL_FROM: 'noreply@vidsheet.test' });
+    server = await startServer({ VIDSHEET_SMTP_URL: smtp.url, VIDSHEET_MAIL_FROM: 'noreply@vidsheet.test' });
   });
   afterAll(async () => {
     await server?.stop();
