@@ -590,7 +590,9 @@ describe('small inputs stay small (DESIGN §5a)', () => {
     const registry = new VideoRegistry(db, () => new Date());
     const probe = { durationMs: 10_000 };
     const fields = { videoId, accountId: account.id, input: 'clip.mp4', fileName: 'upload.mp4', bytes: 10 };
-    expect(await registry.add({ ...fields, durationMs: 10_000, probe }, 3600, 5)).toBeDefined();
+    expect(
+      await registry.add({ ...fields, durationMs: 10_000, probe }, 3600, { maxVideos: 5, maxBytes: 1 << 30 }),
+    ).toHaveProperty('expiresAt');
     return { owner, videoId, accountId: account.id };
   }
   const zoom = (videoId: string, owner: string, payload: unknown, contentType = 'application/json') => ({

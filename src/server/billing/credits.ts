@@ -206,6 +206,31 @@ export class Credits {
   }
 
   /**
+   * DESIGN §5a: whether the account lives on the free allowance, i.e. no credit ever came to it but the
+   * allowance: never a purchase (`purchased`, and its `purchase` entries) and never an operator grant
+   * (its `grant` entries). The ledger's kinds tell them apart, so nothing else is recorded for it. Such
+   * an account keeps at most one video, and is a free actor for the one-job rule.
+   */
+  async livesOnAllowance(accountId: number): Promise<boolean> {
+    positiveInteger(accountId, 'account id');
+    const { db } = this.books;
+    const account = await db
+      .selectFrom('accounts')
+      .select('purchased')
+      .where('id', '=', accountId)
+      .executeTakeFirst();
+    if (account === undefined || account.purchased === 1) return false;
+    const paidIn = await db
+      .selectFrom('ledger')
+      .select('id')
+      .where('account_id', '=', accountId)
+      .where('kind', 'in', ['grant', 'purchase'])
+      .limit(1)
+      .executeTakeFirst();
+    return paidIn === undefined;
+  }
+
+  /**
    * Spec "Limits": a never-purchased account whose balance is below the floor is raised to it at the
    * first priced request of the UTC day that finds it so. The day's unique key makes it once per day
    * even for two servers racing; a purchased balance is never touched. Returns the credits granted.
