@@ -13,7 +13,7 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { listAllPackets } from '../dist/engine/ffmpeg/packets.js';
-import { probeFile, videoDetails } from '../dist/engine/ffprobe.js';
+import { probeFile, videoDetails } from '../dist/engine/ffmpeg/probe.js';
 import { synthesise, x264 } from './clip.mjs';
 
 const argv = process.argv.slice(2);

@@ -2,7 +2,7 @@
  * The fallback engine: executes a RenderPlan by spawning ffprobe/ffmpeg. This file is the
  * orchestration only; each step has its own module:
  *
- * - ffprobe.ts: the probe (facts for core/probe.ts, details for the render);
+ * - ffmpeg/probe.ts, extent.ts, media.ts: the probe (facts for core/probe.ts, details for the render);
  * - ffmpeg/packets.ts, groups.ts: the packets the frame rule is applied to, and the groups of
  *   targets that share a GOP (decoded by one process, no re-seek);
  * - ffmpeg/nal.ts: reference-picture and random-access hints read from the packets' bytes;
@@ -28,6 +28,7 @@ import { composeSheet } from './ffmpeg/compose.js';
 import { encodeSheet } from './ffmpeg/encode.js';
 import { extractGroup, type GroupRequest, proofMeeting, readFrame } from './ffmpeg/extract.js';
 import { groupFrames, packetsFor } from './ffmpeg/groups.js';
+import type { VideoDetails } from './ffmpeg/media.js';
 import { pictureHints } from './ffmpeg/nal.js';
 import {
   frameAt,
@@ -37,8 +38,8 @@ import {
   type Packets,
   seconds,
 } from './ffmpeg/packets.js';
+import { probeFile, videoDetails } from './ffmpeg/probe.js';
 import { OpenGops } from './ffmpeg/recovery.js';
-import { probeFile, type VideoDetails, videoDetails } from './ffprobe.js';
 import { limiter, settleAll } from './process.js';
 import { labelSeconds } from './timestamps.js';
 import type { BandLevels, Engine, PacketLog, RenderPlan, RenderResult } from './types.js';

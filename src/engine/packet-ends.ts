@@ -2,7 +2,7 @@
  * Where a stream's data really ends, from the packets one read hands out (DESIGN §2: the latest
  * presentation end of a complete packet present in the file). The rule and its vectors:
  * fixtures/vectors/readable-end.json (the native engine's is crates/vidsheet-core/src/extent.rs
- * `PacketEnds`); ffprobe.ts decides where the read starts and turns the ends into seconds.
+ * `PacketEnds`); ffmpeg/extent.ts decides where the read starts and turns the ends into seconds.
  */
 
 /** What the rule needs of a stream (its time-base units). */

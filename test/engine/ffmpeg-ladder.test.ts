@@ -17,8 +17,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extractionStats } from '../../src/engine/ffmpeg/extract.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { runJob } from '../../src/job.js';
 import {
   fieldPicturesMp4,

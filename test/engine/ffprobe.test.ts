@@ -14,7 +14,7 @@ import {
   listPacketsNear,
   seconds,
 } from '../../src/engine/ffmpeg/packets.js';
-import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import {
   COVER_ART,
   coverArtClip,

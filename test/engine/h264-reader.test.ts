@@ -11,7 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { troubleWatch } from '../../src/engine/ffmpeg/extract.js';
 import { type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
 import { blockHeader, mapFirstSlices, programAccessUnit } from '../../src/engine/ffmpeg/leading-bytes.js';
-import { probeFile, type VideoDetails, videoDetails } from '../../src/engine/ffprobe.js';
+import type { VideoDetails } from '../../src/engine/ffmpeg/media.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { indexClip, paffMkv, paffMkvStripped, paffMp4, paffPs, paffTs } from '../helpers/fixtures.js';
 
 const execFileP = promisify(execFile);

@@ -14,9 +14,9 @@ import { cellRect, computeGrid, JPEG_QUALITY, layoutSheets, THEME } from '../../
 import { extractGroup, readFrame } from '../../src/engine/ffmpeg/extract.js';
 import { pictureHints } from '../../src/engine/ffmpeg/nal.js';
 import { lastAtOrBefore, listAllPackets, seconds } from '../../src/engine/ffmpeg/packets.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { OpenGops } from '../../src/engine/ffmpeg/recovery.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { labelFontPath } from '../../src/engine/font.js';
 import { indexClip } from '../helpers/fixtures.js';
 import { decodeIndex, fromRgb24, fullRect, readJpeg } from '../helpers/frames.js';

@@ -12,8 +12,8 @@
  * the cells' frames. Normalisation and bucketing are core/audio.ts's, not this file's.
  */
 import type { AudioPeaks, MsRange } from '../../core/audio.js';
-import { type AudioDetails, input } from '../ffprobe.js';
 import { run } from '../process.js';
+import { type AudioDetails, input } from './media.js';
 
 /**
  * Samples placed by timestamp into 1 ms bins. The rule and its vectors:

@@ -28,10 +28,10 @@ import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/pro
 import { join } from 'node:path';
 import { debuglog } from 'node:util';
 import { AHEAD_MARGIN, type EntryDecode, provesAhead, provesEntry } from '../../core/open-gop.js';
-import { input, type VideoDetails } from '../ffprobe.js';
 import { type Aside, run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
 import { mapFirstSlices } from './leading-bytes.js';
+import { input, type VideoDetails } from './media.js';
 import { lastAtOrBefore, type Packets, seconds } from './packets.js';
 import { Ladder, type OpenGops, type PairSide, ProofPair } from './recovery.js';
 

@@ -4,11 +4,11 @@
  * Listing is demux only (ffprobe `-show_entries packet=...`), never a decode.
  */
 import type { PacketLog } from '../../core/packet-log.js';
-import { input, type VideoDetails } from '../ffprobe.js';
 import { run } from '../process.js';
 import { labelSeconds, untimedDecodeTime } from '../timestamps.js';
 import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
 import { mapFirstSlices, mapPackets } from './leading-bytes.js';
+import { input, type VideoDetails } from './media.js';
 import { mpeg2Picture } from './mpeg2.js';
 
 export interface Packets {
