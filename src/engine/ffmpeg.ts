@@ -12,7 +12,7 @@
  *   groups still decode, then labelled and encoded to JPEG.
  *
  * Open-GOP H.264 far from its last IDR is entered at its recovery-point keyframes, the first entry
- * proven once per stream (core/open-gop.ts decides where that pays; extract.ts proves).
+ * proven once per stream (core/open-gop.ts decides where that pays; ffmpeg/entry-proof.ts proves).
  *
  * Groups run in parallel, one single-threaded process per core. Where every target of a group is
  * a reference picture, the decoder skips the non-reference pictures before them
@@ -22,11 +22,13 @@ import { setMaxListeners } from 'node:events';
 import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { entersOpenGops, type GopGroup, proofPair, runSeconds } from '../core/open-gop.js';
+import { entersOpenGops, type GopGroup, runSeconds } from '../core/open-gop.js';
 import { audioPeaks } from './ffmpeg/audio.js';
 import { composeSheet } from './ffmpeg/compose.js';
+import { readFrame } from './ffmpeg/decode.js';
 import { encodeSheet } from './ffmpeg/encode.js';
-import { extractGroup, type GroupRequest, proofMeeting, readFrame } from './ffmpeg/extract.js';
+import { proofPairOf } from './ffmpeg/entry-proof.js';
+import { extractGroup } from './ffmpeg/extract.js';
 import { groupFrames, packetsFor } from './ffmpeg/groups.js';
 import type { VideoDetails } from './ffmpeg/media.js';
 import { pictureHints } from './ffmpeg/nal.js';
@@ -247,7 +249,7 @@ async function renderSheets(
     }
     // Far from a true random-access point (a long open-GOP clip), decoding enters at the
     // entries instead, the first one proven (src/core/open-gop.ts). Only H.264's entries are told
-    // from other trouble (extract.ts troubleWatch): elsewhere each entry would cost a second
+    // from other trouble (decode-log.ts troubleWatch): elsewhere each entry would cost a second
     // decode. The rule is first asked of the listed packets, guessing the proof's start as close
     // as it may be; only when that says yes is the whole stream listed (the keyframes the proof
     // and the ladder go back to) and the rule asked again, exactly.
@@ -439,54 +441,6 @@ function gopGroups(
       },
     ];
   });
-}
-
-/**
- * The render's proof pair (src/core/open-gop.ts proofPair) among `groups` (ascending indices into
- * packets.pts, each opening at the last of `keyframes` at or before its first target): each side's
- * role by group index, sharing one meeting. null without a pair, or when another part's groups
- * already hold the proof.
- */
-function proofPairOf(
-  groups: number[][],
-  packets: Packets,
-  keyframes: bigint[],
-  entries: Set<bigint>,
-  d: VideoDetails,
-  openGops: OpenGops,
-): { sides: Map<number, NonNullable<GroupRequest['pair']>> } | null {
-  const opening = groups.map((group) => {
-    const first = packets.pts[group[0] as number] as bigint;
-    return keyframes[lastAtOrBefore(keyframes, (k) => k <= first)];
-  });
-  const weighed = groups.flatMap((group, g) => {
-    const key = opening[g];
-    if (key === undefined) return [];
-    const last = packets.pts[group[group.length - 1] as number] as bigint;
-    const before = keyframes[keyframes.indexOf(key) - 1];
-    return [
-      {
-        g,
-        key: seconds(key, d),
-        last: seconds(last, d),
-        entry: entries.has(key),
-        previous: before === undefined ? d.startTime : seconds(before, d),
-      },
-    ];
-  });
-  const chosen = proofPair(weighed, d.referenceReach);
-  if (!chosen) return null;
-  const earlier = weighed[chosen.earlier] as (typeof weighed)[number];
-  const first = weighed[chosen.first] as (typeof weighed)[number];
-  const keys = { earlier: opening[earlier.g] as bigint, first: opening[first.g] as bigint };
-  const made = proofMeeting(openGops, d, keys);
-  if (!made) return null;
-  return {
-    sides: new Map([
-      [earlier.g, { side: 'earlier', ...made }],
-      [first.g, { side: 'first', ...made }],
-    ]),
-  };
 }
 
 /** Packets sampled for the share of reference pictures (evenly over the listed ones). */
