@@ -3,7 +3,7 @@
  * orchestration only; each step has its own module:
  *
  * - ffmpeg/probe.ts, extent.ts, media.ts: the probe (facts for core/probe.ts, details for the render);
- * - ffmpeg/packets.ts, groups.ts: the packets the frame rule is applied to, and the groups of
+ * - ffmpeg/listing.ts, packets.ts, groups.ts: the packets the frame rule is applied to, and the groups of
  *   targets that share a GOP (decoded by one process, no re-seek);
  * - ffmpeg/nal.ts: reference-picture and random-access hints read from the packets' bytes;
  * - ffmpeg/extract.ts: one group's frames, exactly (recovering from seeks that lie);
@@ -32,14 +32,8 @@ import { extractGroup } from './ffmpeg/extract.js';
 import { groupFrames, packetsFor } from './ffmpeg/groups.js';
 import type { VideoDetails } from './ffmpeg/media.js';
 import { pictureHints } from './ffmpeg/nal.js';
-import {
-  frameAt,
-  lastAtOrBefore,
-  listAllPackets,
-  listHintPackets,
-  type Packets,
-  seconds,
-} from './ffmpeg/packets.js';
+import { listHintPackets, mergeLogs } from './ffmpeg/packet-log.js';
+import { frameAt, lastAtOrBefore, listAllPackets, type Packets, seconds } from './ffmpeg/packets.js';
 import { probeFile, videoDetails } from './ffmpeg/probe.js';
 import { OpenGops } from './ffmpeg/recovery.js';
 import { limiter, settleAll } from './process.js';
@@ -456,42 +450,4 @@ async function referenceShare(path: string, d: VideoDetails, packets: Packets): 
   const hints = await pictureHints(path, d, packets, sample);
   const told = hints.filter((h) => h.reference !== undefined);
   return told.length ? told.filter((h) => h.reference).length / told.length : 1;
-}
-
-/** One log of several (each listing's packets and spans; repeats are the rule's to drop). */
-function mergeLogs(logs: Array<Omit<PacketLog, 'cells'>>): Omit<PacketLog, 'cells'> {
-  const join = <T extends Float64Array | Uint8Array>(
-    make: (n: number) => T,
-    pick: (l: Omit<PacketLog, 'cells'>) => T,
-  ) => {
-    const out = make(logs.reduce((n, l) => n + pick(l).length, 0));
-    let at = 0;
-    for (const l of logs) {
-      out.set(pick(l), at);
-      at += pick(l).length;
-    }
-    return out;
-  };
-  return {
-    times: join(
-      (n) => new Float64Array(n),
-      (l) => l.times,
-    ),
-    sizes: join(
-      (n) => new Float64Array(n),
-      (l) => l.sizes,
-    ),
-    keys: join(
-      (n) => new Uint8Array(n),
-      (l) => l.keys,
-    ),
-    spans: join(
-      (n) => new Float64Array(n),
-      (l) => l.spans,
-    ),
-    indexKeys: join(
-      (n) => new Float64Array(n),
-      (l) => l.indexKeys,
-    ),
-  };
 }
