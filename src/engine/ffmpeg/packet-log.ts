@@ -1,12 +1,79 @@
 /**
- * The packets the zoom hints read (src/core/packet-log.ts): the light listing of a whole MP4/MOV
- * stream made for them alone, and the logs of a render's listings joined into one. The native
- * engine's twin is crates/vidsheet-core/src/video/packets.rs.
+ * The packets the zoom hints read (src/core/packet-log.ts) and a render's packet lists: the whole
+ * stream's, listed once, and the light listing of a whole MP4/MOV stream made for the hints alone.
+ * The native engine's twin is crates/vidsheet-core/src/video/packets.rs.
  */
 import type { PacketLog } from '../../core/packet-log.js';
 import { labelSeconds } from '../timestamps.js';
 import { int, num, probePackets } from './listing.js';
 import type { VideoDetails } from './media.js';
+import { listAllPackets, type Packets } from './packets.js';
+
+/**
+ * A render's packet lists. The hints' packets are what the frame rule's listings read, but MP4/MOV
+ * lists only the neighbourhood of each target, which leaves most gaps unseen, so a whole list
+ * (demux only, a few % of a render, measured in bench/run.mjs --hints) is read alongside the
+ * decoding, as the native engine reads the sample table: the light one made for the hints, unless
+ * the frame rule needed the whole stream's list anyway.
+ */
+export class StreamLists {
+  private listing: Promise<Packets> | undefined;
+  /**
+   * The whole stream's list once it is in: set before any `whole()` caller resumes, so a part can
+   * tell whether it already has it without waiting for a listing still running for the hints.
+   */
+  private wholeList: Packets | undefined;
+  /** Stops the light listing as soon as the whole stream's list, which serves the hints too, is asked for. */
+  private readonly hintsStop = new AbortController();
+  private readonly logs: Array<Omit<PacketLog, 'cells'>> = [];
+  private readonly hinting = process.env.VIDSHEET_BENCH_NO_HINTS !== '1';
+  private readonly light: Promise<Omit<PacketLog, 'cells'>> | undefined;
+
+  constructor(
+    private readonly path: string,
+    private readonly d: VideoDetails,
+    private readonly signal: AbortSignal,
+  ) {
+    signal.addEventListener('abort', () => this.hintsStop.abort(), { once: true });
+    this.light =
+      this.hinting && d.sampleTable && d.timestamps
+        ? listHintPackets(path, d, this.hintsStop.signal)
+        : undefined;
+    this.light?.catch(() => {});
+  }
+
+  /** The whole stream's list, listed once a render (the light listing stops: this one serves the hints). */
+  whole(): Promise<Packets> {
+    this.hintsStop.abort();
+    this.listing ??= listAllPackets(this.path, this.d, this.signal).then((list) => {
+      this.wholeList = list;
+      return list;
+    });
+    return this.listing;
+  }
+
+  /** `list` is the whole stream's. */
+  isWhole(list: Packets): boolean {
+    return list === this.wholeList;
+  }
+
+  /** A list the frame rule read: its packets are the hints' unless the light listing's are. */
+  read(list: Packets): void {
+    if (this.hinting && !this.light) this.logs.push(list.log);
+  }
+
+  /** The hints' packets, once every list is in. */
+  async log(): Promise<Omit<PacketLog, 'cells'>> {
+    if (this.light) {
+      // Awaited even when unused (no ffprobe outlives the job); a failed listing costs the hints,
+      // not the sheets.
+      const light = await this.light.catch(() => undefined);
+      const log = this.wholeList?.log ?? light;
+      if (log) this.logs.push(log);
+    }
+    return mergeLogs(this.logs);
+  }
+}
 
 /**
  * The zoom hints' listing of a whole MP4/MOV stream (core/zoom.ts): each packet's decode time,
@@ -91,7 +158,7 @@ export async function listHintPackets(
 }
 
 /** One log of several (each listing's packets and spans; repeats are the rule's to drop). */
-export function mergeLogs(logs: Array<Omit<PacketLog, 'cells'>>): Omit<PacketLog, 'cells'> {
+function mergeLogs(logs: Array<Omit<PacketLog, 'cells'>>): Omit<PacketLog, 'cells'> {
   const join = <T extends Float64Array | Uint8Array>(
     make: (n: number) => T,
     pick: (l: Omit<PacketLog, 'cells'>) => T,

@@ -70,7 +70,7 @@ function toPackets(
     ? rows.filter((r) => r.key).map((r) => labelSeconds(r.pts, d.timeBase, d.startUs))
     : [];
   // What the frame rule needs is made on first use: a whole-stream listing read for the hints
-  // alone (ffmpeg.ts) never needs it, and it is the costlier part of a long stream's listing.
+  // alone (packet-log.ts) never needs it, and it is the costlier part of a long stream's listing.
   const asc = (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0);
   const once = <T>(make: () => T) => {
     let made: T | undefined;
