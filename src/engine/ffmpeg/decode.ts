@@ -142,7 +142,9 @@ export async function extractOnce(
         ]
       : []),
     // Interlaced frames (flagged per frame by the decoder) are deinterlaced, progressive ones pass.
-    ...(d.mayBeInterlaced ? ['bwdif=mode=send_frame:parity=auto:deint=interlaced'] : []),
+    // Each keeps its top field, whichever comes first in time, as the native engine does (its
+    // first field in memory, line-doubled: convert.rs).
+    ...(d.mayBeInterlaced ? ['bwdif=mode=send_frame:parity=tff:deint=interlaced'] : []),
     `select='${select}'`,
     `scale=${size.w}:${size.h}:flags=bicubic`,
     'setsar=1',

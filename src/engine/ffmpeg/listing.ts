@@ -231,40 +231,47 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
 }
 
 /**
- * Rows with a pts each. Some packets carry only a dts (a program stream's without a PES timestamp;
- * MXF's I and P pictures of a long-GOP stream); their frames are still shown, stamped by the
- * decoder with the dts of the packet it is sent when the frame comes out. So the times frames are
- * shown at are the decode times shifted by the decoder's delay, one per packet: the times of that
- * set no packet claims belong to the packets without a pts, in decode order. The delay is the
- * frames the decoder holds back (`reorderDelay` packet durations); where that does not fit a
- * stream that misstates it, the earliest pts minus the earliest dts. Used only when it fits
- * exactly (every known pts in the set, one free time per packet without one); else those packets
- * are left out.
+ * Rows with a pts each. Some packets carry only a dts (a DVD's I and P pictures without a PES
+ * timestamp; MXF's of a long-GOP stream); the decoder still stamps their frames, with the dts of
+ * the packet it is sent when the frame comes out. A decoder that holds `reorderDelay` frames back
+ * puts one frame out per packet from the packet after those on, so the times frames are shown at
+ * are the decode times of the packets from index `reorderDelay` on: the times of that set no
+ * packet claims belong to the packets without a pts, in decode order, and the last of them (at
+ * most `reorderDelay`) come out at the end of the stream with no packet to stamp them, one frame
+ * step after the latest (the native engine's stamp for a frame without one). Where that does
+ * not fit (a known pts outside the set), the set is taken as the decode times shifted by
+ * `reorderDelay` packet durations, or by the earliest pts minus the earliest dts, each used only
+ * when it fits exactly; else those packets are left out.
  */
-function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: bigint }> {
+export function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: bigint }> {
   const known = rows.filter((r): r is Row & { pts: bigint } => r.pts !== undefined);
   if (known.length === rows.length) return known;
   // BigInts: Math.min does not take them.
-  const min = (values: bigint[]) => {
-    let least = values[0] as bigint;
-    for (const v of values) if (v < least) least = v;
-    return least;
-  };
+  const min = (values: bigint[]) => values.reduce((a, b) => (b < a ? b : a));
+  const max = (values: bigint[]) => values.reduce((a, b) => (b > a ? b : a));
   const dtss = rows.flatMap((r) => (r.dts === undefined ? [] : [r.dts]));
   if (dtss.length !== rows.length) return known;
   // No pts at all: frames are shown in decode slots.
   if (known.length === 0) return rows.map((r) => ({ ...r, pts: r.dts as bigint }));
-  const step = rows[0]?.duration && rows[0].duration > 0n ? rows[0].duration : 1n;
+  const stepOf = (r: Row | undefined) => (r?.duration && r.duration > 0n ? r.duration : undefined);
+  const untimed = rows.length - known.length;
   const claimed = new Set(known.map((r) => r.pts));
-  for (const shift of [BigInt(reorderDelay) * step, min(known.map((r) => r.pts)) - min(dtss)]) {
-    const shown = new Set(dtss.map((t) => t + shift));
-    const free = [...shown].filter((t) => !claimed.has(t));
-    if ([...claimed].every((t) => shown.has(t)) && free.length === rows.length - known.length) {
-      let next = 0;
-      return rows.map((r) =>
-        r.pts === undefined ? { ...r, pts: free[next++] as bigint } : (r as Row & { pts: bigint }),
-      );
-    }
+  const shifted = (shift: bigint) => ({ shown: dtss.map((t) => t + shift), late: 0 });
+  for (const { shown, late } of [
+    { shown: dtss.slice(reorderDelay), late: Math.min(reorderDelay, untimed) },
+    shifted(BigInt(reorderDelay) * (stepOf(rows[0]) ?? 1n)),
+    shifted(min(known.map((r) => r.pts)) - min(dtss)),
+  ]) {
+    const set = new Set(shown);
+    const free = [...set].filter((t) => !claimed.has(t));
+    if (![...claimed].every((t) => set.has(t)) || free.length < untimed - late || free.length > untimed)
+      continue;
+    let next = 0;
+    let last = max([...set]);
+    const step = stepOf(rows.at(-1)) ?? 1n;
+    return rows.map((r) =>
+      r.pts !== undefined ? (r as Row & { pts: bigint }) : { ...r, pts: free[next++] ?? (last += step) },
+    );
   }
   return known;
 }

@@ -1,0 +1,85 @@
+/**
+ * The fallback's times for packets that carry only a dts (src/engine/ffmpeg/listing.ts `withPts`),
+ * against the times FFmpeg's decoder stamps their frames with: the packets of FATE
+ * `mpeg2video/coolitnow-partial` (a DVD VOB: its I and P pictures mostly have no PES timestamp,
+ * its B pictures do), listed by `ffprobe -show_entries packet=pts,dts,duration`, and its frames'
+ * `best_effort_timestamp` from `ffprobe -show_frames` (FFmpeg 5.1), both copied here once.
+ */
+import { describe, expect, it } from 'vitest';
+import { type Row, withPts } from '../../src/engine/ffmpeg/listing.js';
+
+/** [pts, dts, duration] per video packet, decode order (null: none). */
+const PACKETS: Array<[number | null, number, number]> = [
+  [null, 12516504, 1501],
+  [null, 12519507, 3003],
+  [12521008, 12521008, 3003],
+  [12524011, 12524011, 3003],
+  [null, 12527014, 3003],
+  [12530017, 12530017, 3003],
+  [12533020, 12533020, 3003],
+  [null, 12536023, 3003],
+  [12539026, 12539026, 3003],
+  [12542029, 12542029, 3003],
+  [12549537, 12546534, 3003],
+  [null, 12549537, 3003],
+  [12552540, 12552540, 3003],
+  [12555543, 12555543, 3003],
+  [null, 12558546, 3003],
+  [12561549, 12561549, 3003],
+  [12564552, 12564552, 3003],
+  [null, 12567555, 3003],
+  [12570558, 12570558, 3003],
+  [12573561, 12573561, 3003],
+  [12579567, 12576564, 3003],
+  [null, 12579567, 3003],
+  [12582570, 12582570, 3003],
+  [12585573, 12585573, 3003],
+  [null, 12588576, 3003],
+  [12591579, 12591579, 3003],
+  [12594582, 12594582, 3003],
+];
+/** Every frame the decoder puts out, in order: from the first keyframe (the 11th packet) on. */
+const STAMPS = [
+  12549537, 12552540, 12555543, 12558546, 12561549, 12564552, 12567555, 12570558, 12573561, 12576564,
+  12579567, 12582570, 12585573, 12588576, 12591579, 12594582,
+  // The last P picture comes out when the decoder is flushed, with no packet to stamp it
+  // (best_effort_timestamp N/A): the native engine's stamp, one frame step after the latest.
+  12597585,
+];
+/** has_b_frames: the decoder holds one frame back. */
+const REORDER_DELAY = 1;
+
+const rows = (): Row[] =>
+  PACKETS.map(([pts, dts, duration]) => ({
+    pts: pts === null ? undefined : BigInt(pts),
+    dts: BigInt(dts),
+    duration: BigInt(duration),
+    key: false,
+  }));
+
+describe('withPts: packets with only a dts', () => {
+  it('times every frame the decoder puts out as the decoder stamps it', () => {
+    const timed = withPts(rows(), REORDER_DELAY);
+    expect(timed).toHaveLength(PACKETS.length);
+    const fromKey = timed.slice(10).map((r) => Number(r.pts));
+    expect([...fromKey].sort((a, b) => a - b)).toEqual(STAMPS);
+    // And a time each, distinct: no frame is lost to a shared time.
+    expect(new Set(timed.map((r) => r.pts)).size).toBe(PACKETS.length);
+  });
+
+  it('keeps the known pts as they are', () => {
+    const timed = withPts(rows(), REORDER_DELAY);
+    PACKETS.forEach(([pts], i) => {
+      if (pts !== null) expect(timed[i]?.pts).toBe(BigInt(pts));
+    });
+  });
+
+  it('leaves the untimed packets out when no timeline fits', () => {
+    const broken = rows();
+    // A known pts that no decode time explains.
+    (broken[12] as Row).pts = 12552541n;
+    const timed = withPts(broken, REORDER_DELAY);
+    expect(timed.every((r) => r.pts !== undefined)).toBe(true);
+    expect(timed).toHaveLength(PACKETS.filter(([pts]) => pts !== null).length);
+  });
+});
