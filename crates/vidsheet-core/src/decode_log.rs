@@ -138,7 +138,7 @@ unsafe fn source_of(avcl: *mut c_void) -> Source {
 }
 
 /// What one log message says about the decode (the rule and its vectors:
-/// fixtures/vectors/decoder-log.json; the fallback's is src/engine/ffmpeg/extract.ts `logLine`):
+/// fixtures/vectors/decoder-log.json; the fallback's is src/engine/ffmpeg/decode-log.ts `logLine`):
 /// an error when the decoder logs at error level or worse, invented references when it logs
 /// "Frame num gap" at debug level, nothing otherwise. `message` is the format string (it starts
 /// with the text the vectors match).

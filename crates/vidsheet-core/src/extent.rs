@@ -20,6 +20,9 @@ use ffmpeg_next as ff;
 
 use crate::media::{self, Container};
 
+mod index;
+use index::{from_index, is_mov};
+
 /// How far before the declared end the read near the end starts, in AV_TIME_BASE units.
 const TAIL_US: i64 = 10 * ffi::AV_TIME_BASE as i64;
 /// Consecutive demuxer errors (other than end of file) tolerated before treating it as the end.
@@ -27,9 +30,6 @@ const MAX_READ_ERRORS: u32 = 64;
 /// A packet (or sample) lasting over this many of its stream's usual frame steps counts as one
 /// step (DESIGN §2: a still held for seconds, as a screen recording's, is not data).
 const MAX_STEPS: i64 = 4;
-/// Bytes after the last indexed sample still taken as the file's trailing boxes (an index at the
-/// end of the file, metadata), not as fragments the index does not list yet.
-const INDEX_SLACK_BYTES: u64 = 8 << 20;
 
 /// The readable end of each stream in `streams` (indices), seconds from the container start; None
 /// where no complete packet with a timestamp was found.
@@ -69,18 +69,6 @@ pub(crate) fn readable_ends(
         .collect()
 }
 
-fn is_mov(input: &Input) -> bool {
-    unsafe {
-        let fmt = (*input.as_ptr()).iformat;
-        if fmt.is_null() || (*fmt).name.is_null() {
-            return false;
-        }
-        std::ffi::CStr::from_ptr((*fmt).name)
-            .to_bytes()
-            .starts_with(b"mov,")
-    }
-}
-
 /// One picture's (or audio frame's) duration in stream units, from the average frame rate; None
 /// when unknown.
 pub(crate) fn frame_duration(st: *const ffi::AVStream) -> Option<i64> {
@@ -96,116 +84,6 @@ pub(crate) fn frame_duration(st: *const ffi::AVStream) -> Option<i64> {
     }
     let d = (den as i128 * rate.den as i128) / (num as i128 * rate.num as i128);
     (d > 0).then(|| d.min(i64::MAX as i128) as i64)
-}
-
-/// What the sample index says about one stream.
-#[derive(Debug, Default)]
-struct IndexExtent {
-    /// Latest end (stream units) of a sample wholly inside the file.
-    end: Option<i64>,
-    /// Some sample lies (partly) past the end of the file: the file is truncated.
-    truncated: bool,
-    /// Byte just past the last sample.
-    bytes_end: u64,
-}
-
-fn index_extent(st: *mut ffi::AVStream, file_size: u64) -> IndexExtent {
-    let mut out = IndexExtent::default();
-    let n = unsafe { ffi::avformat_index_get_entries_count(st) };
-    let frame = frame_duration(st);
-    let mut last_step: Option<i64> = None;
-    for i in 0..n.max(0) {
-        let e = unsafe { ffi::avformat_index_get_entry(st, i) };
-        if e.is_null() {
-            continue;
-        }
-        let (pos, size, ts, flags) =
-            unsafe { ((*e).pos, (*e).size(), (*e).timestamp, (*e).flags()) };
-        if pos < 0 || size <= 0 || ts == ffi::AV_NOPTS_VALUE {
-            continue;
-        }
-        let stop = (pos as u64).saturating_add(size as u64);
-        out.bytes_end = out.bytes_end.max(stop);
-        if stop > file_size {
-            out.truncated = true;
-            continue;
-        }
-        // Samples outside the edit list are never presented.
-        if flags & ffi::AVINDEX_DISCARD_FRAME != 0 {
-            continue;
-        }
-        let next = if i + 1 < n {
-            let e2 = unsafe { ffi::avformat_index_get_entry(st, i + 1) };
-            (!e2.is_null()).then(|| unsafe { (*e2).timestamp })
-        } else {
-            None
-        };
-        // The usual frame step: a frame when known, else the step the sample before counted for.
-        let usual = frame.or(last_step);
-        let step = match next {
-            Some(t) if t > ts => {
-                let step = match usual {
-                    Some(u) if t - ts > u.saturating_mul(MAX_STEPS) => u,
-                    _ => t - ts,
-                };
-                last_step = Some(step);
-                step
-            }
-            Some(_) => 0,
-            None => usual.unwrap_or(0),
-        };
-        let end = ts.saturating_add(step);
-        out.end = Some(out.end.map_or(end, |e: i64| e.max(end)));
-    }
-    // Index timestamps are decode times; presentation runs later by the reordering delay, which
-    // the stream's first presentation time shows against its first decode time.
-    let first = (n > 0)
-        .then(|| unsafe { ffi::avformat_index_get_entry(st, 0) })
-        .filter(|e| !e.is_null())
-        .map(|e| unsafe { (*e).timestamp });
-    let start = unsafe { (*st).start_time };
-    if let (Some(first), true) = (first, start != ffi::AV_NOPTS_VALUE) {
-        let delay = start
-            .saturating_sub(first)
-            .clamp(0, frame.unwrap_or(0).saturating_mul(16));
-        out.end = out.end.map(|e| e.saturating_add(delay));
-    }
-    out
-}
-
-/// MP4/MOV: ends from the sample index, and whether the file is cut short of it. None when the
-/// index does not cover the file (a fragmented file: fragments not read yet are not indexed), so
-/// the packets must be read.
-fn from_index(
-    input: &Input,
-    file_size: u64,
-    streams: &[usize],
-) -> Option<(Vec<Option<i64>>, bool)> {
-    let mut truncated = false;
-    let mut bytes_end = 0u64;
-    let mut extents = Vec::with_capacity(streams.len());
-    for i in 0..media::stream_count(input) {
-        let Some(st) = media::stream_ptr(input, i) else {
-            continue;
-        };
-        let x = index_extent(st, file_size);
-        truncated |= x.truncated;
-        bytes_end = bytes_end.max(x.bytes_end);
-        if streams.contains(&i) {
-            extents.push((i, x.end));
-        }
-    }
-    let slack = INDEX_SLACK_BYTES.max(file_size / 100);
-    if !truncated && file_size.saturating_sub(bytes_end) > slack {
-        return None;
-    }
-    Some((
-        streams
-            .iter()
-            .map(|s| extents.iter().find(|(i, _)| i == s).and_then(|(_, e)| *e))
-            .collect(),
-        truncated,
-    ))
 }
 
 /// A cut MP4/MOV: the packets from shortly before the earliest index end (`ends`, stream units)
@@ -399,7 +277,7 @@ struct PacketFacts {
 
 /// The readable-end rule over the packets of one read, per stream: the latest pts + duration of
 /// a complete packet (the rule and its vectors: fixtures/vectors/readable-end.json; the
-/// fallback's is src/engine/ffprobe.ts `PacketEnds`). A packet flagged corrupt (a packet cut by
+/// fallback's is src/engine/packet-ends.ts `PacketEnds`). A packet flagged corrupt (a packet cut by
 /// the end of a truncated file is) or to be discarded (an MP4 sample outside the edit list, never
 /// presented), or lying past the end of the file, is passed over; one without
 /// timestamps starts where the previous one of its stream ended; one without a duration lasts as

@@ -68,7 +68,7 @@ fn render_with(
     if let Some(proofs) = proofs {
         source.share_proofs(proofs);
     }
-    let start_us = source.start_us;
+    let start_us = source.facts().start_us();
 
     let mut cells: Vec<(i64, usize, usize)> = Vec::new();
     for (si, sheet) in plan.sheets.iter().enumerate() {
@@ -86,8 +86,13 @@ fn render_with(
     let total = cells.len() as u32;
     let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
     let runs = source.decode_runs(&targets);
-    let per_decoder = decoder_threads(cores, source.pixels);
-    let parts = partition(&runs, cores, per_decoder, max_workers(source.picture_bytes));
+    let per_decoder = decoder_threads(cores, source.facts().pixels());
+    let parts = partition(
+        &runs,
+        cores,
+        per_decoder,
+        max_workers(source.facts().picture_bytes()),
+    );
     // The zoom hints' packets: the index's, when it lists the whole stream (nothing more to
     // read); else each decoder records the packets it reads anyway.
     // VIDSHEET_BENCH_NO_HINTS=1 turns the collection off, for bench/run.mjs --hints alone.

@@ -192,7 +192,7 @@ export async function readRows(
   }
   // Pts below dts (broken composition offsets): the decoder calls the pts faulty and its
   // best-effort timestamps, what ffplay and the ffmpeg CLI show frames at, become the decode
-  // times, shifted as without pts (the rule: crates/vidsheet-core/src/video/pump.rs `stamp`).
+  // times, shifted as without pts (the rule: crates/vidsheet-core/src/video/clock.rs `Clock::time`).
   if (!d.ptsFromDts && rows.some((r) => r.pts !== undefined && r.dts !== undefined && r.pts < r.dts)) {
     for (const r of rows)
       if (r.dts !== undefined)

@@ -63,7 +63,7 @@ export interface Claim {
 
 /**
  * A stream's open-GOP entries, shared by the groups of one render (the native engine's is
- * recover.rs `OpenGops`): one group verifies an entry at a time, so that groups meeting their first
+ * video/open_gops.rs `OpenGops`): one group verifies an entry at a time, so that groups meeting their first
  * entry together do not all pay for the proof.
  */
 export class OpenGops {

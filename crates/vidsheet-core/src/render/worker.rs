@@ -129,8 +129,8 @@ impl Worker<'_> {
             }
             let again = self.decode_from(&mut source, from, &mut stats);
             stats.decoded_frames += source.decoded_frames();
-            stats.seeks += source.seeks;
-            stats.skippable_packets += source.skippable_sent;
+            stats.seeks += source.seeks();
+            stats.skippable_packets += source.skippable_sent();
             packets.extend(source.take_packets());
             // The decoder goes (with any claim on a proof it holds) before another one starts.
             drop(source);
@@ -162,7 +162,7 @@ impl Worker<'_> {
         if self.record {
             source.record_packets();
         }
-        let mut scaled = ScaleCache::new(source.orientation);
+        let mut scaled = ScaleCache::new(source.facts().orientation());
         // A frame's pixels may go as soon as it is scaled only when no later cell can need it at
         // another size.
         let mut sizes = cells

@@ -24,12 +24,12 @@ impl VideoSource {
         let mut runs = Vec::new();
         let mut i = 0;
         while i < targets_us.len() {
-            let first = self.ts_floor(targets_us[i]);
+            let first = self.facts.ts_floor(targets_us[i]);
             let key = self.keyframe_index(first);
             let mut last = first;
             let mut j = i + 1;
             while j < targets_us.len() {
-                let t = self.ts_floor(targets_us[j]);
+                let t = self.facts.ts_floor(targets_us[j]);
                 let same = match key {
                     Some(k) => self.keyframe_index(t) == Some(k),
                     None => t.saturating_sub(last) <= self.threshold(),
@@ -45,7 +45,8 @@ impl VideoSource {
                 Some(_) => first,
                 None => first.saturating_sub(self.threshold()),
             };
-            let pictures = last.saturating_sub(from).clamp(0, MAX_COST) / self.frame_step + 1;
+            let pictures =
+                last.saturating_sub(from).clamp(0, MAX_COST) / self.facts.frame_step() + 1;
             runs.push(DecodeRun {
                 end: j,
                 pictures: pictures as u64,
@@ -58,6 +59,6 @@ impl VideoSource {
     /// Distance (stream units) up to which decoding forward is taken as cheaper than a seek when
     /// there is no index to tell where the keyframes are.
     pub(super) fn threshold(&self) -> i64 {
-        self.seconds_in_ts(2).max(self.gop)
+        self.facts.seconds_in_ts(2).max(self.clock.gop())
     }
 }

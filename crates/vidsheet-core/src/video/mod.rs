@@ -10,24 +10,43 @@
 //! again from an earlier keyframe, finally from the start. Every loop is bounded so a corrupt file
 //! ends in "no frame", never in a hang.
 //!
-//! - [`open`]: the stream's decoder;
+//! The driver is [`VideoSource`]: a short composition of parts, each a struct in the file that
+//! owns its logic and its fields (only that file changes them), and the loop below that
+//! coordinates them:
+//!
+//! - [`facts`]: what the stream is, read at the open ([`facts::Facts`]);
+//! - [`open`]: the stream's decoder, and the parts it starts with;
+//! - [`pump`]: packets in, pictures out ([`pump::Feed`]);
+//! - [`clock`]: how pictures and untimed packets are timed ([`clock::Clock`]);
+//! - [`late`]: the pictures around the target, and those handed out late ([`late::Shown`]);
+//! - [`seek`]: when to seek, where to, repositioning ([`seek::Place`]);
 //! - [`cost`]: what reaching a run of targets costs (how the render splits the work);
-//! - [`seek`]: when to seek, where to, repositioning;
-//! - [`skip`]: pictures no target can show, decoded without output;
-//! - [`refs`]: referenced H.264 pictures no decoded picture needs, not decoded at all;
-//! - [`pump`]: packets in, pictures out;
-//! - [`late`]: pictures the decoder hands out after later ones;
-//! - [`recover`]: trouble after a seek, and starting again earlier;
+//! - [`skip`]: pictures no target can show, decoded without output ([`skip::Skipping`]);
+//! - [`refs`]: referenced H.264 pictures no decoded picture needs, not decoded at all
+//!   ([`refs::RefSkip`], over the reference model of [`dpb`]);
+//! - [`watch`]: trouble after a seek, and what of it reaches the chosen frame;
+//! - [`recover`]: the recovery ladder, starting again earlier ([`recover::Recovering`]);
+//! - [`proofs`]: open-GOP entries proven once per stream ([`proofs::Proving`]), the proof
+//!   shared by the job's decoders across threads ([`open_gops`]);
+//! - [`witness`]: a proof asked of the decoder of the part before ([`witness::Part`]);
+//! - [`fingerprint`]: a digest of a picture, what recovery compares;
 //! - [`reach`]: how far back a picture may reference (what recovery compares by);
-//! - [`packets`]: the packets read on the way, kept for the zoom hints;
+//! - [`packets`]: the packets read on the way, kept for the zoom hints ([`packets::Packets`]);
+//! - [`h264`], [`fields`]: what the engine reads of the bitstream itself;
 //! - [`timestamps`]: the untimed-packet clock and the label clock (both engines' rules).
 
+mod clock;
 mod cost;
+mod dpb;
+mod facts;
 mod fields;
+mod fingerprint;
 mod h264;
 mod late;
 mod open;
+mod open_gops;
 mod packets;
+mod proofs;
 mod pump;
 mod reach;
 mod recover;
@@ -35,21 +54,19 @@ mod refs;
 mod seek;
 mod skip;
 mod timestamps;
+mod watch;
+mod witness;
 #[cfg(test)]
 mod witness_tests;
 
-use std::collections::{BTreeSet, VecDeque};
-
 use ff::format::context::Input;
-use ff::{frame, Packet};
+use ff::frame;
 use ffmpeg_next as ff;
 
 use crate::decode_log::DecodeLog;
-use crate::media::Container;
-use crate::orientation::Orientation;
 
 pub(crate) use cost::DecodeRun;
-pub(crate) use recover::{OpenGops, Verdict};
+pub(crate) use open_gops::{OpenGops, Verdict};
 
 /// Seeks further back tried when a seek lands past the target, before decoding from the start.
 const MAX_SEEK_RETRIES: u32 = 3;
@@ -67,172 +84,54 @@ pub(crate) struct Decoded {
     pub decode_time: f64,
 }
 
+/// One stream's decoder and the parts that drive it, each owning its state: the loop below
+/// coordinates them.
 pub(crate) struct VideoSource {
-    path: String,
-    /// How the file is opened again (a rewind): the demuxer of the first open, when restricted.
-    container: Container,
+    facts: facts::Facts,
     input: Input,
-    index: usize,
     decoder: ff::decoder::Video,
     /// The decoder's error log. Declared after `decoder`, so dropped after it: frame threads may
     /// log until the decoder is freed.
     log: DecodeLog,
     /// Decoder threads (a failure reported by the decoder belongs to a packet this many back).
     threads: usize,
-    /// Stream time base.
-    tb_num: i64,
-    tb_den: i64,
-    pub orientation: Orientation,
-    /// Container start time in microseconds (0 when unknown).
-    pub start_us: i64,
-    /// Bytes of one decoded picture (an estimate when the pixel format is not known yet).
-    pub picture_bytes: u64,
-    /// Pixels of one picture (0 when unknown).
-    pub pixels: u64,
-    /// Picture duration guess in stream units (for frames without timestamps).
-    frame_step: i64,
-    /// The reference frames of the stream's H.264 sequence parameter set (`max_num_ref_frames`),
-    /// when the stream is H.264 and its extradata has one that can be read (from the bytes: a
-    /// frame-threaded decoder does not report it). The reach's input ([`reach`]).
-    sps_refs: Option<u32>,
-    /// Where the stream header says the stream ends (stream units), when it says so.
-    declared_end: Option<i64>,
-
-    /// Last decoded frame with pts <= the current target.
-    cur: Option<Decoded>,
-    /// First decoded frame with pts > the current target (not yet consumed).
-    next: Option<Decoded>,
-    /// Frames decoded after `next` while looking for a late one ([`late`]), in output order.
-    ahead: VecDeque<Decoded>,
-    /// Pts of packets sent since the last repositioning whose picture has not come out ([`late`]).
-    owed: BTreeSet<i64>,
-    /// Decoding started at the beginning of the file (not after a seek).
-    from_start: bool,
-    /// The decoder has returned end of stream.
-    drained: bool,
-    sent_eof: bool,
-    /// A packet the decoder could not take yet, and its serial.
-    stash: Option<(Packet, u64, ff::ffi::AVDiscard)>,
-    serial: u64,
-    /// Packets sent to the decoder (the serial of the latest).
-    packet_serial: u64,
-    last_pts: Option<i64>,
-    /// The decoder judged this stream's pts faulty (see [`VideoSource::stamp`]): frames are timed
-    /// by their decode timestamps from then on.
-    pts_faulty: bool,
-    /// Pts of the very first frame of the file, once seen.
-    first_pts: Option<i64>,
-    /// Longest keyframe distance seen while decoding forward (stream units).
-    gop: i64,
-    last_key_pts: Option<i64>,
-    /// Decoding from the start produced nothing: the stream is undecodable.
-    dead: bool,
-    /// Seeks and rewinds issued.
-    pub seeks: u64,
-    /// Every target of the job (stream units, ascending) and the first one not yet answered:
-    /// lets the decoder skip non-reference frames no target can show.
-    targets: Vec<i64>,
-    target_pos: usize,
-    /// Pts of packets read since the last repositioning (witnesses for skipping).
-    seen_pts: BTreeSet<i64>,
-    /// How this stream's packets are read for a lone field picture ([`fields`]).
-    fields: fields::FieldReader,
-    /// Whether a packet without any timestamp is timed by the clock below (not where a packet
-    /// may hold a field picture: see `time_untimed` in pump.rs).
-    times_untimed: bool,
-    /// The decode time of the next packet: the last decode time read since the last
-    /// repositioning plus that packet's duration; None when not known.
-    clock: Option<i64>,
-    /// The last packet held a lone field picture that opens a frame: that field and whether it
-    /// was skipped (its second field, the next packet, follows that decision).
-    first_field: Option<(fields::Field, bool)>,
-    /// Skip non-reference frames that no pending target can show (on by default).
-    pub skip_nonref: bool,
-    /// Packets sent with AVDISCARD_NONREF.
-    pub skippable_sent: u64,
-    /// `skippable_sent` at the last repositioning.
-    skippable_at_reposition: u64,
-    /// The decoder refused or failed on a packet since the last repositioning (damaged data: that
-    /// packet gave no picture).
-    packet_failed: bool,
-
-    /// Where decoding entered the stream since the last repositioning: the first packet's dts
-    /// (else pts).
-    entry: Option<i64>,
-    /// The next packet sent is the first since a seek to a keyframe of the demuxer's index, so it
-    /// is that keyframe, whatever its flags say.
-    landing: bool,
-    /// What the decoder reported since the last seek, until a target is answered.
-    watch: recover::Watch,
-    /// Restarts further back for the current target.
-    recovery: Option<recover::Recovery>,
-    /// An open-GOP entry this decoder is proving with its current decode ([`recover::Verifying`]).
-    verifying: Option<recover::Verifying>,
-    /// Trust an entry provisionally rather than wait for another decoder's proof
-    /// ([`VideoSource::trust_pending_proofs`]).
-    may_trust_pending: bool,
-    /// An entry was trusted provisionally and the verdict is not in ([`VideoSource::provisional`]).
-    provisional: bool,
-    /// The part of the job this decoder decodes, and the last target of the part before
-    /// (stream units): see [`VideoSource::set_part`].
-    part: Option<usize>,
-    before: Option<i64>,
-    /// This stream's open-GOP entries were proven clean ([`recover`]); shared by the job's
-    /// decoders of the stream.
-    open_gops: std::sync::Arc<recover::OpenGops>,
-    /// Seeking in this stream gave decoder trouble that only decoding from the start cured: later
-    /// targets are reached by decoding forward.
-    forward_only: bool,
+    /// Packets in, pictures out ([`pump`]).
+    feed: pump::Feed,
+    /// The pictures around the current target ([`late`]).
+    shown: late::Shown,
+    /// How pictures and untimed packets are timed ([`clock`]).
+    clock: clock::Clock,
+    /// Where decoding stands in the stream ([`seek`]).
+    place: seek::Place,
+    /// Pictures no target can show ([`skip`]).
+    skip: skip::Skipping,
     /// Referenced pictures no decoded picture needs ([`refs`]): the model and packets read ahead.
     refs: refs::RefSkip,
-    /// Skip referenced pictures too when [`refs`] shows none needs them (with `skip_nonref`). On
-    /// by default (on the 1080p bench clip's 3x3 overview it halves the pictures decoded); tests
-    /// turn it off for a decode that skips none.
-    pub skip_referenced: bool,
-    /// Packets read, recorded for the zoom hints when asked ([`packets`]).
-    packets: Option<packets::PacketRecorder>,
-    /// The latest packets' serials and decode times (a picture's own packet is among them).
-    recent: std::collections::VecDeque<(u64, f64)>,
+    /// What the decoder reported since the last seek, until a target is answered ([`watch`]).
+    watch: watch::Watch,
+    /// Restarts further back for the current target ([`recover`]).
+    recovery: recover::Recovering,
+    /// The stream's open-GOP proof, shared with the job's other decoders ([`proofs`]).
+    proving: proofs::Proving,
+    /// The part of the job this decoder decodes ([`witness`]).
+    part: witness::Part,
+    /// Packets read, for the zoom hints and pictures' decode times ([`packets`]).
+    packets: packets::Packets,
 }
 
 impl VideoSource {
-    /// The flag saying this stream's open-GOP entries were proven clean, to share with another
-    /// decoder of the same stream ([`Self::share_proofs`]).
-    pub(crate) fn proofs(&self) -> std::sync::Arc<OpenGops> {
-        std::sync::Arc::clone(&self.open_gops)
-    }
-
-    /// Shares what another decoder of the same stream proves, and proves for it ([`recover`]).
-    pub(crate) fn share_proofs(&mut self, proofs: std::sync::Arc<OpenGops>) {
-        self.open_gops = proofs;
+    /// What the stream is.
+    pub(crate) fn facts(&self) -> &facts::Facts {
+        &self.facts
     }
 
     /// Pictures decoded so far.
     pub(crate) fn decoded_frames(&self) -> u64 {
-        self.serial
+        self.feed.decoded()
     }
 
     fn stream(&self) -> *mut ff::ffi::AVStream {
-        unsafe { *(*self.input.as_ptr()).streams.add(self.index) }
-    }
-
-    /// pts <= target, compared exactly: pts * num * 1e6 <= target_us * den.
-    fn le(&self, pts: i64, target_us: i64) -> bool {
-        (pts as i128) * (self.tb_num as i128) * 1_000_000
-            <= (target_us as i128) * (self.tb_den as i128)
-    }
-
-    /// The largest stream timestamp <= target.
-    fn ts_floor(&self, target_us: i64) -> i64 {
-        let n = (target_us as i128) * (self.tb_den as i128);
-        let d = (self.tb_num as i128) * 1_000_000;
-        let q = n.div_euclid(d);
-        q.clamp(i64::MIN as i128 + 1, i64::MAX as i128) as i64
-    }
-
-    fn seconds_in_ts(&self, secs: i64) -> i64 {
-        ((secs as i128 * self.tb_den as i128) / self.tb_num as i128).clamp(1, i64::MAX as i128)
-            as i64
+        unsafe { *(*self.input.as_ptr()).streams.add(self.facts.index()) }
     }
 
     /// The frame displayed at `target_us` (container-relative target already converted to the
@@ -250,70 +149,76 @@ impl VideoSource {
         target_us: i64,
         early: &mut dyn FnMut(&Decoded) -> bool,
     ) -> Option<&Decoded> {
-        if self.dead {
+        if self.place.dead() {
             return None;
         }
-        let ts = self.ts_floor(target_us);
-        while self.target_pos < self.targets.len() && self.targets[self.target_pos] < ts {
-            self.target_pos += 1;
-        }
+        let ts = self.facts.ts_floor(target_us);
+        self.skip.pass_targets_before(ts);
         // Same picture as the previous target? Not while a later one may still come (see
         // [`late`]): decoding on settles that.
-        if let (Some(_), Some(n)) = (&self.cur, &self.next) {
-            if !self.le(n.pts, target_us) && !self.ahead_shows(target_us) && !self.owes_before(ts) {
-                return self.cur.as_ref();
+        if let (Some(_), Some(n)) = (self.shown.cur(), self.shown.next()) {
+            if !self.facts.le(n.pts, target_us)
+                && !self.shown.ahead_shows(&self.facts, target_us)
+                && !self.shown.owes_before(ts)
+            {
+                return self.shown.cur();
             }
         }
-        if self.drained {
+        if self.feed.drained() {
             // Every remaining frame is already here; past the end the last frame stays on screen.
-            if self.next.is_none() && self.cur.is_some() {
+            if self.shown.next().is_none() && self.shown.cur().is_some() {
                 return self.last_frame_for(target_us);
             }
         } else if self.should_seek(target_us) {
             // A demuxer that cannot seek forward is simply decoded forward.
-            self.try_seek(self.ts_floor(target_us));
+            self.try_seek(self.facts.ts_floor(target_us));
         }
 
         let mut retries = 0;
         loop {
             self.decode_until(target_us, early);
-            if self.cur.is_some() {
+            if self.shown.cur().is_some() {
                 if self.restart_on_trouble() {
                     continue;
                 }
                 if self.skip_hid_the_answer(ts) {
                     continue;
                 }
-                if self.drained && self.next.is_none() {
+                if self.feed.drained() && self.shown.next().is_none() {
                     return self.last_frame_for(target_us);
                 }
-                return self.cur.as_ref();
+                return self.shown.cur();
             }
-            if self.next.is_some() {
-                if self.from_start {
+            if self.shown.next().is_some() {
+                if self.place.at_file_start() {
                     // The target precedes the first frame: show the first frame.
                     self.settle();
-                    return self.next.as_ref();
+                    return self.shown.next();
                 }
                 // The seek landed after the target: go further back.
                 retries += 1;
-                let landed = self.next.as_ref().map_or(0, |n| n.pts);
+                let landed = self.shown.next().map_or(0, |n| n.pts);
                 if retries > MAX_SEEK_RETRIES {
                     self.rewind();
                 } else {
                     let back = match retries {
-                        1 => self.seconds_in_ts(1),
-                        2 => self.seconds_in_ts(5).max(self.gop),
-                        _ => self.seconds_in_ts(20).max(self.gop.saturating_mul(3)),
+                        1 => self.facts.seconds_in_ts(1),
+                        2 => self.facts.seconds_in_ts(5).max(self.clock.gop()),
+                        _ => self
+                            .facts
+                            .seconds_in_ts(20)
+                            .max(self.clock.gop().saturating_mul(3)),
                     };
-                    let ts = landed.min(self.ts_floor(target_us)).saturating_sub(back);
+                    let ts = landed
+                        .min(self.facts.ts_floor(target_us))
+                        .saturating_sub(back);
                     self.seek_back(ts);
                 }
                 continue;
             }
             // Nothing decoded at all since the last (re)positioning.
-            if self.from_start {
-                self.dead = true;
+            if self.place.at_file_start() {
+                self.place.give_up();
                 return None;
             }
             retries += 1;
@@ -321,8 +226,9 @@ impl VideoSource {
                 self.rewind();
             } else {
                 let ts = self
+                    .facts
                     .ts_floor(target_us)
-                    .saturating_sub(self.seconds_in_ts(5 * retries as i64));
+                    .saturating_sub(self.facts.seconds_in_ts(5 * retries as i64));
                 self.seek_back(ts);
             }
         }
@@ -331,66 +237,19 @@ impl VideoSource {
     /// The last frame of the stream for a target past it, unless the stream stopped well before
     /// the end its own header declares (a truncated or damaged file): a cell there has no frame.
     fn last_frame_for(&self, target_us: i64) -> Option<&Decoded> {
-        let last = self.cur.as_ref()?;
-        let tolerance = self.seconds_in_ts(1);
+        let last = self.shown.cur()?;
+        let tolerance = self.facts.seconds_in_ts(1);
         let end = last
             .pts
-            .saturating_add(self.frame_step)
+            .saturating_add(self.facts.frame_step())
             .saturating_add(tolerance);
-        let truncated = self.declared_end.is_some_and(|declared| declared > end);
-        if truncated && self.ts_floor(target_us) > end {
+        let truncated = self
+            .facts
+            .declared_end()
+            .is_some_and(|declared| declared > end);
+        if truncated && self.facts.ts_floor(target_us) > end {
             return None;
         }
         Some(last)
-    }
-
-    /// Decodes forward until `next` holds a frame past the target or the stream ends; `cur` is
-    /// then the last frame <= target seen since the last repositioning.
-    fn decode_until(&mut self, target_us: i64, early: &mut dyn FnMut(&Decoded) -> bool) {
-        // Early hand-overs per call: a stream whose frames come closer together than its declared
-        // rate would otherwise have every frame near the target handed over.
-        let mut early_left = 2;
-        loop {
-            if let Some(mut n) = self.next.take() {
-                if self.cur.as_ref().is_some_and(|c| n.pts < c.pts) {
-                    // The clock went back (a restarted program, a damaged timestamp): the frame
-                    // shown at a time is the one with the greatest pts <= it, not this one.
-                } else if self.le(n.pts, target_us) {
-                    if early_left > 0 && !self.le(n.pts.saturating_add(self.frame_step), target_us)
-                    {
-                        early_left -= 1;
-                        if n.print.is_none() && self.needs_print() {
-                            n.print = recover::fingerprint(&n.frame);
-                        }
-                        if early(&n) {
-                            n.frame = frame::Video::empty();
-                        }
-                    }
-                    self.cur = Some(n);
-                } else {
-                    self.next = Some(n);
-                    self.look_ahead(target_us);
-                    return;
-                }
-            }
-            match self.pull() {
-                Some(f) if self.before_landing(f.pts) => {}
-                Some(f) => self.next = Some(f),
-                None => return,
-            }
-        }
-    }
-
-    /// A frame far before the packet a seek entered the stream at (more than a second or a GOP:
-    /// more than any leading picture) belongs to another timeline (a clock restarted later in the
-    /// file), not to the part the seek went to.
-    fn before_landing(&self, pts: i64) -> bool {
-        match self.entry {
-            Some(entry) if !self.from_start => {
-                let slack = self.seconds_in_ts(1).max(self.gop);
-                pts < entry.saturating_sub(slack)
-            }
-            _ => false,
-        }
     }
 }

@@ -4,10 +4,13 @@
 //! (MP4/MOV: known from the open, no extra read), else the packets the pump reads. The rule that
 //! turns them into hints is TypeScript's.
 
+use std::collections::VecDeque;
+
 use ff::ffi;
 use ffmpeg_next as ff;
 
-use super::{timestamps, VideoSource};
+use super::facts::Facts;
+use super::VideoSource;
 use crate::media;
 use crate::plan::PacketLog;
 
@@ -89,7 +92,7 @@ impl VideoSource {
     /// A stream timestamp as seconds on the labels' clock (the rule: fixtures/vectors/
     /// timestamps.json, `label_seconds`).
     pub(crate) fn label_seconds(&self, ts: i64) -> f64 {
-        timestamps::label_seconds(ts, (self.tb_num, self.tb_den), self.start_us)
+        self.facts.label_seconds(ts)
     }
 
     /// The whole stream's packets from the demuxer's index, when that index lists every packet
@@ -151,8 +154,8 @@ impl VideoSource {
 
     /// Turns on recording of the packets the pump reads.
     pub(crate) fn record_packets(&mut self) {
-        self.packets = Some(PacketRecorder {
-            from_start: self.from_start,
+        self.packets.recorder = Some(PacketRecorder {
+            from_start: self.place.at_file_start(),
             last: f64::NEG_INFINITY,
             by_pts: self.is_matroska(),
             ..PacketRecorder::default()
@@ -162,7 +165,7 @@ impl VideoSource {
     /// What was recorded (an empty log when recording was off), with the index's keyframes as
     /// they stand after the decoding (Matroska parses its Cues at the first seek).
     pub(crate) fn take_packets(&mut self) -> PacketLog {
-        match self.packets.take() {
+        match self.packets.recorder.take() {
             Some(rec) => {
                 let mut log = rec.finish();
                 log.index_keys = self.index_keyframes();
@@ -171,21 +174,32 @@ impl VideoSource {
             None => PacketLog::default(),
         }
     }
+}
 
+/// The packets read: recorded for the zoom hints when asked, and the latest ones' decode times.
+#[derive(Default)]
+pub(super) struct Packets {
+    /// Packets read, recorded for the zoom hints when asked.
+    recorder: Option<PacketRecorder>,
+    /// The latest packets' serials and decode times (a picture's own packet is among them).
+    recent: VecDeque<(u64, f64)>,
+}
+
+impl Packets {
     /// A packet the pump read (`serial`: the one the decoder tags its picture with).
-    pub(super) fn note_packet(&mut self, packet: &ff::Packet, serial: u64) {
-        let by_pts = self.packets.as_ref().is_some_and(|rec| rec.by_pts);
+    pub(super) fn note(&mut self, packet: &ff::Packet, serial: u64, facts: &Facts) {
+        let by_pts = self.recorder.as_ref().is_some_and(|rec| rec.by_pts);
         let stamp = if by_pts {
             packet.pts().or(packet.dts())
         } else {
             packet.dts().or(packet.pts())
         };
         let time = match stamp {
-            Some(ts) => self.label_seconds(ts),
+            Some(ts) => facts.label_seconds(ts),
             None => {
                 // Cannot be placed (Ogg: only a page's last packet has a time): a hole, which
                 // ends the span (src/core/packet-log.ts).
-                if let Some(rec) = self.packets.as_mut() {
+                if let Some(rec) = self.recorder.as_mut() {
                     rec.hole();
                 }
                 return;
@@ -195,7 +209,7 @@ impl VideoSource {
             self.recent.pop_front();
         }
         self.recent.push_back((serial, time));
-        if let Some(rec) = self.packets.as_mut() {
+        if let Some(rec) = self.recorder.as_mut() {
             rec.record(time, packet.size() as f64, packet.is_key());
         }
     }
@@ -211,16 +225,16 @@ impl VideoSource {
     }
 
     /// The demuxer moved (`from_start`: back to the very beginning).
-    pub(super) fn note_reposition(&mut self, from_start: bool) {
-        if let Some(rec) = self.packets.as_mut() {
+    pub(super) fn reposition(&mut self, from_start: bool) {
+        if let Some(rec) = self.recorder.as_mut() {
             rec.close(false);
             rec.from_start = from_start;
         }
     }
 
     /// The demuxer reached the end of the file.
-    pub(super) fn note_end(&mut self) {
-        if let Some(rec) = self.packets.as_mut() {
+    pub(super) fn end(&mut self) {
+        if let Some(rec) = self.recorder.as_mut() {
             rec.close(true);
         }
     }

@@ -7,7 +7,7 @@ use ff::util::error::EAGAIN;
 use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
-use super::{timestamps, Decoded, VideoSource};
+use super::{Decoded, VideoSource};
 
 /// Packets of the video stream sent without any frame coming out before the decoder is declared
 /// stuck (corrupt data).
@@ -19,11 +19,42 @@ fn is_eagain(e: &ff::Error) -> bool {
     matches!(e, ff::Error::Other { errno } if *errno == EAGAIN)
 }
 
+/// The decoder's input and output since the last repositioning.
+#[derive(Default)]
+pub(super) struct Feed {
+    /// The decoder has returned end of stream.
+    drained: bool,
+    sent_eof: bool,
+    /// A packet the decoder could not take yet, its serial and how it is discarded.
+    stash: Option<(Packet, u64, ffi::AVDiscard)>,
+    /// Packets sent to the decoder (the serial of the latest).
+    packet_serial: u64,
+    /// Pictures decoded (the serial of the latest).
+    decoded: u64,
+}
+
+impl Feed {
+    pub(super) fn drained(&self) -> bool {
+        self.drained
+    }
+
+    pub(super) fn decoded(&self) -> u64 {
+        self.decoded
+    }
+
+    /// Decoding was repositioned (the decoder flushed).
+    pub(super) fn reposition(&mut self) {
+        self.drained = false;
+        self.sent_eof = false;
+        self.stash = None;
+    }
+}
+
 impl VideoSource {
     /// The next decoded picture in presentation order, or None at the end of the stream (or when
     /// the decoder makes no progress).
     pub(super) fn next_frame(&mut self) -> Option<Decoded> {
-        if self.drained || self.dead {
+        if self.feed.drained || self.place.dead() {
             return None;
         }
         let mut idle = 0u32;
@@ -34,33 +65,33 @@ impl VideoSource {
             match self.decoder.receive_frame(&mut f) {
                 Ok(()) => return Some(self.stamp(f)),
                 Err(ff::Error::Eof) => {
-                    self.drained = true;
+                    self.feed.drained = true;
                     return None;
                 }
                 Err(e) if is_eagain(&e) => {}
                 Err(_) => {
                     // With frame threading, a failure surfaces one packet per other thread later.
                     let lag = self.threads.saturating_sub(1) as u64;
-                    self.note_failure(self.packet_serial.saturating_sub(lag));
+                    self.note_failure(self.feed.packet_serial.saturating_sub(lag));
                     decode_errors += 1;
                     if decode_errors > MAX_IDLE_PACKETS {
-                        self.drained = true;
+                        self.feed.drained = true;
                         return None;
                     }
                     continue;
                 }
             }
-            if self.sent_eof {
+            if self.feed.sent_eof {
                 // EAGAIN after end of stream should not happen; do not spin.
-                self.drained = true;
+                self.feed.drained = true;
                 return None;
             }
             // Feed one packet of our stream.
             loop {
-                if let Some((p, serial, discard)) = self.stash.take() {
+                if let Some((p, serial, discard)) = self.feed.stash.take() {
                     idle += 1;
                     if idle > MAX_IDLE_PACKETS {
-                        self.drained = true;
+                        self.feed.drained = true;
                         return None;
                     }
                     // A referenced picture the model counts as skipped must stay skipped (a
@@ -76,42 +107,38 @@ impl VideoSource {
                     }
                     match self.decoder.send_packet(&p) {
                         Ok(()) => {}
-                        Err(e) if is_eagain(&e) => self.stash = Some((p, serial, discard)),
+                        Err(e) if is_eagain(&e) => self.feed.stash = Some((p, serial, discard)),
                         Err(_) => self.note_failure(serial),
                     }
                     break;
                 }
-                let read = match self.refs.queue.pop_front() {
+                let read = match self.refs.pop_read() {
                     Some(read) => Ok(read),
                     None => {
                         let mut packet = Packet::empty();
                         packet
                             .read(&mut self.input)
-                            .map(|()| self.refs.read(packet, self.skip_referenced))
+                            .map(|()| self.refs.read(packet, self.skip.referenced_on()))
                     }
                 };
                 match read {
                     Ok(read) => {
                         read_errors = 0;
-                        if read.packet.stream() != self.index {
+                        if read.packet.stream() != self.facts.index() {
                             continue;
                         }
                         let mut packet = read.packet;
-                        self.time_untimed(&mut packet);
+                        self.clock.time_untimed(&mut packet);
                         idle += 1;
                         if idle > MAX_IDLE_PACKETS {
-                            self.drained = true;
+                            self.feed.drained = true;
                             return None;
                         }
-                        // Pts below dts: the decoder will call the pts faulty (see `stamp`);
-                        // known before the first frame after a seek is stamped.
-                        if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
-                            self.pts_faulty |= p < d;
-                        }
+                        self.clock.read(&packet);
                         let (mut skip, second_field) = self.skip_decision(&packet);
                         // A non-reference picture a referenced one was skipped on the strength
                         // of stays skipped ([`refs`]; the rule only grows more certain).
-                        skip |= self.skip_nonref && read.nonref_skip == Some(true);
+                        skip |= self.skip.nonref_on() && read.nonref_skip == Some(true);
                         // AVDISCARD_NONREF leaves a referenced picture decoded: it may be
                         // skipped only by the referenced-picture rule.
                         let referenced =
@@ -131,20 +158,18 @@ impl VideoSource {
                         let planned =
                             self.refs
                                 .sent(read.picture.as_ref(), not_decoded, frame_threads);
-                        self.witness(packet.pts());
+                        self.skip.witness(packet.pts(), self.clock.last_pts());
                         if !skipped && !second_field {
-                            self.owe(packet.pts());
+                            self.shown.owe(packet.pts());
                         }
-                        self.skippable_sent += skipped as u64;
-                        if self.entry.is_none() {
-                            self.entry = packet.dts().or(packet.pts());
-                        }
-                        self.packet_serial += 1;
-                        let serial = self.packet_serial;
-                        self.note_packet(&packet, serial);
+                        self.skip.sent(skipped);
+                        self.place.entered(packet.dts().or(packet.pts()));
+                        self.feed.packet_serial += 1;
+                        let serial = self.feed.packet_serial;
+                        self.packets.note(&packet, serial, &self.facts);
                         // The first packet after a seek to an index keyframe is that keyframe,
                         // whatever its flags say.
-                        let key = packet.is_key() || std::mem::take(&mut self.landing);
+                        let key = packet.is_key() || self.place.take_landing();
                         self.watch
                             .sent(serial, packet.pts(), packet.position() as i64, key);
                         if planned {
@@ -158,7 +183,7 @@ impl VideoSource {
                         match self.decoder.send_packet(&packet) {
                             Ok(()) => {}
                             Err(e) if is_eagain(&e) => {
-                                self.stash = Some((packet, serial, discard));
+                                self.feed.stash = Some((packet, serial, discard));
                             }
                             Err(_) => {
                                 // Corrupt packet: skip it.
@@ -169,16 +194,16 @@ impl VideoSource {
                         break;
                     }
                     Err(ff::Error::Eof) => {
-                        self.note_end();
+                        self.packets.end();
                         let _ = self.decoder.send_eof();
-                        self.sent_eof = true;
+                        self.feed.sent_eof = true;
                         break;
                     }
                     Err(_) => {
                         read_errors += 1;
                         if read_errors > MAX_READ_ERRORS {
                             let _ = self.decoder.send_eof();
-                            self.sent_eof = true;
+                            self.feed.sent_eof = true;
                             break;
                         }
                     }
@@ -187,59 +212,21 @@ impl VideoSource {
         }
     }
 
-    /// Gives a packet without any timestamp the decode time one packet duration after the packet
-    /// before it (the rule: fixtures/vectors/timestamps.json, `untimed_decode_time`). Not where a
-    /// packet may hold a field picture: the decoder shows a pair whose first field has no
-    /// timestamp at its second's.
-    fn time_untimed(&mut self, packet: &mut Packet) {
-        if !self.times_untimed {
-            return;
-        }
-        let (dts, clock) = timestamps::untimed_decode_time(
-            self.clock,
-            packet.pts(),
-            packet.dts(),
-            packet.duration(),
-        );
-        packet.set_dts(dts);
-        self.clock = clock;
-    }
-
     /// The decoder refused or failed on the packet `serial`.
     fn note_failure(&mut self, serial: u64) {
-        self.packet_failed = true;
+        self.skip.packet_failed();
         self.watch.failed(serial);
     }
 
-    /// A frame's presentation time: the decoder's best-effort timestamp, what ffplay and the
-    /// ffmpeg CLI show a frame at (its pts while the decoded pts ascend, else its decode time; a
-    /// stream whose pts sit below its dts, broken composition offsets, is so shown in decode
-    /// order). A sequential decode keeps that judgement from the file's start; after a seek the
-    /// decoder holds only what it counted before the flush (FFmpeg 5.1 keeps its counts of faulty
-    /// timestamps across one), not what lies before the seek point. So once it has called the pts
-    /// faulty, or a packet's pts sits below its dts (which it will call faulty), this source times
-    /// frames by their decode timestamps for good, as a sequential decode goes on doing; a decode
-    /// restarted from the start forgets the counts (`seek.rs`).
+    /// A picture out of the decoder, timed ([`super::clock`]) and accounted for.
     fn stamp(&mut self, f: frame::Video) -> Decoded {
-        let best = f.timestamp();
         // SAFETY: a frame the decoder just returned.
-        let (raw_pts, raw_dts) = unsafe { ((*f.as_ptr()).pts, (*f.as_ptr()).pkt_dts) };
-        let known = |ts: i64| (ts != ffi::AV_NOPTS_VALUE).then_some(ts);
-        self.paid(known(raw_pts));
-        if best.is_some() && known(raw_pts).is_some() && best != known(raw_pts) {
-            self.pts_faulty = true;
-        }
-        let by_dts = if self.pts_faulty {
-            known(raw_dts)
-        } else {
-            None
-        };
-        let pts = by_dts
-            .or(best)
-            .or_else(|| f.pts())
-            .or_else(|| self.last_pts.map(|p| p.saturating_add(self.frame_step)))
-            .unwrap_or(0);
-        if self.watch.active {
+        let raw_pts = unsafe { (*f.as_ptr()).pts };
+        self.shown
+            .paid((raw_pts != ffi::AV_NOPTS_VALUE).then_some(raw_pts));
+        let from_start = self.place.at_file_start();
+        let pts = self.clock.time(&f, self.facts.frame_step(), from_start);
+        if self.watch.active() {
             // SAFETY: a frame the decoder just returned.
             let (flags, errors, serial) = unsafe {
                 let raw = f.as_ptr();
@@ -253,24 +240,12 @@ impl VideoSource {
                 self.watch.flagged(serial.max(0) as u64, pts);
             }
         }
-        if self.from_start && self.first_pts.is_none() {
-            self.first_pts = Some(pts);
-        }
-        if f.is_key() {
-            if let Some(k) = self.last_key_pts {
-                if pts > k {
-                    self.gop = self.gop.max(pts - k);
-                }
-            }
-            self.last_key_pts = Some(pts);
-        }
-        self.last_pts = Some(pts);
-        self.serial += 1;
+        self.feed.decoded += 1;
         // A frame at or before the file's first pts means this position is the start.
-        if !self.from_start && self.cur.is_none() && self.next.is_none() {
-            if let Some(first) = self.first_pts {
+        if !from_start && !self.shown.any() {
+            if let Some(first) = self.clock.first_pts() {
                 if pts <= first {
-                    self.from_start = true;
+                    self.place.found_start();
                 }
             }
         }
@@ -278,10 +253,10 @@ impl VideoSource {
         let packet = unsafe { (*f.as_ptr()).reordered_opaque };
         let print = self.print_to_prove(&f, pts);
         Decoded {
-            decode_time: self.decode_time_of(packet),
+            decode_time: self.packets.decode_time_of(packet),
             frame: f,
             pts,
-            serial: self.serial,
+            serial: self.feed.decoded,
             print,
         }
     }

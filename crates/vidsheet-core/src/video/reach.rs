@@ -70,8 +70,8 @@ mod tests {
         for ext in ["mp4", "ts"] {
             let path = one_reference_clip(&dir, ext);
             let src = VideoSource::open(&path, &Container::Any, 0, 1).expect("open");
-            let frame = src.tb_den / (25 * src.tb_num);
-            assert_eq!(src.sps_refs, Some(1), "{ext}");
+            let frame = src.facts.seconds_in_ts(1) / 25;
+            assert_eq!(src.facts.sps_refs(), Some(1), "{ext}");
             assert_eq!(src.reference_reach(), 2 * frame, "{ext}");
         }
         std::fs::remove_dir_all(&dir).ok();

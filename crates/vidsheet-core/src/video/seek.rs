@@ -7,18 +7,94 @@ use ffmpeg_next as ff;
 use super::VideoSource;
 use crate::media;
 
+/// Where decoding stands in the stream: from its start or after a seek, and where it entered.
+pub(super) struct Place {
+    /// Decoding started at the beginning of the file (not after a seek).
+    from_start: bool,
+    /// Where decoding entered the stream since the last repositioning: the first packet's dts
+    /// (else pts).
+    entry: Option<i64>,
+    /// The next packet sent is the first since a seek to a keyframe of the demuxer's index, so it
+    /// is that keyframe, whatever its flags say.
+    landing: bool,
+    /// Seeks and rewinds issued.
+    seeks: u64,
+    /// Seeking in this stream gave decoder trouble that only decoding from the start cured: later
+    /// targets are reached by decoding forward.
+    forward_only: bool,
+    /// Decoding from the start produced nothing: the stream is undecodable.
+    dead: bool,
+}
+
+impl Place {
+    pub(super) fn at_start() -> Place {
+        Place {
+            from_start: true,
+            entry: None,
+            landing: false,
+            seeks: 0,
+            forward_only: false,
+            dead: false,
+        }
+    }
+
+    pub(super) fn at_file_start(&self) -> bool {
+        self.from_start
+    }
+
+    /// A picture at or before the file's first one came out: this position is the start.
+    pub(super) fn found_start(&mut self) {
+        self.from_start = true;
+    }
+
+    pub(super) fn entry(&self) -> Option<i64> {
+        self.entry
+    }
+
+    /// A packet (decode time, else presentation time `ts`) was sent: the entry, if the first.
+    pub(super) fn entered(&mut self, ts: Option<i64>) {
+        if self.entry.is_none() {
+            self.entry = ts;
+        }
+    }
+
+    /// Whether the packet being sent is the index keyframe a seek landed on (asked once).
+    pub(super) fn take_landing(&mut self) -> bool {
+        std::mem::take(&mut self.landing)
+    }
+
+    pub(super) fn dead(&self) -> bool {
+        self.dead
+    }
+
+    /// Decoding from the start produced nothing.
+    pub(super) fn give_up(&mut self) {
+        self.dead = true;
+    }
+
+    /// Later targets are reached by decoding forward.
+    pub(super) fn distrust_seeking(&mut self) {
+        self.forward_only = true;
+    }
+}
+
 impl VideoSource {
+    /// Seeks and rewinds issued.
+    pub(crate) fn seeks(&self) -> u64 {
+        self.place.seeks
+    }
+
     /// Whether reaching the target by decoding forward would cost more than a seek.
     pub(super) fn should_seek(&self, target_us: i64) -> bool {
-        let target = self.ts_floor(target_us);
-        let pos = self.next.as_ref().or(self.cur.as_ref()).map(|d| d.pts);
-        if self.forward_only && (pos.is_some() || self.from_start) {
+        let target = self.facts.ts_floor(target_us);
+        let pos = self.shown.position();
+        if self.place.forward_only && (pos.is_some() || self.place.from_start) {
             // Seeks here land on pictures that need earlier ones: keep decoding forward.
             return false;
         }
         let pos = match pos {
             Some(p) => p,
-            None if self.from_start => {
+            None if self.place.from_start => {
                 // Fresh at the start of the file: stay unless the index puts the target beyond
                 // the first GOP, or (no index) beyond the threshold.
                 match self.keyframe_index(target) {
@@ -28,7 +104,7 @@ impl VideoSource {
                             .is_some_and(|first| kf_target > first);
                     }
                     None => {
-                        let start = self.first_pts.unwrap_or(0);
+                        let start = self.clock.first_pts().unwrap_or(0);
                         return target.saturating_sub(start) > self.threshold();
                     }
                 }
@@ -110,29 +186,19 @@ impl VideoSource {
     }
 
     fn reset_decoding(&mut self) {
-        self.note_reposition(self.from_start);
+        self.packets.reposition(self.place.from_start);
         self.decoder.flush();
-        self.cur = None;
-        self.next = None;
-        self.ahead.clear();
-        self.owed.clear();
-        self.drained = false;
-        self.sent_eof = false;
-        self.stash = None;
+        self.shown.clear();
+        self.feed.reposition();
         self.refs.reposition();
-        self.last_pts = None;
-        self.last_key_pts = None;
-        self.clock = None;
-        self.seen_pts.clear();
-        self.skippable_at_reposition = self.skippable_sent;
-        self.packet_failed = false;
-        self.first_field = None;
-        self.entry = None;
+        self.clock.reposition();
+        self.skip.reposition();
+        self.place.entry = None;
         // A proof by the decode that was under way needs that decode whole.
-        self.verifying = None;
+        self.proving.stop_verifying();
         // Trouble is watched from a seek until a target is answered; from the start there is no
         // seek artefact to watch for.
-        let watch = !self.from_start;
+        let watch = !self.place.from_start;
         self.watch.begin(watch);
         self.log.watch(watch);
     }
@@ -140,9 +206,9 @@ impl VideoSource {
     /// Seeks to the keyframe at or before `ts` (stream units). False when the demuxer cannot
     /// seek there (position and decoder state are then left as they were).
     pub(super) fn try_seek(&mut self, ts: i64) -> bool {
-        self.seeks += 1;
+        self.place.seeks += 1;
         let ctx = unsafe { self.input.as_mut_ptr() };
-        let stream = self.index as i32;
+        let stream = self.facts.index() as i32;
         let mut rc = unsafe { ffi::av_seek_frame(ctx, stream, ts, ffi::AVSEEK_FLAG_BACKWARD) };
         if rc < 0 {
             rc = unsafe { ffi::avformat_seek_file(ctx, stream, i64::MIN, ts, ts, 0) };
@@ -150,8 +216,8 @@ impl VideoSource {
         if rc < 0 {
             return false;
         }
-        self.from_start = false;
-        self.landing = self.keyframe_index(ts).is_some_and(|k| k != i64::MIN);
+        self.place.from_start = false;
+        self.place.landing = self.keyframe_index(ts).is_some_and(|k| k != i64::MIN);
         self.reset_decoding();
         true
     }
@@ -165,17 +231,17 @@ impl VideoSource {
 
     /// Back to the very beginning: reopen the file (works for every demuxer, seekable or not).
     pub(super) fn rewind(&mut self) {
-        self.seeks += 1;
-        self.landing = false;
-        match media::open_input(&self.path, &self.container) {
+        self.place.seeks += 1;
+        self.place.landing = false;
+        match media::open_input(self.facts.path(), self.facts.container()) {
             Ok(input) => {
                 self.input = input;
                 self.discard_other_streams();
-                self.from_start = true;
+                self.place.from_start = true;
                 // A decode from the start is the sequential one: the decoder judges the pts
                 // afresh, as it did there (see `stamp`). A flush keeps its counts of faulty
                 // timestamps (FFmpeg 5.1), so what it saw later in the file is forgotten here.
-                self.pts_faulty = false;
+                self.clock.forget_faulty();
                 // SAFETY: the decoder's own context, between calls into it.
                 unsafe {
                     let raw = self.decoder.as_mut_ptr();
@@ -185,10 +251,23 @@ impl VideoSource {
                 self.reset_decoding();
             }
             Err(_) => {
-                self.from_start = true;
+                self.place.from_start = true;
                 self.reset_decoding();
-                self.dead = true;
+                self.place.dead = true;
             }
+        }
+    }
+
+    /// A frame far before the packet a seek entered the stream at (more than a second or a GOP:
+    /// more than any leading picture) belongs to another timeline (a clock restarted later in the
+    /// file), not to the part the seek went to.
+    pub(super) fn before_landing(&self, pts: i64) -> bool {
+        match self.place.entry {
+            Some(entry) if !self.place.from_start => {
+                let slack = self.facts.seconds_in_ts(1).max(self.clock.gop());
+                pts < entry.saturating_sub(slack)
+            }
+            _ => false,
         }
     }
 }

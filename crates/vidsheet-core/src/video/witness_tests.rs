@@ -1,11 +1,11 @@
-//! The proof of an open-GOP entry given by the decoder of the part before (recover.rs
+//! The proof of an open-GOP entry given by the decoder of the part before (witness.rs
 //! `ask_witness` / `serve_witness`), driven step by step in one thread, so that the part before
 //! is still decoding when the part after asks (in a render, which decoder gets there first is
 //! timing). Oracle: a decode of every frame from the start.
 
 use std::sync::Arc;
 
-use super::{recover, OpenGops, Verdict, VideoSource};
+use super::{fingerprint, OpenGops, Verdict, VideoSource};
 use crate::common;
 use crate::media::Container;
 
@@ -50,7 +50,7 @@ fn decoder(
     let mut src = VideoSource::open(path, &Container::Any, 0, 1).expect("open");
     src.share_proofs(Arc::clone(gops));
     src.trust_pending_proofs();
-    let start = src.start_us;
+    let start = src.facts.start_us();
     let us = |frame: i64| start + frame * 40_000;
     src.set_part(part, before.map(us));
     let targets: Vec<i64> = frames.iter().map(|&f| us(f)).collect();
@@ -64,7 +64,7 @@ fn shown(src: &mut VideoSource, targets: &[i64]) -> Vec<Option<u64>> {
         .iter()
         .map(|&t| {
             let f = src.frame_at(t, &mut |_| false)?;
-            recover::fingerprint(&f.frame)
+            fingerprint::fingerprint(&f.frame)
         })
         .collect()
 }
