@@ -17,6 +17,7 @@ import type { Clock, Ledger } from './billing/ledger.js';
 import type { Payments } from './billing/payments.js';
 import type { ServerConfig, TrustProxy } from './config.js';
 import type { Admission } from './hosted/admission.js';
+import type { FreeActors } from './hosted/free-actors.js';
 import type { HostedJobs } from './hosted/jobs.js';
 import { STALL_RULE } from './hosted/stall.js';
 import type { Transfers } from './hosted/transfers.js';
@@ -47,8 +48,16 @@ export interface AppParts {
   /** Accounts and keys, credits, the job registry. */
   ledger: Ledger;
   storage: SheetStorage;
-  /** The job queue and the hosted job, shared by uploads and the remote tool. */
-  hosted: { admission: Admission; transfers: Transfers; jobs: Pick<HostedJobs, 'run' | 'probe'> };
+  /**
+   * The job queue, the transfer slots, the one job of each free actor (DESIGN §5a), and the hosted job,
+   * shared by uploads and the remote tool.
+   */
+  hosted: {
+    admission: Admission;
+    transfers: Transfers;
+    freeActors: FreeActors;
+    jobs: Pick<HostedJobs, 'run' | 'probe'>;
+  };
   /** Kept videos (DESIGN §9): their database rows, their store, this instance's local copies. */
   sessions: SessionParts;
   /** The remote endpoint's anonymous daily quota. */

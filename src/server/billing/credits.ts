@@ -206,6 +206,29 @@ export class Credits {
   }
 
   /**
+   * DESIGN §5a: whether the account lives on the allowance: it never bought credits and was never
+   * given any by an operator (a grant is not a purchase for the allowance, but it is not free use
+   * either). Such an account is a free actor ("One at a time for free actors"). Read only.
+   */
+  async livesOnAllowance(accountId: number): Promise<boolean> {
+    const { db } = this.books;
+    const account = await db
+      .selectFrom('accounts')
+      .select('purchased')
+      .where('id', '=', accountId)
+      .executeTakeFirst();
+    if (account === undefined || account.purchased === 1) return false;
+    const paid = await db
+      .selectFrom('ledger')
+      .select('id')
+      .where('account_id', '=', accountId)
+      .where('kind', 'in', ['grant', 'purchase'])
+      .limit(1)
+      .executeTakeFirst();
+    return paid === undefined;
+  }
+
+  /**
    * Spec "Limits": a never-purchased account whose balance is below the floor is raised to it at the
    * first priced request of the UTC day that finds it so. The day's unique key makes it once per day
    * even for two servers racing; a purchased balance is never touched. Returns the credits granted.

@@ -69,6 +69,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
         );
         request.releaseTransfer?.();
         request.releaseAdmission?.();
+        request.releaseFreeActor?.();
       }
       const { result, density, response } = answer;
       return sendJobResult(reply, deps.storage, response, result, (outcome) =>

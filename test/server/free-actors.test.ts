@@ -1,0 +1,242 @@
+/**
+ * DESIGN §5a "One at a time for free actors", in process (`inject`, accounts set up through the
+ * ledger, a fake hosted job that runs until the test lets it end):
+ * - an account that lives on the allowance (never a purchase, never an operator grant) has at most
+ *   one job waiting or running: another upload or zoom is `429 busy` at once;
+ * - an anonymous remote caller has at most one per address and one per subject id: another call gets
+ *   the retry message at once, before anything is fetched;
+ * - paying accounts (a purchase, or an operator grant) are unaffected;
+ * - a remote fetch has its whole deadline on the body (not only the headers), and an anonymous fetch
+ *   cut by it counts as a job of the day (it is not given back), where a fetch the server refused does not.
+ */
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { hostedErrors } from '../../src/core/errors.js';
+import { Admission } from '../../src/server/hosted/admission.js';
+import { downloadVideo, FetchError } from '../../src/server/remote/fetch/download.js';
+import { multipartUpload, useApps } from '../helpers/app.js';
+
+const apps = useApps();
+const BUSY = '{"error":"busy"}';
+const RETRY = hostedErrors.busy().message;
+
+/** A new account with a key, living on the allowance or paying (a purchase, or an operator grant). */
+async function account(how: 'allowance' | 'purchased' | 'granted') {
+  const { ledger } = apps;
+  const created = await ledger.accounts.findOrCreateAccount(`f-${randomUUID()}@example.com`);
+  const key = (await ledger.accounts.createKey(created.id)).key;
+  if (how === 'purchased') await ledger.credits.purchase(created.id, 30, `cs_${randomUUID()}`);
+  if (how === 'granted') await ledger.credits.grant(created.id, 30);
+  return { id: created.id, key };
+}
+
+/** Fake jobs that run until `endAll()`, then fail (the tests need them running, not their result). */
+let waiting: Array<() => void> = [];
+const endAll = () => {
+  for (const end of waiting.splice(0)) end();
+};
+beforeAll(() => {
+  apps.runJob = () =>
+    new Promise((_resolve, reject) => waiting.push(() => reject(new Error('the test ended the job'))));
+});
+afterEach(() => {
+  endAll();
+  waiting = [];
+});
+
+const started = (n: number) => expect.poll(() => apps.runs.length, { timeout: 5000, interval: 10 }).toBe(n);
+
+const uploadAs = (key: string) => ({
+  method: 'POST' as const,
+  url: '/v1/vidsheet',
+  ...multipartUpload(),
+  headers: { ...multipartUpload().headers, authorization: `Bearer ${key}` },
+});
+
+describe('an account on the allowance: one job at a time', { timeout: 15_000 }, () => {
+  it('a second upload while the first job runs is 429 busy at once; after it, the next is let in', async () => {
+    const free = await account('allowance');
+    const server = await apps.app();
+    const first = server.inject(uploadAs(free.key));
+    await started(1);
+    const second = await server.inject(uploadAs(free.key));
+    expect([second.statusCode, second.body]).toEqual([429, BUSY]);
+    expect(apps.runs).toHaveLength(1);
+    endAll();
+    expect((await first).statusCode).toBe(500);
+    const third = server.inject(uploadAs(free.key));
+    await started(2);
+    endAll();
+    expect((await third).statusCode).toBe(500);
+  });
+
+  it('a zoom while an upload job runs is 429 busy before its body', async () => {
+    const free = await account('allowance');
+    const server = await apps.app();
+    const first = server.inject(uploadAs(free.key));
+    await started(1);
+    const zoom = await server.inject({
+      method: 'POST',
+      url: `/v1/videos/${'A'.repeat(22)}/sheets`,
+      headers: { authorization: `Bearer ${free.key}`, 'content-type': 'application/json' },
+      payload: '{}',
+    });
+    expect([zoom.statusCode, zoom.body]).toEqual([429, BUSY]);
+    endAll();
+    await first;
+  });
+
+  it.each(['purchased', 'granted'] as const)('an account that %s credits runs two at once', async (how) => {
+    const paying = await account(how);
+    const server = await apps.app();
+    const jobs = [server.inject(uploadAs(paying.key)), server.inject(uploadAs(paying.key))];
+    await started(2);
+    endAll();
+    for (const res of await Promise.all(jobs)) expect(res.statusCode).toBe(500);
+  });
+});
+
+/** A loopback HTTP server for the fetcher: `handle` answers each request. */
+async function origin(handle: (res: ServerResponse) => void): Promise<{ server: Server; url: string }> {
+  const server = createServer((_req, res) => handle(res));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  servers.push(server);
+  const { port } = server.address() as AddressInfo;
+  return { server, url: `http://127.0.0.1:${port}/clip.mp4` };
+}
+const servers: Server[] = [];
+afterEach(() => {
+  for (const server of servers.splice(0)) server.close();
+  for (const stop of trickles.splice(0)) stop();
+});
+
+/** A body that never ends, 64 KiB every 100 ms: far faster than the stall rule asks, never stalled. */
+const trickles: Array<() => void> = [];
+function trickle(res: ServerResponse) {
+  res.writeHead(200, { 'content-type': 'video/mp4' });
+  const timer = setInterval(() => res.write(Buffer.alloc(64 * 1024, 0x2a)), 100);
+  const stop = () => clearInterval(timer);
+  res.on('close', stop);
+  trickles.push(stop);
+}
+
+describe('the anonymous remote lane: one job at a time per address and per subject', {
+  timeout: 15_000,
+}, () => {
+  it('a second call from the address, or with the subject, gets the retry message; others are let in', async () => {
+    const video = await origin((res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4' });
+      res.end(Buffer.alloc(1024, 0x2a));
+    });
+    const server = await apps.app({
+      admission: new Admission(4),
+      env: { VIDSHEET_FETCH_ALLOW: new URL(video.url).host },
+    });
+    const subject = { 'openai/subject': `s-${randomUUID()}` };
+    const first = server.inject({ ...callFor(video.url, subject), remoteAddress: '127.0.0.11' });
+    await started(1);
+    const sameAddress = await server.inject({ ...callFor(video.url), remoteAddress: '127.0.0.11' });
+    expect(textOf(sameAddress)).toEqual([RETRY]);
+    expect(RETRY).toContain('retry');
+    const sameSubject = await server.inject({ ...callFor(video.url, subject), remoteAddress: '127.0.0.12' });
+    expect(textOf(sameSubject)).toEqual([RETRY]);
+    expect(apps.runs).toHaveLength(1);
+    // Another address with another subject, and a paying key from the same address, are let in.
+    const other = server.inject({
+      ...callFor(video.url, { 'openai/subject': `s-${randomUUID()}` }),
+      remoteAddress: '127.0.0.13',
+    });
+    const paying = await account('purchased');
+    const keyed = callFor(video.url);
+    const withKey = server.inject({
+      ...keyed,
+      headers: { ...keyed.headers, authorization: `Bearer ${paying.key}` },
+      remoteAddress: '127.0.0.11',
+    });
+    await started(3);
+    endAll();
+    await Promise.all([first, other, withKey]);
+  });
+});
+
+describe('a remote fetch has its whole deadline on the body (DESIGN §5a)', { timeout: 15_000 }, () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'vidsheet-fetch-deadline-'));
+    return () => rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a body that keeps coming, never stalled, is cut at the deadline', async () => {
+    const video = await origin(trickle);
+    const begun = Date.now();
+    const failed = await downloadVideo(video.url, join(dir, `d-${randomUUID()}`), {
+      maxBytes: 300 * 1024 * 1024,
+      allow: [new URL(video.url).host],
+      timeoutMs: 800,
+      idleTimeoutMs: 5000,
+    }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(FetchError);
+    expect((failed as FetchError).reason).toBe('timeout');
+    expect(Date.now() - begun).toBeLessThan(3000);
+  });
+
+  it('an anonymous fetch cut by the deadline uses the day’s job; a refused one gives it back', async () => {
+    const slow = await origin(trickle);
+    const missing = await origin((res) => {
+      res.writeHead(404);
+      res.end();
+    });
+    const server = await apps.app({
+      env: {
+        VIDSHEET_FETCH_ALLOW: `${new URL(slow.url).host},${new URL(missing.url).host}`,
+        VIDSHEET_FETCH_TIMEOUT_S: '1',
+      },
+    });
+    const used = async (address: string) => {
+      const rows = await apps.db
+        .selectFrom('anonymous_usage')
+        .select(['counter', 'jobs'])
+        .where('counter', '=', `address:${address}`)
+        .execute();
+      return rows.reduce((sum, row) => sum + row.jobs, 0);
+    };
+    const refused = await server.inject({ ...callFor(missing.url), remoteAddress: '127.0.0.21' });
+    expect(textOf(refused)).toEqual(['could not fetch the video: the server answered 404']);
+    expect(await used('127.0.0.21')).toBe(0);
+    const cut = await server.inject({ ...callFor(slow.url), remoteAddress: '127.0.0.22' });
+    expect(textOf(cut)).toEqual(['could not fetch the video: the download took too long']);
+    expect(await used('127.0.0.22')).toBe(1);
+    expect(apps.runs).toEqual([]);
+  });
+});
+
+/** A `tools/call` of the remote tool, anonymous unless the test adds a key. */
+function callFor(video_url: string, meta?: Record<string, unknown>) {
+  return {
+    method: 'POST' as const,
+    url: '/mcp',
+    headers: {
+      host: '127.0.0.1:9',
+      accept: 'application/json, text/event-stream',
+      'content-type': 'application/json',
+    },
+    payload: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'vidsheet_video', arguments: { video_url }, ...(meta ? { _meta: meta } : {}) },
+    },
+  };
+}
+
+/** The text blocks of a tool result. */
+function textOf(res: { json(): unknown }) {
+  return (res.json() as { result: { content: Array<{ text: string }> } }).result.content.map((c) => c.text);
+}
