@@ -21,6 +21,7 @@ export const TIERS = {
     'test/cli/main.test.ts',
     'test/server/app.test.ts',
     'test/server/config-edge.test.ts',
+    'test/server/early-answer.test.ts',
     'test/server/free-actors.test.ts',
     'test/server/hosted-jobs.test.ts',
     'test/server/sessions-store.test.ts',
