@@ -24,6 +24,7 @@ export const TIERS = {
     'test/server/early-answer.test.ts',
     'test/server/free-actors.test.ts',
     'test/server/hosted-jobs.test.ts',
+    'test/server/request-log.test.ts',
     'test/server/sessions-store.test.ts',
     'test/server/billing/anonymous-address.test.ts',
     'test/server/billing/anonymous-lane.test.ts',

@@ -10,7 +10,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { hostedErrors, transportAnswers, VidsheetError, webErrors } from '#vidsheet/core/errors.js';
 import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
@@ -26,6 +26,7 @@ import type { SignIn } from './keys/sign-in.js';
 import { auth } from './plugins/auth.js';
 import { BODY_DEADLINE_MS, bodyDeadlines } from './plugins/body-deadline.js';
 import { answerBeforeBody } from './plugins/early-answer.js';
+import { requestLogSerializers } from './plugins/request-log.js';
 import { healthRoutes } from './routes/health.js';
 import { keysRoutes } from './routes/keys.js';
 import { mcpRoutes } from './routes/mcp.js';
@@ -83,7 +84,10 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     uploadMs: config.uploadTimeoutS * 1000,
   };
   const app = Fastify({
-    ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: false }),
+    // Request lines quote the client's URL and Host by 64 characters at most (DESIGN §5a).
+    ...(options.loggerInstance
+      ? { loggerInstance: options.loggerInstance.child({}, { serializers: requestLogSerializers }) }
+      : { logger: false }),
     trustProxy: trustProxyOption(config.trustProxy),
     // Unique across instances and restarts, so a log line finds its request anywhere.
     genReqId: () => randomBytes(8).toString('hex'),
@@ -99,6 +103,17 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     // What Node's parser refuses (a malformed request, headers too slow or too large, a body cut
     // short) is answered in the catalog's shape, not Fastify's own `{"error":"Bad Request",...}`.
     clientErrorHandler: answerClientError,
+    // What the router refuses before any route (a path parameter over its length, a malformed
+    // escape in one) names no route's resource: 404 not_found, as an unknown sheet is, instead of
+    // Fastify's own body, which quoted the whole path.
+    frameworkErrors: (error, request, reply: FastifyReply) => {
+      request.log.info({ code: error.code }, 'request refused by the router');
+      const known =
+        error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? hostedErrors.notFound()
+          : toCatalogError(error, config.maxUploadMb);
+      return reply.code(known.status).send(known.body());
+    },
   }) as unknown as FastifyInstance;
 
   await app.register(swagger, {
