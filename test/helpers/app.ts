@@ -212,5 +212,35 @@ export function multipartUpload(fields: Record<string, string> = {}) {
   };
 }
 
+/**
+ * An injected `tools/call` on `POST /mcp`, anonymous (a test adds `authorization` to the headers),
+ * with the Host the apps allow; `name` is the remote tool's unless given.
+ */
+export function mcpToolCall(
+  args: Record<string, unknown>,
+  meta?: Record<string, unknown>,
+  name = 'vidsheet_video',
+) {
+  return {
+    method: 'POST' as const,
+    url: '/mcp',
+    headers: {
+      host: new URL(APP_BASE).host,
+      accept: 'application/json, text/event-stream',
+      'content-type': 'application/json',
+    } as Record<string, string>,
+    payload: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name, arguments: args, ...(meta ? { _meta: meta } : {}) },
+    },
+  };
+}
+
+/** The text blocks of an injected tool call's result. */
+export const toolTexts = (res: { json(): unknown }) =>
+  (res.json() as { result: { content: Array<{ text: string }> } }).result.content.map((c) => c.text);
+
 /** The body of a raw HTTP answer (after its headers). */
 export const bodyOf = (raw: string) => raw.slice(raw.indexOf('\r\n\r\n') + 4);

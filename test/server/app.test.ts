@@ -14,7 +14,14 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { Admission } from '../../src/server/hosted/admission.js';
 import { VideoRegistry } from '../../src/server/sessions/registry.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
-import { APP_BASE, APP_VERSION, bodyOf, multipartUpload as upload, useApps } from '../helpers/app.js';
+import {
+  APP_BASE,
+  APP_VERSION,
+  bodyOf,
+  mcpToolCall,
+  multipartUpload as upload,
+  useApps,
+} from '../helpers/app.js';
 import { slowUpload } from '../helpers/slow-client.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -537,21 +544,7 @@ describe('small inputs stay small (DESIGN §5a)', () => {
   });
 
   describe('the remote tool', () => {
-    const call = (args: Record<string, unknown>, meta?: Record<string, unknown>) => ({
-      method: 'POST' as const,
-      url: '/mcp',
-      headers: {
-        host: '127.0.0.1:9',
-        accept: 'application/json, text/event-stream',
-        'content-type': 'application/json',
-      },
-      payload: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'vidsheet_video', arguments: args, ...(meta ? { _meta: meta } : {}) },
-      },
-    });
+    const call = mcpToolCall;
     const url = 'https://example.com/clip.mp4';
 
     it.each([

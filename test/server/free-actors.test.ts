@@ -20,7 +20,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hostedErrors } from '../../src/core/errors.js';
 import { Admission } from '../../src/server/hosted/admission.js';
 import { downloadVideo, FetchError } from '../../src/server/remote/fetch/download.js';
-import { multipartUpload, useApps } from '../helpers/app.js';
+import { mcpToolCall, multipartUpload, toolTexts, useApps } from '../helpers/app.js';
 
 const apps = useApps();
 const BUSY = '{"error":"busy"}';
@@ -140,21 +140,30 @@ describe('the anonymous remote lane: one job at a time per address and per subje
       env: { VIDSHEET_FETCH_ALLOW: new URL(video.url).host },
     });
     const subject = { 'openai/subject': `s-${randomUUID()}` };
-    const first = server.inject({ ...callFor(video.url, subject), remoteAddress: '127.0.0.11' });
+    const first = server.inject({
+      ...mcpToolCall({ video_url: video.url }, subject),
+      remoteAddress: '127.0.0.11',
+    });
     await started(1);
-    const sameAddress = await server.inject({ ...callFor(video.url), remoteAddress: '127.0.0.11' });
-    expect(textOf(sameAddress)).toEqual([RETRY]);
+    const sameAddress = await server.inject({
+      ...mcpToolCall({ video_url: video.url }),
+      remoteAddress: '127.0.0.11',
+    });
+    expect(toolTexts(sameAddress)).toEqual([RETRY]);
     expect(RETRY).toContain('retry');
-    const sameSubject = await server.inject({ ...callFor(video.url, subject), remoteAddress: '127.0.0.12' });
-    expect(textOf(sameSubject)).toEqual([RETRY]);
+    const sameSubject = await server.inject({
+      ...mcpToolCall({ video_url: video.url }, subject),
+      remoteAddress: '127.0.0.12',
+    });
+    expect(toolTexts(sameSubject)).toEqual([RETRY]);
     expect(apps.runs).toHaveLength(1);
     // Another address with another subject, and a paying key from the same address, are let in.
     const other = server.inject({
-      ...callFor(video.url, { 'openai/subject': `s-${randomUUID()}` }),
+      ...mcpToolCall({ video_url: video.url }, { 'openai/subject': `s-${randomUUID()}` }),
       remoteAddress: '127.0.0.13',
     });
     const paying = await account('purchased');
-    const keyed = callFor(video.url);
+    const keyed = mcpToolCall({ video_url: video.url });
     const withKey = server.inject({
       ...keyed,
       headers: { ...keyed.headers, authorization: `Bearer ${paying.key}` },
@@ -207,36 +216,15 @@ describe('a remote fetch has its whole deadline on the body (DESIGN §5a)', { ti
         .execute();
       return rows.reduce((sum, row) => sum + row.jobs, 0);
     };
-    const refused = await server.inject({ ...callFor(missing.url), remoteAddress: '127.0.0.21' });
-    expect(textOf(refused)).toEqual(['could not fetch the video: the server answered 404']);
+    const refused = await server.inject({
+      ...mcpToolCall({ video_url: missing.url }),
+      remoteAddress: '127.0.0.21',
+    });
+    expect(toolTexts(refused)).toEqual(['could not fetch the video: the server answered 404']);
     expect(await used('127.0.0.21')).toBe(0);
-    const cut = await server.inject({ ...callFor(slow.url), remoteAddress: '127.0.0.22' });
-    expect(textOf(cut)).toEqual(['could not fetch the video: the download took too long']);
+    const cut = await server.inject({ ...mcpToolCall({ video_url: slow.url }), remoteAddress: '127.0.0.22' });
+    expect(toolTexts(cut)).toEqual(['could not fetch the video: the download took too long']);
     expect(await used('127.0.0.22')).toBe(1);
     expect(apps.runs).toEqual([]);
   });
 });
-
-/** A `tools/call` of the remote tool, anonymous unless the test adds a key. */
-function callFor(video_url: string, meta?: Record<string, unknown>) {
-  return {
-    method: 'POST' as const,
-    url: '/mcp',
-    headers: {
-      host: '127.0.0.1:9',
-      accept: 'application/json, text/event-stream',
-      'content-type': 'application/json',
-    },
-    payload: {
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'tools/call',
-      params: { name: 'vidsheet_video', arguments: { video_url }, ...(meta ? { _meta: meta } : {}) },
-    },
-  };
-}
-
-/** The text blocks of a tool result. */
-function textOf(res: { json(): unknown }) {
-  return (res.json() as { result: { content: Array<{ text: string }> } }).result.content.map((c) => c.text);
-}

@@ -156,9 +156,10 @@ describe('sheet expiry', () => {
 });
 
 describe('stopping', () => {
-  it('SIGTERM lets the running job finish, answers it, and exits 0', async () => {
+  /** A server (fallback engine) with a 4x4 job on a 200 s clip charged and running. */
+  async function midJob(email: string) {
     const server = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
-    const { key } = await newAccount(server, 200, 'stop@example.com');
+    const { key } = await newAccount(server, 200, email);
     const clip = await plainClip(200);
     const job = postJob(
       server,
@@ -166,6 +167,11 @@ describe('stopping', () => {
       videoForm({ bytes: readFileSync(clip), filename: 'mid.mp4' }, { density: '4x4' }),
     );
     await server.waitForLog(isCharged(), 60_000);
+    return { server, job };
+  }
+
+  it('SIGTERM lets the running job finish, answers it, and exits 0', async () => {
+    const { server, job } = await midJob('stop@example.com');
     const exit = server.stop();
     const response = await job;
     expect(response.status).toBe(200);
@@ -176,16 +182,8 @@ describe('stopping', () => {
   });
 
   it('SIGTERM closes at once the connections only sending a body, the job still finishes, exit 0', async () => {
-    const server = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
-    const { key } = await newAccount(server, 200, 'stop-slow@example.com');
+    const { server, job } = await midJob('stop-slow@example.com');
     const uploader = await newAccount(server, 200);
-    const clip = await plainClip(200);
-    const job = postJob(
-      server,
-      key,
-      videoForm({ bytes: readFileSync(clip), filename: 'mid.mp4' }, { density: '4x4' }),
-    );
-    await server.waitForLog(isCharged(), 60_000);
     // Bodies that keep coming a byte at a time, on the routes the review held open (DESIGN §5a), and
     // an upload: each far from its deadline (30 s, VIDSHEET_UPLOAD_TIMEOUT_S) when the stop comes.
     const { port } = new URL(server.url);

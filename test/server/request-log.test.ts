@@ -5,7 +5,7 @@
  * and the MCP SDK's unknown-tool message.
  */
 import { describe, expect, it } from 'vitest';
-import { multipartUpload, useApps } from '../helpers/app.js';
+import { mcpToolCall, multipartUpload, useApps } from '../helpers/app.js';
 
 const apps = useApps();
 /** 65 of one character in a row: more of an input than any line may quote. */
@@ -71,21 +71,7 @@ describe('no input whole in a log line or an answer (DESIGN §5a)', () => {
   it('a call of an unknown tool is answered with its name quoted by 64 characters', async () => {
     const lines: string[] = [];
     const server = await apps.app({ log: lines });
-    const res = await server.inject({
-      method: 'POST',
-      url: '/mcp',
-      headers: {
-        host: '127.0.0.1:9',
-        accept: 'application/json, text/event-stream',
-        'content-type': 'application/json',
-      },
-      payload: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 't'.repeat(3000), arguments: {} },
-      },
-    });
+    const res = await server.inject(mcpToolCall({}, undefined, 't'.repeat(3000)));
     expect(res.statusCode).toBe(200);
     expect(res.body).toContain(`${'t'.repeat(64)}…`);
     expect(res.body).not.toContain(tooMuch('t'));
