@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * What the fallback pays to find H.264 field pairs (src/engine/ffmpeg/packets.ts
+ * What the fallback pays to find H.264 field pairs (src/engine/ffmpeg/listing.ts
  * `markSecondFields`): on interlaced H.264 whose SPS allows field pictures, every listed packet's
  * first slice header is read in place. Measured on a 10-minute 576i MPEG-TS (x264 MBAFF, one
  * packet per frame, as broadcast usually is), alternated run by run:
@@ -13,7 +13,7 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { listAllPackets } from '../dist/engine/ffmpeg/packets.js';
-import { probeFile, videoDetails } from '../dist/engine/ffprobe.js';
+import { probeFile, videoDetails } from '../dist/engine/ffmpeg/probe.js';
 import { synthesise, x264 } from './clip.mjs';
 
 const argv = process.argv.slice(2);

@@ -32,6 +32,7 @@ export const CATALOG = {
   too_long: { status: 422, extras: ['max_s'] },
   busy: { status: 429 },
   too_many_videos: { status: 409, extras: ['max_videos'] },
+  video_quota: { status: 409, extras: ['max_mb'] },
   processing_failed: { status: 500, extras: ['refunded'] },
   // Remote tool endpoint, at the HTTP level (spec: "Errors → Remote tool endpoint"; bodies not shown).
   forbidden: { status: 403 },
@@ -192,6 +193,9 @@ export const hostedErrors = {
   /** DESIGN §9: one kept video more than `VIDSHEET_MAX_VIDEOS` allows. */
   tooManyVideos: (maxVideos: number) =>
     new VidsheetError('too_many_videos', `at most ${maxVideos} kept videos`, { max_videos: maxVideos }),
+  /** DESIGN §5a "Kept videos cost storage": one more would take the account past its kept bytes. */
+  videoQuota: (maxMb: number) =>
+    new VidsheetError('video_quota', `kept videos would total more than ${maxMb} MB`, { max_mb: maxMb }),
   tooLong: (maxS: number) =>
     new VidsheetError('too_long', `the video is longer than ${maxS} s`, { max_s: maxS }),
   busy: () =>

@@ -55,3 +55,29 @@ export function normalizeMailbox(input: string): string | undefined {
   }
   return address.toLowerCase();
 }
+
+/** DESIGN §5a "An account is a mailbox": the domains whose local parts ignore dots. */
+const DOTLESS_DOMAINS = new Set(['gmail.com', 'googlemail.com']);
+
+/**
+ * The mailbox an address delivers to (DESIGN §5a "An account is a mailbox"), or undefined when it is
+ * not one mailbox under {@link normalizeMailbox}. Spellings that differ only by a `+tag` in the local
+ * part (`a+x@example.com` is `a@example.com`), and, at gmail.com and googlemail.com, by dots in the
+ * local part (`a.b@gmail.com` is `ab@gmail.com`), are one mailbox, so one account, one daily allowance
+ * and one set of free-actor and sign-in limits. Nothing more is merged: googlemail.com stays its own
+ * domain (DESIGN names the two domains for dots only), and other providers' separators (`-`) are not
+ * tags. A local part that starts with `+` has no mailbox name before its tag and is kept whole.
+ *
+ * This is a key for counting and lookup only: mail still goes to the address as typed.
+ */
+export function mailboxKey(input: string): string | undefined {
+  const address = normalizeMailbox(input);
+  if (address === undefined) return undefined;
+  const at = address.lastIndexOf('@');
+  const domain = address.slice(at + 1);
+  let local = address.slice(0, at);
+  const plus = local.indexOf('+');
+  if (plus > 0) local = local.slice(0, plus);
+  if (DOTLESS_DOMAINS.has(domain)) local = local.replaceAll('.', '') || local;
+  return `${local}@${domain}`;
+}

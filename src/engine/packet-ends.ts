@@ -2,7 +2,7 @@
  * Where a stream's data really ends, from the packets one read hands out (DESIGN §2: the latest
  * presentation end of a complete packet present in the file). The rule and its vectors:
  * fixtures/vectors/readable-end.json (the native engine's is crates/vidsheet-core/src/extent.rs
- * `PacketEnds`); ffprobe.ts decides where the read starts and turns the ends into seconds.
+ * `PacketEnds`); ffmpeg/extent.ts decides where the read starts and turns the ends into seconds.
  */
 
 /** What the rule needs of a stream (its time-base units). */
@@ -29,14 +29,7 @@ export interface PacketFacts {
   discard: boolean;
 }
 
-/**
- * Per stream, the latest pts + duration of a complete, presented packet: not corrupt, not to be
- * discarded and, where its position is known, wholly inside the file (others are passed over). A
- * packet without timestamps starts where the previous one of its stream ended; one without a
- * duration lasts as long as the last one of its stream counted for, else a frame, else nothing;
- * one lasting over four of its stream's usual frame steps (a frame when known, else what the last
- * one counted for) counts as one step.
- */
+/** Per stream, the latest pts + duration of a complete, presented packet (readable-end.json). */
 export class PacketEnds<K> {
   /** Per stream, the duration its last counted packet was given (above 0). */
   private readonly lastDuration = new Map<K, bigint>();

@@ -73,6 +73,8 @@ export interface ServerConfig {
   videoTtlS: number;
   maxVideos: number;
   videoCacheMb: number;
+  /** The most bytes an account's kept videos may total, in MB (DESIGN §5a "Kept videos cost storage"). */
+  videoQuotaMb: number;
 }
 
 export class ConfigError extends Error {
@@ -182,6 +184,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     videoTtlS: integer('VIDSHEET_VIDEO_TTL_S', 21600, 1),
     maxVideos: integer('VIDSHEET_MAX_VIDEOS', 5, 1),
     videoCacheMb: integer('VIDSHEET_VIDEO_CACHE_MB', 2048, 0),
+    videoQuotaMb: integer('VIDSHEET_VIDEO_QUOTA_MB', 1024, 1, 1_000_000),
   };
   // Whether it was set, valid or not: a bad URL is its own problem, not also a missing pair.
   const smtpOnly = Boolean(text('VIDSHEET_SMTP_URL')) !== Boolean(config.mailFrom);

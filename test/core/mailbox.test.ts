@@ -6,7 +6,7 @@
  */
 import addressparser from 'nodemailer/lib/addressparser';
 import { describe, expect, it } from 'vitest';
-import { MAX_MAILBOX_LENGTH, normalizeMailbox } from '../../src/core/mailbox.js';
+import { MAX_MAILBOX_LENGTH, mailboxKey, normalizeMailbox } from '../../src/core/mailbox.js';
 import { normalizeEmail } from '../../src/server/billing/ledger.js';
 import { isValidEmail } from '../../src/server/keys/sign-in.js';
 
@@ -119,5 +119,58 @@ describe('the mailbox rule', () => {
       ' victim@EXAMPLE.COM ',
     ];
     expect(new Set(spellings.map(normalizeMailbox))).toEqual(new Set(['victim@example.com']));
+  });
+});
+
+/** [spellings that are one mailbox, that mailbox] (DESIGN §5a "An account is a mailbox"). */
+const ONE_MAILBOX: [string[], string][] = [
+  [
+    ['a@example.com', 'a+x@example.com', 'A+X@Example.COM', 'a+@example.com', 'a+x+y@example.com'],
+    'a@example.com',
+  ],
+  [['first.last@example.com', 'first.last+news@example.com'], 'first.last@example.com'],
+  [['ab@gmail.com', 'a.b@gmail.com', 'A.B+tag@GMail.com', 'a.b.+x@gmail.com'], 'ab@gmail.com'],
+  [
+    ['jane.doe@googlemail.com', 'janedoe+x@googlemail.com', 'j.a.n.e.d.o.e@googlemail.com'],
+    'janedoe@googlemail.com',
+  ],
+  [['+tag@example.com'], '+tag@example.com'],
+];
+
+/** Pairs that stay two mailboxes: each spelling is its own. */
+const DISTINCT: [string, string][] = [
+  // Dots count everywhere but at gmail.com and googlemail.com.
+  ['a.b@example.com', 'ab@example.com'],
+  ['a.b@mail.gmail.com', 'ab@mail.gmail.com'],
+  // googlemail.com is not merged into gmail.com: DESIGN names both for dots only.
+  ['ab@gmail.com', 'ab@googlemail.com'],
+  // Only `+` is a tag separator.
+  ['a-x@example.com', 'a@example.com'],
+  ['a@example.com', 'a@example.org'],
+  ['+x@example.com', '+y@example.com'],
+];
+
+describe('the mailbox key: one account per mailbox', () => {
+  it.each(ONE_MAILBOX)('%j are all %j', (spellings, mailbox) => {
+    for (const spelling of spellings) expect(mailboxKey(spelling), spelling).toBe(mailbox);
+  });
+
+  it.each(DISTINCT)('%j and %j are two mailboxes', (a, b) => {
+    expect(mailboxKey(a)).toBeDefined();
+    expect(mailboxKey(a)).not.toBe(mailboxKey(b));
+  });
+
+  it.each(REFUSED.map((input) => [input]))('has no mailbox for %j', (input) => {
+    expect(mailboxKey(input)).toBeUndefined();
+  });
+
+  it('a mailbox key is itself an address with the same key (stable under a second pass)', () => {
+    for (const [spellings] of ONE_MAILBOX) {
+      for (const spelling of spellings) {
+        const key = mailboxKey(spelling) as string;
+        expect(normalizeMailbox(key)).toBe(key);
+        expect(mailboxKey(key)).toBe(key);
+      }
+    }
   });
 });

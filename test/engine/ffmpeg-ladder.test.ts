@@ -6,7 +6,7 @@
  *   field's time was taken for a frame, whose picture never came out ("frames missing");
  * - every H.264 transport stream: the bisecting seek lands in the GOP before the IDR entry and the
  *   decoder logs "Frame num gap" there, which counted as invented reference pictures.
- * Counted by the extraction's debug counter (extract.ts `extractionStats`), over a whole job in
+ * Counted by the extraction's debug counter (decode.ts `extractionStats`), over a whole job in
  * this process. That the frames shown stay exact is judged on the same fixtures against a
  * sequential decode (truth-two.test.ts: PAFF MP4 and TS; frame-exact.test.ts: the H.264 TS), and
  * here, for the transport streams, against the frame index the pixels carry.
@@ -15,10 +15,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { extractionStats } from '../../src/engine/ffmpeg/extract.js';
+import { extractionStats } from '../../src/engine/ffmpeg/decode.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
 import { runJob } from '../../src/job.js';
 import {
   fieldPicturesMp4,

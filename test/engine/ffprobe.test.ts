@@ -7,14 +7,9 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { chooseVideoStream } from '../../src/core/probe.js';
 import { pictureHints } from '../../src/engine/ffmpeg/nal.js';
-import {
-  frameAt,
-  listAllPackets,
-  listHintPackets,
-  listPacketsNear,
-  seconds,
-} from '../../src/engine/ffmpeg/packets.js';
-import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
+import { listHintPackets } from '../../src/engine/ffmpeg/packet-log.js';
+import { frameAt, listAllPackets, listPacketsNear, seconds } from '../../src/engine/ffmpeg/packets.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import {
   COVER_ART,
   coverArtClip,

@@ -8,10 +8,11 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { troubleWatch } from '../../src/engine/ffmpeg/extract.js';
+import { troubleWatch } from '../../src/engine/ffmpeg/decode-log.js';
 import { type SliceInfo, secondFields, sliceInfo } from '../../src/engine/ffmpeg/h264.js';
 import { blockHeader, mapFirstSlices, programAccessUnit } from '../../src/engine/ffmpeg/leading-bytes.js';
-import { probeFile, type VideoDetails, videoDetails } from '../../src/engine/ffprobe.js';
+import type { VideoDetails } from '../../src/engine/ffmpeg/media.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { indexClip, paffMkv, paffMkvStripped, paffMp4, paffPs, paffTs } from '../helpers/fixtures.js';
 
 const execFileP = promisify(execFile);

@@ -11,7 +11,7 @@ import { type SliceInfo, secondFields } from '../../src/engine/ffmpeg/h264.js';
 import { mapPackets } from '../../src/engine/ffmpeg/leading-bytes.js';
 import { mpeg2Picture } from '../../src/engine/ffmpeg/mpeg2.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
-import { probeFile, videoDetails } from '../../src/engine/ffprobe.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { cached, FIELD_MP4, fieldPicturesMp4, run, withTemp } from '../helpers/fixtures.js';
 
 const execFileP = promisify(execFile);

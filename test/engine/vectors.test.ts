@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { type EntryDecode, provesEntry } from '../../src/core/open-gop.js';
 import { PeakBinner } from '../../src/engine/ffmpeg/audio.js';
-import { type LogSource, logLine, readLogLine } from '../../src/engine/ffmpeg/extract.js';
+import { type LogSource, logLine, readLogLine } from '../../src/engine/ffmpeg/decode-log.js';
 import {
   extradataSps,
   pairField,

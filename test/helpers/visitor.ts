@@ -24,7 +24,8 @@ export interface Visitor {
   setCookie(name: string, value: string | undefined): void;
 }
 
-export function visitor(): Visitor {
+/** `headers` go with every request (e.g. `X-Forwarded-For`, to be another client behind a proxy). */
+export function visitor(headers: Record<string, string> = {}): Visitor {
   const jar = new Map<string, string>();
   const remember = (res: Response): string[] => {
     const lines = res.headers.getSetCookie();
@@ -38,7 +39,7 @@ export function visitor(): Visitor {
   const cookie = () => [...jar].map(([n, v]) => `${n}=${v}`).join('; ');
   return {
     async get(base, path = '/keys') {
-      const res = await fetch(`${base}${path}`, { headers: { cookie: cookie() } });
+      const res = await fetch(`${base}${path}`, { headers: { ...headers, cookie: cookie() } });
       const setCookies = remember(res);
       const html = await res.text();
       const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? '';
@@ -47,7 +48,7 @@ export function visitor(): Visitor {
     async post(base, path, fields) {
       const res = await fetch(`${base}${path}`, {
         method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
+        headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded', cookie: cookie() },
         body: new URLSearchParams(fields).toString(),
         redirect: 'manual',
       });

@@ -71,6 +71,20 @@ describe('create-key and revoke-key', () => {
     expect((await ledger.accounts.accountForKey(second.stdout.trim()))?.id).toBe(account?.id);
   });
 
+  it('create-key with any spelling of a mailbox mints keys of its one account (DESIGN §5a)', async () => {
+    const spellings = ['ops.team+ci@gmail.com', 'opsteam@gmail.com', 'O.P.S.Team+laptop@GMAIL.com'];
+    const ids = [];
+    for (const email of spellings) {
+      const result = await admin('create-key', '--email', email);
+      expect(result, email).toMatchObject({ code: 0, stderr: '' });
+      ids.push((await ledger.accounts.accountForKey(result.stdout.trim()))?.id);
+    }
+    expect(new Set(ids).size).toBe(1);
+    const shown = JSON.parse((await admin('show', '--email', 'opsteam+x@gmail.com')).stdout);
+    expect(shown).toMatchObject({ email: 'ops.team+ci@gmail.com' });
+    expect(shown.keys).toHaveLength(3);
+  });
+
   it('revoke-key makes the key invalid at once and says so; a second revoke is an error', async () => {
     const key = (await admin('create-key', '--email', 'revoke@example.com')).stdout.trim();
     const result = await admin('revoke-key', '--key', key);

@@ -6,45 +6,150 @@
  */
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import net, { type AddressInfo, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { beforeAll, describe, expect, it } from 'vitest';
+import type { Kysely } from 'kysely';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type AppParts, buildApp } from '../../src/server/app.js';
+import { AnonymousLane } from '../../src/server/billing/anonymous-lane.js';
+import { Ledger } from '../../src/server/billing/ledger.js';
+import { Payments } from '../../src/server/billing/payments.js';
+import { loadConfig } from '../../src/server/config.js';
+import { openDatabase } from '../../src/server/db/open.js';
+import type { Database } from '../../src/server/db/schema.js';
 import { Admission } from '../../src/server/hosted/admission.js';
+import { FreeActors } from '../../src/server/hosted/free-actors.js';
+import type { HostedJobRequest, HostedJobs } from '../../src/server/hosted/jobs.js';
+import { Transfers } from '../../src/server/hosted/transfers.js';
+import { createMailer } from '../../src/server/keys/mail.js';
+import { Sessions } from '../../src/server/keys/sessions.js';
+import { SignIn } from '../../src/server/keys/sign-in.js';
+import { VideoCache } from '../../src/server/sessions/cache.js';
 import { VideoRegistry } from '../../src/server/sessions/registry.js';
+import { LocalSheetStorage } from '../../src/server/storage/local.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
-import {
-  APP_BASE,
-  APP_VERSION,
-  bodyOf,
-  mcpToolCall,
-  multipartUpload as upload,
-  useApps,
-} from '../helpers/app.js';
+import { bodyOf, mcpToolCall, multipartUpload as upload } from '../helpers/app.js';
 import { slowUpload } from '../helpers/slow-client.js';
 import { waitFor } from '../helpers/wait.js';
 
-const VERSION = APP_VERSION;
-const BASE = APP_BASE;
+const BASE = 'http://127.0.0.1:9';
+const VERSION = '9.9.9-test';
 const INVALID_KEY = '{"error":"invalid_key"}';
 const NOT_FOUND = '{"error":"not_found"}';
 /** What a failing engine might say: none of it may reach a client. */
 const INTERNAL = 'ffmpeg exited 1 reading /srv/vidsheet/data/work/abc/upload.mp4: moov atom not found';
 
-const apps = useApps();
-const { app, rawClient, runs } = apps;
+const silent = { info() {}, warn() {}, error() {} };
+let dir: string;
+let db: Kysely<Database>;
+let ledger: Ledger;
 let key: string;
 let revokedKey: string;
 let accountId: number;
 
 beforeAll(async () => {
-  const account = await apps.ledger.accounts.findOrCreateAccount('app@example.com');
+  dir = mkdtempSync(join(tmpdir(), 'vidsheet-app-'));
+  mkdirSync(join(dir, 'sheets'));
+  db = await openDatabase({ dataDir: dir });
+  ledger = new Ledger(db, { allowanceFloor: 7 });
+  const account = await ledger.accounts.findOrCreateAccount('app@example.com');
   accountId = account.id;
-  key = (await apps.ledger.accounts.createKey(account.id)).key;
-  revokedKey = (await apps.ledger.accounts.createKey(account.id)).key;
-  expect(await apps.ledger.accounts.revokeKey(revokedKey)).toBe(true);
+  key = (await ledger.accounts.createKey(account.id)).key;
+  revokedKey = (await ledger.accounts.createKey(account.id)).key;
+  expect(await ledger.accounts.revokeKey(revokedKey)).toBe(true);
 });
+afterAll(async () => {
+  await db.destroy();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Every hosted job this file asked for, and what the fake answers. */
+const runs: HostedJobRequest[] = [];
+let runJob: (request: HostedJobRequest) => ReturnType<HostedJobs['run']> = () => {
+  throw new Error('no job expected');
+};
+const apps: FastifyInstance[] = [];
+/** Raw loopback clients a test opened (`rawClient`): gone before the apps close. */
+const rawSockets: Socket[] = [];
+afterEach(async () => {
+  for (const socket of rawSockets.splice(0)) socket.destroy();
+  for (const app of apps.splice(0)) await app.close();
+  runs.length = 0;
+});
+
+/** The app over the shared database; `log` collects its log lines when given. */
+async function app(
+  options: {
+    admission?: Admission;
+    checkDatabase?: () => Promise<void>;
+    storage?: SheetStorage;
+    log?: string[];
+    /** DESIGN §5a's 30 s body deadline, shortened. */
+    bodyDeadlineMs?: number;
+    /** More variables (DESIGN §7). */
+    env?: Record<string, string>;
+  } = {},
+) {
+  const config = loadConfig({ VIDSHEET_BASE_URL: BASE, VIDSHEET_DATA_DIR: dir, ...options.env });
+  const clock = () => new Date();
+  const parts: AppParts = {
+    config,
+    version: VERSION,
+    clock,
+    checkDatabase: options.checkDatabase ?? (async () => {}),
+    ledger,
+    storage: options.storage ?? new LocalSheetStorage(join(dir, 'sheets')),
+    hosted: {
+      admission: options.admission ?? new Admission(2),
+      transfers: new Transfers(8, 2),
+      freeActors: new FreeActors((id) => ledger.credits.livesOnAllowance(id)),
+      jobs: {
+        run: (request) => {
+          runs.push(request);
+          return runJob(request);
+        },
+        probe: () => {
+          throw new Error('no probe expected');
+        },
+      },
+    },
+    sessions: (() => {
+      const sheets = options.storage ?? new LocalSheetStorage(join(dir, 'sheets'));
+      const store = sheets.under?.('videos') ?? new LocalSheetStorage(join(dir, 'sheets', 'videos'));
+      return {
+        registry: new VideoRegistry(db, clock),
+        store,
+        cache: new VideoCache(join(dir, 'video-cache'), 1024 * 1024, store),
+      };
+    })(),
+    anonymous: new AnonymousLane(db, { daily: 3, perAddress: 30, ceiling: 100, clock }),
+    keysPage: {
+      sessions: new Sessions(db, { clock }),
+      signIn: new SignIn({ db, ledger, mailer: createMailer(config, silent), clock, log: silent }),
+      payments: new Payments({ config, db, ledger, clock, log: silent }),
+    },
+  };
+  const lines = options.log;
+  const loggerInstance = lines
+    ? pino(
+        { level: 'info' },
+        new Writable({
+          write(chunk, _encoding, done) {
+            lines.push(String(chunk));
+            done();
+          },
+        }),
+      )
+    : undefined;
+  const built = await buildApp(parts, { loggerInstance, bodyDeadlineMs: options.bodyDeadlineMs });
+  apps.push(built);
+  return built;
+}
 
 describe('the auth plugin', () => {
   const refused: Array<[string, () => string | undefined]> = [
@@ -123,7 +228,7 @@ describe('the auth plugin', () => {
   });
 
   it('a live key (any case of "bearer", spaces around) reaches the job as its account', async () => {
-    apps.runJob = async () => {
+    runJob = async () => {
       throw new Error('stop here');
     };
     const server = await app();
@@ -205,7 +310,7 @@ describe('the answers every route shares', () => {
   }
 
   it('a failure inside a job is 500 {"error":"processing_failed","refunded":true}; the detail only in the log', async () => {
-    apps.runJob = async () => {
+    runJob = async () => {
       throw new Error(INTERNAL);
     };
     await expectOpaque500((server) =>
@@ -218,13 +323,13 @@ describe('the answers every route shares', () => {
     );
     // The video of a failed job is gone before the answer leaves.
     expect(runs).toHaveLength(1);
-    expect(readdirSync(join(apps.dir, 'work'))).toEqual([]);
+    expect(readdirSync(join(dir, 'work'))).toEqual([]);
   });
 
   it('a route with no 500 in its schema leaks nothing either (the error handler, not the serializer)', async () => {
     const jobId = 'B'.repeat(22);
-    await apps.ledger.credits.grant(accountId, 1);
-    const charged = await apps.ledger.credits.charge({
+    await ledger.credits.grant(accountId, 1);
+    const charged = await ledger.credits.charge({
       accountId,
       jobId,
       price: 1,
@@ -234,7 +339,7 @@ describe('the answers every route shares', () => {
       ttlSeconds: 3600,
     });
     expect(charged.ok).toBe(true);
-    await apps.ledger.jobs.finishJob(jobId);
+    await ledger.jobs.finishJob(jobId);
     const broken: SheetStorage = {
       put: async () => {},
       remove: async () => {},
@@ -316,6 +421,20 @@ describe('the answers every route shares', () => {
   });
 });
 
+/** A raw loopback connection: what the server sends, and when it closes. */
+async function rawClient(server: FastifyInstance) {
+  if (!server.server.listening) await server.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = server.server.address() as AddressInfo;
+  const socket = net.connect(port, '127.0.0.1');
+  rawSockets.push(socket);
+  await once(socket, 'connect');
+  let received = '';
+  socket.on('data', (chunk) => (received += chunk));
+  socket.on('error', () => {});
+  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+  return { socket, received: () => received, closed };
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** DESIGN §5a's answers, written out as DESIGN words them. */
@@ -386,7 +505,7 @@ describe('every body has a deadline (DESIGN §5a)', () => {
       upload.destroy();
     }
     expect(runs).toEqual([]);
-    await waitFor(() => readdirSync(join(apps.dir, 'work')).length === 0, 'the partial upload deleted');
+    await waitFor(() => readdirSync(join(dir, 'work')).length === 0, 'the partial upload deleted');
   });
 
   it('a stop closes at once the connections only receiving a body, and waits for nothing else', async () => {
@@ -444,20 +563,18 @@ describe("Node's and Fastify's own refusals have the catalog's shape (DESIGN §5
 describe('small inputs stay small (DESIGN §5a)', () => {
   /** An account with a kept video (a row only: no test here gets as far as opening it). */
   async function keptVideo(balance?: number) {
-    const account = await apps.ledger.accounts.findOrCreateAccount(`small-${randomUUID()}@example.com`);
-    const owner = (await apps.ledger.accounts.createKey(account.id)).key;
+    const account = await ledger.accounts.findOrCreateAccount(`small-${randomUUID()}@example.com`);
+    const owner = (await ledger.accounts.createKey(account.id)).key;
     if (balance !== undefined) {
-      await apps.db
-        .updateTable('accounts')
-        .set({ balance, purchased: 1 })
-        .where('id', '=', account.id)
-        .execute();
+      await db.updateTable('accounts').set({ balance, purchased: 1 }).where('id', '=', account.id).execute();
     }
     const videoId = randomUUID().replaceAll('-', '').slice(0, 22);
-    const registry = new VideoRegistry(apps.db, () => new Date());
+    const registry = new VideoRegistry(db, () => new Date());
     const probe = { durationMs: 10_000 };
     const fields = { videoId, accountId: account.id, input: 'clip.mp4', fileName: 'upload.mp4', bytes: 10 };
-    expect(await registry.add({ ...fields, durationMs: 10_000, probe }, 3600, 5)).toBeDefined();
+    expect(
+      await registry.add({ ...fields, durationMs: 10_000, probe }, 3600, { maxVideos: 5, maxBytes: 1 << 30 }),
+    ).toHaveProperty('expiresAt');
     return { owner, videoId, accountId: account.id };
   }
   const zoom = (videoId: string, owner: string, payload: unknown, contentType = 'application/json') => ({
@@ -499,7 +616,7 @@ describe('small inputs stay small (DESIGN §5a)', () => {
   });
 
   it('the hosted form ignores start and end, however long', async () => {
-    apps.runJob = async () => {
+    runJob = async () => {
       throw new Error('stop here');
     };
     const server = await app();
@@ -523,7 +640,7 @@ describe('small inputs stay small (DESIGN §5a)', () => {
     ['text', '{"density":"4x4"}', 'text/plain'],
   ])('a zoom sent as %s is 415 and not charged', async (_name, payload, contentType) => {
     const { owner, videoId, accountId: owned } = await keptVideo();
-    const books = () => apps.db.selectFrom('ledger').selectAll().where('account_id', '=', owned).execute();
+    const books = () => db.selectFrom('ledger').selectAll().where('account_id', '=', owned).execute();
     const before = await books();
     const server = await app();
     const res = await server.inject(zoom(videoId, owner, payload, contentType));

@@ -1,6 +1,6 @@
 /**
  * DESIGN §5a "after an early answer (401, 402, 413, 429) the server drains at most 10 s of body, then
- * closes", with raw sockets to a real listener on 127.0.0.1 (accounts set up through the ledger): a
+ * closes", with raw sockets to a real listener on 127.0.0.1 (accounts made through the ledger, SQLite): a
  * client still sending its body reads its whole answer, and the connection is closed once the body
  * has arrived.
  */
@@ -9,21 +9,15 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { Admission } from '../../src/server/hosted/admission.js';
-import { bodyOf, useApps } from '../helpers/app.js';
+import { bodyOf, type InProcessApp, inProcessApps } from '../helpers/app.js';
 
-const apps = useApps();
+const apps = inProcessApps('sqlite');
 const BUSY = '{"error":"busy"}';
 
-/** A new account with a key: `paying` bought credits, `broke` cannot pay the cheapest job. */
-async function account(how: 'paying' | 'broke') {
-  const { ledger, db } = apps;
-  const created = await ledger.accounts.findOrCreateAccount(`t-${randomUUID()}@example.com`);
-  const key = (await ledger.accounts.createKey(created.id)).key;
-  if (how === 'paying') await ledger.credits.purchase(created.id, 30, `cs_${randomUUID()}`);
-  if (how === 'broke') {
-    await db.updateTable('accounts').set({ balance: 0, purchased: 1 }).where('id', '=', created.id).execute();
-  }
-  return { id: created.id, key };
+/** A key: `paying` bought credits, `free` lives on the allowance (with floor 0 it cannot pay). */
+async function keyOf(app: InProcessApp, how: 'paying' | 'free') {
+  const email = `t-${randomUUID()}@example.com`;
+  return (await app.account(email, how === 'paying' ? { purchase: 30 } : {})).key;
 }
 
 describe('early answers are not lost (DESIGN §5a: a lingering close)', () => {
@@ -33,8 +27,8 @@ describe('early answers are not lost (DESIGN §5a: a lingering close)', () => {
    * Were the connection closed under it, its next write would meet the reset (EPIPE) and the socket
    * would go with the answer still unread in it.
    */
-  async function sendThenRead(headers: string, server: Awaited<ReturnType<typeof apps.app>>) {
-    const client = await apps.rawClient(server);
+  async function sendThenRead(headers: string, app: InProcessApp) {
+    const client = await app.connect();
     client.socket.pause();
     client.socket.write(
       `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:9\r\n${headers}` +
@@ -53,19 +47,23 @@ describe('early answers are not lost (DESIGN §5a: a lingering close)', () => {
   it.each([
     [
       '401',
-      async (): Promise<string> =>
+      async (_app: InProcessApp): Promise<string> =>
         'Authorization: Bearer vs_live_0000000000000000000000000000000000000000\r\n',
       {},
     ],
-    ['402', async (): Promise<string> => `Authorization: Bearer ${(await account('broke')).key}\r\n`, {}],
+    [
+      '402',
+      async (app: InProcessApp): Promise<string> => `Authorization: Bearer ${await keyOf(app, 'free')}\r\n`,
+      { floor: '0' },
+    ],
     [
       '413',
-      async (): Promise<string> => `Authorization: Bearer ${(await account('paying')).key}\r\n`,
+      async (app: InProcessApp): Promise<string> => `Authorization: Bearer ${await keyOf(app, 'paying')}\r\n`,
       { max: '1' },
     ],
     [
       '429',
-      async (): Promise<string> => `Authorization: Bearer ${(await account('paying')).key}\r\n`,
+      async (app: InProcessApp): Promise<string> => `Authorization: Bearer ${await keyOf(app, 'paying')}\r\n`,
       { full: true },
     ],
   ] as const)(
@@ -73,11 +71,14 @@ describe('early answers are not lost (DESIGN §5a: a lingering close)', () => {
     async (status, headers, how) => {
       const admission = new Admission(1);
       const place = 'full' in how ? admission.tryEnter() : undefined;
-      const server = await apps.app({
+      const app = await apps.build({
         admission,
-        env: 'max' in how ? { VIDSHEET_MAX_UPLOAD_MB: how.max } : {},
+        env: {
+          ...('max' in how ? { VIDSHEET_MAX_UPLOAD_MB: how.max } : {}),
+          ...('floor' in how ? { VIDSHEET_ALLOWANCE_FLOOR: how.floor } : {}),
+        },
       });
-      const received = await sendThenRead(await headers(), server);
+      const received = await sendThenRead(await headers(app), app);
       place?.();
       expect(received).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
       expect(received).toMatch(/\r\nconnection: close\r\n/i);
@@ -92,8 +93,7 @@ describe('early answers are not lost (DESIGN §5a: a lingering close)', () => {
   );
 
   it('a lingering connection closes as soon as the body has arrived, the answer read whole', async () => {
-    const server = await apps.app();
-    const client = await apps.rawClient(server);
+    const client = await (await apps.build()).connect();
     client.socket.write(
       'POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:9\r\nTransfer-Encoding: chunked\r\n' +
         'Content-Type: multipart/form-data; boundary=b\r\n\r\n',

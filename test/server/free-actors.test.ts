@@ -1,5 +1,5 @@
 /**
- * DESIGN §5a "One at a time for free actors", in process (`inject`, accounts set up through the
+ * DESIGN §5a "One at a time for free actors", in process (`inject`, SQLite, accounts made through the
  * ledger, a fake hosted job that runs until the test lets it end):
  * - an account that lives on the allowance (never a purchase, never an operator grant) has at most
  *   one job waiting or running: another upload or zoom is `429 busy` at once;
@@ -19,38 +19,45 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hostedErrors } from '../../src/core/errors.js';
 import { Admission } from '../../src/server/hosted/admission.js';
+import type { HostedJobRequest, HostedJobs } from '../../src/server/hosted/jobs.js';
 import { downloadVideo, FetchError } from '../../src/server/remote/fetch/download.js';
-import { mcpToolCall, multipartUpload, toolTexts, useApps } from '../helpers/app.js';
+import {
+  type BuildOptions,
+  type InProcessApp,
+  inProcessApps,
+  mcpToolCall,
+  multipartUpload,
+  toolTexts,
+} from '../helpers/app.js';
 
-const apps = useApps();
+const apps = inProcessApps('sqlite');
 const BUSY = '{"error":"busy"}';
 const RETRY = hostedErrors.busy().message;
 
-/** A new account with a key, living on the allowance or paying (a purchase, or an operator grant). */
-async function account(how: 'allowance' | 'purchased' | 'granted') {
-  const { ledger } = apps;
-  const created = await ledger.accounts.findOrCreateAccount(`f-${randomUUID()}@example.com`);
-  const key = (await ledger.accounts.createKey(created.id)).key;
-  if (how === 'purchased') await ledger.credits.purchase(created.id, 30, `cs_${randomUUID()}`);
-  if (how === 'granted') await ledger.credits.grant(created.id, 30);
-  return { id: created.id, key };
-}
-
-/** Fake jobs that run until `endAll()`, then fail (the tests need them running, not their result). */
+/** Every hosted job asked for in this test: each runs until `endAll()`, then fails. */
+const runs: HostedJobRequest[] = [];
 let waiting: Array<() => void> = [];
 const endAll = () => {
   for (const end of waiting.splice(0)) end();
 };
-beforeAll(() => {
-  apps.runJob = () =>
-    new Promise((_resolve, reject) => waiting.push(() => reject(new Error('the test ended the job'))));
-});
+const run: HostedJobs['run'] = (request) => {
+  runs.push(request);
+  return new Promise((_resolve, reject) => waiting.push(() => reject(new Error('the test ended the job'))));
+};
 afterEach(() => {
   endAll();
   waiting = [];
+  runs.length = 0;
 });
+const build = (options: BuildOptions = {}) => apps.build({ run, ...options });
 
-const started = (n: number) => expect.poll(() => apps.runs.length, { timeout: 5000, interval: 10 }).toBe(n);
+/** A new account with a key, living on the allowance or paying (a purchase, or an operator grant). */
+async function account(app: InProcessApp, how: 'allowance' | 'purchased' | 'granted') {
+  const money = how === 'purchased' ? { purchase: 30 } : how === 'granted' ? { grant: 30 } : {};
+  return app.account(`f-${randomUUID()}@example.com`, money);
+}
+
+const started = (n: number) => expect.poll(() => runs.length, { timeout: 5000, interval: 10 }).toBe(n);
 
 const uploadAs = (key: string) => ({
   method: 'POST' as const,
@@ -61,13 +68,14 @@ const uploadAs = (key: string) => ({
 
 describe('an account on the allowance: one job at a time', { timeout: 15_000 }, () => {
   it('a second upload while the first job runs is 429 busy at once; after it, the next is let in', async () => {
-    const free = await account('allowance');
-    const server = await apps.app();
+    const built = await build();
+    const server = built.app;
+    const free = await account(built, 'allowance');
     const first = server.inject(uploadAs(free.key));
     await started(1);
     const second = await server.inject(uploadAs(free.key));
     expect([second.statusCode, second.body]).toEqual([429, BUSY]);
-    expect(apps.runs).toHaveLength(1);
+    expect(runs).toHaveLength(1);
     endAll();
     expect((await first).statusCode).toBe(500);
     const third = server.inject(uploadAs(free.key));
@@ -77,8 +85,9 @@ describe('an account on the allowance: one job at a time', { timeout: 15_000 }, 
   });
 
   it('a zoom while an upload job runs is 429 busy before its body', async () => {
-    const free = await account('allowance');
-    const server = await apps.app();
+    const built = await build();
+    const server = built.app;
+    const free = await account(built, 'allowance');
     const first = server.inject(uploadAs(free.key));
     await started(1);
     const zoom = await server.inject({
@@ -93,8 +102,9 @@ describe('an account on the allowance: one job at a time', { timeout: 15_000 }, 
   });
 
   it.each(['purchased', 'granted'] as const)('an account that %s credits runs two at once', async (how) => {
-    const paying = await account(how);
-    const server = await apps.app();
+    const built = await build();
+    const server = built.app;
+    const paying = await account(built, how);
     const jobs = [server.inject(uploadAs(paying.key)), server.inject(uploadAs(paying.key))];
     await started(2);
     endAll();
@@ -135,10 +145,11 @@ describe('the anonymous remote lane: one job at a time per address and per subje
       res.writeHead(200, { 'content-type': 'video/mp4' });
       res.end(Buffer.alloc(1024, 0x2a));
     });
-    const server = await apps.app({
+    const built = await build({
       admission: new Admission(4),
       env: { VIDSHEET_FETCH_ALLOW: new URL(video.url).host },
     });
+    const server = built.app;
     const subject = { 'openai/subject': `s-${randomUUID()}` };
     const first = server.inject({
       ...mcpToolCall({ video_url: video.url }, subject),
@@ -156,13 +167,13 @@ describe('the anonymous remote lane: one job at a time per address and per subje
       remoteAddress: '127.0.0.12',
     });
     expect(toolTexts(sameSubject)).toEqual([RETRY]);
-    expect(apps.runs).toHaveLength(1);
+    expect(runs).toHaveLength(1);
     // Another address with another subject, and a paying key from the same address, are let in.
     const other = server.inject({
       ...mcpToolCall({ video_url: video.url }, { 'openai/subject': `s-${randomUUID()}` }),
       remoteAddress: '127.0.0.13',
     });
-    const paying = await account('purchased');
+    const paying = await account(built, 'purchased');
     const keyed = mcpToolCall({ video_url: video.url });
     const withKey = server.inject({
       ...keyed,
@@ -202,14 +213,15 @@ describe('a remote fetch has its whole deadline on the body (DESIGN §5a)', { ti
       res.writeHead(404);
       res.end();
     });
-    const server = await apps.app({
+    const built = await build({
       env: {
         VIDSHEET_FETCH_ALLOW: `${new URL(slow.url).host},${new URL(missing.url).host}`,
         VIDSHEET_FETCH_TIMEOUT_S: '1',
       },
     });
+    const server = built.app;
     const used = async (address: string) => {
-      const rows = await apps.db
+      const rows = await built.db
         .selectFrom('anonymous_usage')
         .select(['counter', 'jobs'])
         .where('counter', '=', `address:${address}`)
@@ -225,6 +237,6 @@ describe('a remote fetch has its whole deadline on the body (DESIGN §5a)', { ti
     const cut = await server.inject({ ...mcpToolCall({ video_url: slow.url }), remoteAddress: '127.0.0.22' });
     expect(toolTexts(cut)).toEqual(['could not fetch the video: the download took too long']);
     expect(await used('127.0.0.22')).toBe(1);
-    expect(apps.runs).toEqual([]);
+    expect(runs).toEqual([]);
   });
 });

@@ -5,16 +5,16 @@
  * and the MCP SDK's unknown-tool message.
  */
 import { describe, expect, it } from 'vitest';
-import { mcpToolCall, multipartUpload, useApps } from '../helpers/app.js';
+import { inProcessApps, mcpToolCall, multipartUpload } from '../helpers/app.js';
 
-const apps = useApps();
+const apps = inProcessApps('sqlite');
 /** 65 of one character in a row: more of an input than any line may quote. */
 const tooMuch = (c: string) => c.repeat(65);
 
 describe('no input whole in a log line or an answer (DESIGN §5a)', () => {
   it('the request lines quote the URL and the Host by 64 characters', async () => {
     const lines: string[] = [];
-    const server = await apps.app({ log: lines });
+    const server = (await apps.build({ log: lines })).app;
     const res = await server.inject({
       method: 'GET',
       url: `/healthz?${'u'.repeat(3000)}`,
@@ -33,14 +33,17 @@ describe('no input whole in a log line or an answer (DESIGN §5a)', () => {
   });
 
   it("an uploaded file's name is quoted by 64 characters", async () => {
-    const { ledger } = apps;
-    const account = await ledger.accounts.findOrCreateAccount('log-name@example.com');
-    const key = (await ledger.accounts.createKey(account.id)).key;
-    apps.runJob = async () => {
-      throw new Error('stop here');
-    };
     const lines: string[] = [];
-    const server = await apps.app({ log: lines });
+    let runs = 0;
+    const built = await apps.build({
+      log: lines,
+      run: async () => {
+        runs++;
+        throw new Error('stop here');
+      },
+    });
+    const server = built.app;
+    const { key } = await built.account('log-name@example.com');
     const form = multipartUpload();
     const res = await server.inject({
       method: 'POST',
@@ -49,7 +52,7 @@ describe('no input whole in a log line or an answer (DESIGN §5a)', () => {
       payload: form.payload.replace('filename="clip.mp4"', `filename="${'n'.repeat(3000)}.mp4"`),
     });
     expect(res.statusCode).toBe(500);
-    expect(apps.runs).toHaveLength(1);
+    expect(runs).toBe(1);
     const received = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'upload received');
     expect(received.input).toBe(`${'n'.repeat(64)}…`);
     expect(lines.join('\n')).not.toContain(tooMuch('n'));
@@ -57,7 +60,7 @@ describe('no input whole in a log line or an answer (DESIGN §5a)', () => {
 
   it("a path parameter over the router's limit is 404 not_found, the path not quoted", async () => {
     const lines: string[] = [];
-    const server = await apps.app({ log: lines });
+    const server = (await apps.build({ log: lines })).app;
     for (const url of [
       `/v1/sheets/${'p'.repeat(3000)}/video.sheet-1.jpg`,
       '/v1/sheets/%zz/video.sheet-1.jpg',
@@ -70,7 +73,7 @@ describe('no input whole in a log line or an answer (DESIGN §5a)', () => {
 
   it('a call of an unknown tool is answered with its name quoted by 64 characters', async () => {
     const lines: string[] = [];
-    const server = await apps.app({ log: lines });
+    const server = (await apps.build({ log: lines })).app;
     const res = await server.inject(mcpToolCall({}, undefined, 't'.repeat(3000)));
     expect(res.statusCode).toBe(200);
     expect(res.body).toContain(`${'t'.repeat(64)}…`);

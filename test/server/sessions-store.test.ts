@@ -62,8 +62,11 @@ async function keepVideo(bytes: number, ttlS = 100) {
     durationMs: 1000,
   };
   expect(
-    await registry.add({ ...video, probe: { format: 'mov,mp4,m4a,3gp,3g2,mj2' } }, ttlS, 100),
-  ).toBeDefined();
+    await registry.add({ ...video, probe: { format: 'mov,mp4,m4a,3gp,3g2,mj2' } }, ttlS, {
+      maxVideos: 100,
+      maxBytes: 1 << 30,
+    }),
+  ).toHaveProperty('expiresAt');
   return video;
 }
 const inStore = () =>

@@ -2,18 +2,17 @@
  * The fallback engine's audio measurement (Engine.audioPeaks): the whole first audio track is
  * decoded by one ffmpeg run, raw float PCM through a pipe (memory is one float per ms of the range,
  * no temporary WAV), while `ashowinfo` reports each decoded frame's timestamp and sample count on
- * stderr. The frames' samples are then placed by those timestamps exactly as the native engine
- * places them (crates/vidsheet-core/src/audio.rs, `Binner`): counted from the pts of the frame
- * that last resynchronised, a new origin whenever a frame's pts strays from the count by more than
- * 2 ms, so a gap or a timestamp jump in the file stays where the file puts it.
+ * stderr. The frames' samples are then placed by those timestamps as the native engine places
+ * them (PeakBinner: fixtures/vectors/audio-binner.json), so a gap or a timestamp jump in the file
+ * stays where the file puts it.
  *
  * `-copyts` keeps the file's own timestamps (the ffmpeg tool otherwise shifts them to start at 0
  * and smooths MPEG-TS discontinuities away); bins are counted from the container start time, like
  * the cells' frames. Normalisation and bucketing are core/audio.ts's, not this file's.
  */
 import type { AudioPeaks, MsRange } from '../../core/audio.js';
-import { type AudioDetails, input } from '../ffprobe.js';
 import { run } from '../process.js';
+import { type AudioDetails, input } from './media.js';
 
 /**
  * Samples placed by timestamp into 1 ms bins. The rule and its vectors:

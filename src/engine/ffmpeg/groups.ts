@@ -3,7 +3,7 @@
  * each target where that provably suffices, else the whole stream), and which target frames share
  * a GOP, so one ffmpeg run decodes them all without seeking again.
  */
-import type { VideoDetails } from '../ffprobe.js';
+import type { VideoDetails } from './media.js';
 import { frameAt, lastAtOrBefore, listPacketsInWindow, listPacketsNear, type Packets } from './packets.js';
 
 /**

@@ -114,10 +114,8 @@ export function sliceInfo(nal: Buffer, sps: Sps): SliceInfo | null {
 }
 
 /**
- * Which pictures are second fields, given each packet's first slice in decode order (null: not
- * read): a field that follows a first field of the other parity with the same frame_num, as
- * FFmpeg's decoder pairs them (h264_field_start). The pair is one frame, output at its first
- * field's time: the second field's packet gives no picture of its own.
+ * Which pictures are second fields (pairField over each packet's first slice in decode order; null:
+ * not read): the second field's packet gives no picture of its own.
  */
 export function secondFields(slices: Array<SliceInfo | null>): boolean[] {
   let open: SliceInfo | null = null;
@@ -129,12 +127,9 @@ export function secondFields(slices: Array<SliceInfo | null>): boolean[] {
 }
 
 /**
- * The field pairing rule, one packet's picture at a time in decode order: whether `picture` (null:
- * not read) is the second field of the pair `open` opened (a field of the other parity with the
- * same frame number: H.264's frame_num, MPEG-2's temporal_reference), and the field left open for
- * the next packet (a field that is not second opens a pair; a frame or anything unread closes
- * it). The native engine's `pair_field` in crates/vidsheet-core/src/video/fields.rs;
- * fixtures/vectors/fields.json.
+ * The field pairing rule, one packet's picture at a time in decode order: whether `picture` is the
+ * second field of the pair `open` opened, and the field left open for the next packet (the rule:
+ * fixtures/vectors/fields.json; native: crates/vidsheet-core/src/video/fields.rs `pair_field`).
  */
 export function pairField(
   open: SliceInfo | null,

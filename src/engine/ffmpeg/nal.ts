@@ -5,7 +5,7 @@
  * for a frame's identity (see extract.ts).
  */
 import { open } from 'node:fs/promises';
-import type { VideoDetails } from '../ffprobe.js';
+import type { VideoDetails } from './media.js';
 import type { Packets } from './packets.js';
 
 export interface PictureHint {

@@ -1,19 +1,9 @@
 /**
- * The recovery ladder: after a seek, the frames a sequential decode from the start of the stream
- * shows, or a cell unreadable only when a sequential decode cannot show it either. One definition
- * for both engines (the native one's is crates/vidsheet-core/src/video/recover.rs `Ladder`), checked
- * by the shared vectors in fixtures/vectors/recovery-ladder.json.
- *
- * Each attempt, a decode from one start point, is judged once its frames are chosen:
- * - accepted when nothing reached them (no trouble, no invented reference pictures);
- * - else, against every earlier attempt that started later by at least the reference reach (so
- *   that one lacked pictures this one had): accepted when both chose the very same pictures (they
- *   do not depend on where decoding started: a legitimate open GOP, or damage both decodes went
- *   through), or when nothing was invented and only packets that failed in that one failed again
- *   (damaged data, which a sequential decode meets too);
- * - else decoding starts again 2^(r-1) keyframes before the one the first attempt started from
- *   (r: the attempts judged so far); after 16 restarts, or with no keyframe that far back, from the
- *   start of the stream, which is final.
+ * After a seek, the frames a sequential decode from the start of the stream shows: the recovery
+ * ladder judges each attempt and says where to start the next (the rule:
+ * fixtures/vectors/recovery-ladder.json; native: crates/vidsheet-core/src/video/recover.rs
+ * `Ladder`). Beside it, what a render's groups share of the open-GOP proof: OpenGops, the claim,
+ * and a proof pair's meeting.
  */
 
 /** Restarts further back tried before decoding from the start of the stream. */

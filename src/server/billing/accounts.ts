@@ -1,10 +1,17 @@
 /**
- * Accounts and their API keys (spec "Account, credits and keys"): an account per e-mail address, and
- * keys stored only as their SHA-256 and a short prefix.
+ * Accounts and their API keys (spec "Account, credits and keys"): an account per mailbox (DESIGN §5a
+ * "An account is a mailbox"), and keys stored only as their SHA-256 and a short prefix.
+ *
+ * Which account an address names: the row whose `email` is exactly that spelling, else the row that
+ * holds its mailbox key. The first finds the rows from before mailbox keys that collided with an older
+ * row of their mailbox (left as they were, so their owners keep them); the second makes every other
+ * spelling of a mailbox (`a+x@`, `a.b@gmail.com`) open that mailbox's one account. A new account is
+ * made only when neither exists, and `accounts.mailbox` is unique, so no new colliding account can be.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { UpdateQueryBuilder, UpdateResult } from 'kysely';
-import { normalizeMailbox } from '#vidsheet/core/mailbox.js';
+import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
+import { mailboxKey, normalizeMailbox } from '#vidsheet/core/mailbox.js';
+import { serializeOn } from '../db/open.js';
 import type { Database } from '../db/schema.js';
 import { type Account, type Books, positiveInteger, required, toAccount } from './books.js';
 
@@ -37,31 +44,31 @@ export const hashKey = (key: string): string => createHash('sha256').update(key)
 export class Accounts {
   constructor(private readonly books: Books) {}
 
-  /** Signing in and operator commands name accounts by address; the first use creates the account. */
+  /**
+   * Signing in and operator commands name accounts by address: the account of that spelling or of its
+   * mailbox (see above); the first use of a mailbox creates its account, under the spelling typed.
+   */
   async findOrCreateAccount(email: string): Promise<Account> {
-    const normalized = normalizeEmail(email);
+    const address = normalizeEmail(email);
+    const mailbox = mailboxOf(address);
     return this.books.write(async (trx) => {
+      // Two spellings of one new mailbox signing in at once (on any instance) make one account.
+      await serializeOn(trx, `accounts:mailbox:${mailbox}`);
+      const found = await accountNamed(trx, address, mailbox);
+      if (found) return found;
       await trx
         .insertInto('accounts')
-        .values({ email: normalized, created_at: this.books.now() })
-        .onConflict((oc) => oc.column('email').doNothing())
+        .values({ email: address, mailbox, created_at: this.books.now() })
+        .onConflict((oc) => oc.doNothing())
         .execute();
-      const row = await trx
-        .selectFrom('accounts')
-        .selectAll()
-        .where('email', '=', normalized)
-        .executeTakeFirst();
-      return toAccount(required(row, `account ${normalized}`));
+      return required(await accountNamed(trx, address, mailbox), `account ${address}`);
     });
   }
 
+  /** The account an address names (its spelling's, else its mailbox's), or undefined. */
   async accountByEmail(email: string): Promise<Account | undefined> {
-    const row = await this.books.db
-      .selectFrom('accounts')
-      .selectAll()
-      .where('email', '=', normalizeEmail(email))
-      .executeTakeFirst();
-    return row && toAccount(row);
+    const address = normalizeEmail(email);
+    return accountNamed(this.books.db, address, mailboxOf(address));
   }
 
   async accountById(id: number): Promise<Account | undefined> {
@@ -149,4 +156,22 @@ export class Accounts {
       return result.numUpdatedRows > 0n;
     });
   }
+}
+
+/** The mailbox key of an address already normalised (so it is one mailbox and has a key). */
+const mailboxOf = (address: string): string => mailboxKey(address) ?? address;
+
+/** The row spelled exactly `address`, else the one holding `mailbox` (at most one of each). */
+async function accountNamed(
+  db: Kysely<Database>,
+  address: string,
+  mailbox: string,
+): Promise<Account | undefined> {
+  const rows = await db
+    .selectFrom('accounts')
+    .selectAll()
+    .where((eb) => eb.or([eb('email', '=', address), eb('mailbox', '=', mailbox)]))
+    .execute();
+  const row = rows.find((r) => r.email === address) ?? rows.find((r) => r.mailbox === mailbox);
+  return row && toAccount(row);
 }

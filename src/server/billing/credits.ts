@@ -206,11 +206,13 @@ export class Credits {
   }
 
   /**
-   * DESIGN §5a: whether the account lives on the allowance: it never bought credits and was never
-   * given any by an operator (a grant is not a purchase for the allowance, but it is not free use
-   * either). Such an account is a free actor ("One at a time for free actors"). Read only.
+   * DESIGN §5a: whether the account lives on the free allowance, i.e. no credit ever came to it but the
+   * allowance: never a purchase (`purchased`, and its `purchase` entries) and never an operator grant
+   * (its `grant` entries). The ledger's kinds tell them apart, so nothing else is recorded for it. Such
+   * an account keeps at most one video, and is a free actor for the one-job rule.
    */
   async livesOnAllowance(accountId: number): Promise<boolean> {
+    positiveInteger(accountId, 'account id');
     const { db } = this.books;
     const account = await db
       .selectFrom('accounts')
@@ -218,14 +220,14 @@ export class Credits {
       .where('id', '=', accountId)
       .executeTakeFirst();
     if (account === undefined || account.purchased === 1) return false;
-    const paid = await db
+    const paidIn = await db
       .selectFrom('ledger')
       .select('id')
       .where('account_id', '=', accountId)
       .where('kind', 'in', ['grant', 'purchase'])
       .limit(1)
       .executeTakeFirst();
-    return paid === undefined;
+    return paidIn === undefined;
   }
 
   /**

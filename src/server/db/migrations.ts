@@ -13,6 +13,7 @@ import {
   SqliteAdapter,
   sql,
 } from 'kysely';
+import { mailboxKey } from '#vidsheet/core/mailbox.js';
 
 /**
  * An auto-generated integer key. The one place the dialects need different DDL: SQLite's `autoincrement`
@@ -266,6 +267,54 @@ const videos: Migration = {
   },
 };
 
+/**
+ * DESIGN §5a "An account is a mailbox", "Sign-in cannot be locked by others".
+ *
+ * `accounts.mailbox`: the mailbox key (src/core/mailbox.ts) of the account's address, unique, so no two
+ * accounts can be made for one mailbox from now on. Existing rows are filled by the same rule, in id
+ * order, and left as they are when they collide: the oldest row of a mailbox holds its key, a younger
+ * one keeps `mailbox` null (a unique index admits any number of nulls on both databases) and is still
+ * found by its own exact spelling, its keys and sessions untouched. So nobody loses an account, and
+ * every spelling not already an account of its own opens the mailbox's oldest one.
+ *
+ * `sign_in_wrong_tries`: the daily wrong-code count per mailbox and client (IPv6 per /64), replacing
+ * `sign_in_wrong_codes` (per address across clients, which let anyone lock an address out). Those rows
+ * hold at most one day's counts and cannot be split by client, so they are dropped, not copied.
+ */
+const mailboxes: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema.alterTable('accounts').addColumn('mailbox', 'text').execute();
+    const { rows } = await sql<{
+      id: number;
+      email: string;
+    }>`select id, email from accounts order by id`.execute(db);
+    const taken = new Set<string>();
+    for (const row of rows) {
+      const mailbox = mailboxKey(row.email);
+      if (mailbox === undefined || taken.has(mailbox)) continue;
+      taken.add(mailbox);
+      await sql`update accounts set mailbox = ${mailbox} where id = ${row.id}`.execute(db);
+    }
+    await db.schema.createIndex('accounts_mailbox').on('accounts').column('mailbox').unique().execute();
+
+    await db.schema
+      .createTable('sign_in_wrong_tries')
+      .addColumn('day', 'text', (col) => col.notNull())
+      .addColumn('mailbox', 'text', (col) => col.notNull())
+      .addColumn('client', 'text', (col) => col.notNull())
+      .addColumn('wrong', 'integer', (col) => col.notNull().check(sql`wrong >= 0`))
+      .addPrimaryKeyConstraint('sign_in_wrong_tries_pk', ['day', 'mailbox', 'client'])
+      .execute();
+    await db.schema.dropTable('sign_in_wrong_codes').execute();
+  },
+  async down(db: Kysely<unknown>) {
+    await db.schema.dropTable('sign_in_wrong_tries').execute();
+    await signInWrongCodes.up(db);
+    await db.schema.dropIndex('accounts_mailbox').execute();
+    await db.schema.alterTable('accounts').dropColumn('mailbox').execute();
+  },
+};
+
 /** Every migration by name; kysely's Migrator runs the missing ones in name order. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {
@@ -276,6 +325,7 @@ export const migrationProvider: MigrationProvider = {
       '0004_job_owner': jobOwner,
       '0005_sign_in_wrong_codes': signInWrongCodes,
       '0006_videos': videos,
+      '0007_mailboxes': mailboxes,
     };
   },
 };

@@ -11,6 +11,12 @@ export interface AccountsTable {
   id: Generated<number>;
   /** Trimmed and lowercased, so one person cannot end up with two accounts by capitalisation. */
   email: string;
+  /**
+   * The mailbox key of `email` (src/core/mailbox.ts), unique: no new account for a mailbox that has
+   * one. Null only on rows from before it that collided with an older row of the same mailbox (they
+   * are left as they were, found by their exact `email`).
+   */
+  mailbox: string | null;
   /** Credits; a CHECK keeps it from ever going below zero, whatever the code does. */
   balance: Generated<number>;
   /** 1 once any purchase was applied: such an account never receives the free allowance again. */
@@ -89,7 +95,10 @@ export interface SettingsTable {
 /** A sign-in code, stored only as an HMAC; single use (`used_at`), at most 5 wrong tries. */
 export interface SignInCodesTable {
   id: Generated<number>;
-  /** Normalised like accounts.email. */
+  /**
+   * The mailbox key of the address it was mailed to (like accounts.mailbox): every spelling of one
+   * mailbox shares its codes and send limit, whichever spelling the mail went to.
+   */
   email: string;
   code_hmac: string;
   /** Who asked for it (send limits per IP). */
@@ -107,12 +116,17 @@ export interface SignInTriesTable {
   created_at: string;
 }
 
-/** Wrong codes submitted for one address in one UTC day, across codes and IPs (DESIGN §5a: at most 20). */
-export interface SignInWrongCodesTable {
+/**
+ * Wrong codes submitted for one mailbox from one client in one UTC day, across codes (DESIGN §5a: at
+ * most 20 per address and client, so another client's wrong tries never lock the owner out).
+ */
+export interface SignInWrongTriesTable {
   /** `YYYY-MM-DD`, UTC. */
   day: string;
-  /** Normalised like accounts.email. */
-  email: string;
+  /** Like accounts.mailbox. */
+  mailbox: string;
+  /** The client's address key (src/core/client-address.ts: IPv6 per /64). */
+  client: string;
   wrong: number;
 }
 
@@ -174,7 +188,7 @@ export interface Database {
   settings: SettingsTable;
   sign_in_codes: SignInCodesTable;
   sign_in_tries: SignInTriesTable;
-  sign_in_wrong_codes: SignInWrongCodesTable;
+  sign_in_wrong_tries: SignInWrongTriesTable;
   sessions: SessionsTable;
   checkout_sessions: CheckoutSessionsTable;
   stripe_events: StripeEventsTable;

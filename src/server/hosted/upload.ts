@@ -9,7 +9,7 @@
 import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
+import { Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type {} from '@fastify/multipart';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
@@ -39,8 +39,17 @@ declare module 'fastify' {
 /** DESIGN §5a: the answer to an upload cut for stalling, when it can still be answered. */
 export const UPLOAD_STALLED = transportAnswers.uploadStalled.body;
 
-/** Multipart framing around a file is a few hundred bytes; this leaves room for the text fields. */
-const FRAMING_SLACK = 1024 * 1024;
+/**
+ * Multipart framing around a file is a few hundred bytes; this leaves room for the text fields. A body
+ * announced longer than a limit plus this is over the limit whatever its parts hold.
+ */
+export const FRAMING_SLACK = 1024 * 1024;
+
+/** A cap on the `video` part's bytes, beyond the size cap: past `bytes`, the upload fails with `error`. */
+export interface VideoByteLimit {
+  bytes: number;
+  error: () => VidsheetError;
+}
 
 export interface UploadParts {
   config: ServerConfig;
@@ -119,6 +128,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     reply: FastifyReply,
     workDir: string,
     log: JobLog,
+    limit?: VideoByteLimit,
   ): Promise<Upload | undefined> {
     if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');
     await mkdir(workDir, { recursive: true });
@@ -156,7 +166,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     // A newcomer may take this slot while this upload is behind (transfers.ts): cut as above.
     request.transferSlot?.watch(watch);
     // The cut answers at once, whatever the parser is waiting for; the abort ends the file stream.
-    const receiving = receiveParts(request, workDir, config.maxUploadMb, cut.signal);
+    const receiving = receiveParts(request, workDir, config.maxUploadMb, cut.signal, limit);
     receiving.catch(() => {});
     const cutOff = new Promise<never>((_resolve, reject) =>
       cut.signal.addEventListener('abort', () => reject(cut.signal.reason), { once: true }),
@@ -186,13 +196,15 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
  * Streams the one `video` file part to disk (never buffered) and collects the text fields. Other
  * file parts are read and dropped (an unread part would stall the parser); a second `video` part,
  * or none, is a bad request. Every file stream it opens is ended before it returns or throws, also
- * when `signal` cuts the transfer, so a cut upload leaves no open descriptor behind.
+ * when `signal` cuts the transfer, so a cut upload leaves no open descriptor behind. A video part
+ * past `limit` fails with its error as the byte that crosses it arrives (the caller deletes the file).
  */
 async function receiveParts(
   request: FastifyRequest,
   workDir: string,
   maxUploadMb: number,
   signal: AbortSignal,
+  limit: VideoByteLimit | undefined,
 ): Promise<Upload> {
   let video: { path: string; filename: string; bytes: number } | undefined;
   const fields = new Map<string, string[]>();
@@ -212,10 +224,14 @@ async function receiveParts(
       const ext = /\.([a-z0-9]{1,8})$/i.exec(part.filename)?.[1]?.toLowerCase();
       const path = join(workDir, ext ? `upload.${ext}` : 'upload');
       let bytes = 0;
-      part.file.on('data', (chunk: Buffer) => {
-        bytes += chunk.length;
+      const counted = new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          bytes += chunk.length;
+          if (limit !== undefined && bytes > limit.bytes) done(limit.error());
+          else done(null, chunk);
+        },
       });
-      await pipeline(part.file, createWriteStream(path), { signal });
+      await pipeline(part.file, counted, createWriteStream(path), { signal });
       video = { path, filename: part.filename, bytes };
     }
   } catch (error) {

@@ -12,15 +12,21 @@
  * ones at once (a code mailed earlier stops working, even if it is still within its 10 minutes), so at
  * any moment one code is guessable per address, and its 5 tries are the only ones.
  *
- * Over a day, sending new codes would renew those tries, so wrong codes are also counted per address
- * and UTC day, across codes and IPs (DESIGN §5a): after 20, every try for that address is refused, the
- * right code included, until 00:00 UTC. An address is one mailbox by the one rule (src/core/mailbox.ts):
- * what the limits count is exactly the address the mailer is handed.
+ * Over a day, sending new codes would renew those tries, so wrong codes are also counted per address,
+ * client and UTC day, across codes (DESIGN §5a): after 20 from one client (IPv6 per /64), every try for
+ * that address from that client is refused, the right code included, until 00:00 UTC; another client's
+ * tries are not (DESIGN §5a "Sign-in cannot be locked by others": a correct, unexpired, unburned code is
+ * never refused because of someone else's wrong ones).
+ *
+ * An address is one mailbox by the one rule (src/core/mailbox.ts): the mailer is handed exactly the
+ * address typed, normalised, while codes, the per-address send limit and the wrong-code count are kept
+ * per mailbox key (DESIGN §5a "An account is a mailbox"), so `a+1@`, `a+2@`, ... share one count and a
+ * code mailed to any spelling signs in with any other spelling of that mailbox, to its one account.
  */
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { addressKey } from '#vidsheet/core/client-address.js';
-import { normalizeMailbox } from '#vidsheet/core/mailbox.js';
+import { mailboxKey, normalizeMailbox } from '#vidsheet/core/mailbox.js';
 import { excerpt } from '#vidsheet/core/redact.js';
 import type { Clock, Ledger } from '../billing/ledger.js';
 import { serializeOn, writeTransaction } from '../db/open.js';
@@ -35,7 +41,7 @@ export const MAX_TRIES_PER_CODE = 5;
 export const SEND_LIMITS = { perEmail: 5, perIp: 30, windowS: 600 } as const;
 /** Codes submitted per IP within a sliding window (DESIGN §5), whatever the address. */
 export const TRY_LIMIT = { perIp: 60, windowS: 600 } as const;
-/** Wrong codes per address per UTC day, across codes and IPs (DESIGN §5a). */
+/** Wrong codes per address and client per UTC day, across codes (DESIGN §5a). */
 export const WRONG_CODES_PER_DAY = 20;
 
 /** The `settings` row holding the HMAC key (base64 of 32 random bytes), shared by every instance. */
@@ -43,8 +49,8 @@ export const CODE_HMAC_KEY_SETTING = 'code_hmac_key';
 
 export type SendResult = { ok: true } | { ok: false; reason: 'rate_limited' };
 /**
- * `rate_limited`: the IP's try limit (over in minutes); `address_limited`: the address's wrong codes for
- * today (over at 00:00 UTC).
+ * `rate_limited`: the IP's try limit (over in minutes); `address_limited`: the wrong codes this client
+ * sent for this address today (over at 00:00 UTC).
  */
 export type VerifyResult =
   | { ok: true; accountId: number }
@@ -95,28 +101,29 @@ export class SignIn {
   async sendCode(email: string, address: string): Promise<SendResult> {
     const ip = addressKey(address); // the per-IP limits count IPv6 per /64
     const normalized = normalizeMailbox(email);
-    if (normalized === undefined) throw new InvalidEmailError();
+    const mailbox = mailboxKey(email);
+    if (normalized === undefined || mailbox === undefined) throw new InvalidEmailError();
     const key = await this.#hmacKey();
     const code = randomInt(0, 1_000_000).toString().padStart(6, '0');
-    const codeHmac = hmac(key, normalized, code).toString('hex');
+    const codeHmac = hmac(key, mailbox, code).toString('hex');
     const now = this.#clock();
     const nowText = now.toISOString();
     const windowStart = shift(now, -SEND_LIMITS.windowS);
     const stored = await writeTransaction(this.#db, async (trx) => {
       // Two instances sending to the same address or for the same IP at once count one after the other.
-      await serializeOn(trx, emailLock(normalized), ipLock(ip));
+      await serializeOn(trx, emailLock(mailbox), ipLock(ip));
       // Rows older than both the window and a code's lifetime count for nothing any more.
       await trx
         .deleteFrom('sign_in_codes')
         .where('created_at', '<=', shift(now, -Math.max(SEND_LIMITS.windowS, CODE_TTL_S)))
         .execute();
-      const byEmail = await countSince(trx, 'email', normalized, windowStart);
+      const byEmail = await countSince(trx, 'email', mailbox, windowStart);
       const byIp = await countSince(trx, 'ip', ip, windowStart);
       if (byEmail >= SEND_LIMITS.perEmail || byIp >= SEND_LIMITS.perIp) return false;
       await trx
         .insertInto('sign_in_codes')
         .values({
-          email: normalized,
+          email: mailbox,
           code_hmac: codeHmac,
           ip,
           created_at: nowText,
@@ -134,24 +141,26 @@ export class SignIn {
   }
 
   /**
-   * Checks a code against the newest code sent to that e-mail, which must still be live (unused, not
+   * Checks a code against the newest code sent to that e-mail's mailbox, which must still be live (unused, not
    * expired, fewer than 5 wrong tries). Every call counts against the IP's try limit; a wrong code also
    * counts against that code (the 5th wrong try burns it). On success the code is marked used (in the
    * same transaction as the check, so two racing submissions cannot both win), the account is created
    * if needed (`ledger.findOrCreateAccount`) and its id returned. Every failure is 'wrong_code' (expired,
    * burned, used, superseded, malformed and wrong are not told apart: an attacker learns nothing), except
    * the per-IP try limit and the address's daily limit. Every wrong code for an address counts against
-   * that address for the UTC day (live code or not: the answer is the same either way); once it has 20,
-   * each try for it is refused unchecked. An invalid address is simply a wrong code: there can be no
-   * code for it (and no address to count against).
+   * that address and this client for the UTC day (live code or not: the answer is the same either
+   * way); once they have 20, each try for it from this client is refused unchecked, while another
+   * client's right code still works. An invalid address is simply a wrong code: there can be no code
+   * for it (and no address to count against).
    */
   async verify(email: string, code: string, address: string): Promise<VerifyResult> {
     const ip = addressKey(address); // the per-IP limits count IPv6 per /64
     const normalized = normalizeMailbox(email);
+    const mailbox = mailboxKey(email);
     const submitted = code.replace(/\s+/g, '');
     const key = await this.#hmacKey();
     // Computed whatever the input, so a malformed submission takes the same path as a wrong one.
-    const candidate = hmac(key, normalized ?? '', submitted);
+    const candidate = hmac(key, mailbox ?? '', submitted);
     const now = this.#clock();
     const nowText = now.toISOString();
     const windowStart = shift(now, -TRY_LIMIT.windowS);
@@ -159,7 +168,7 @@ export class SignIn {
     const outcome = await writeTransaction(this.#db, async (trx) => {
       // Tries from one IP are counted, and one address's code checked and marked, one at a time, so two
       // racing submissions cannot both use a code or both pass a limit (on every instance).
-      await serializeOn(trx, ipLock(ip), ...(normalized === undefined ? [] : [emailLock(normalized)]));
+      await serializeOn(trx, ipLock(ip), ...(mailbox === undefined ? [] : [emailLock(mailbox)]));
       await trx.deleteFrom('sign_in_tries').where('created_at', '<=', windowStart).execute();
       const tries = await trx
         .selectFrom('sign_in_tries')
@@ -171,30 +180,32 @@ export class SignIn {
       // every further attempt extends.
       if (Number(tries?.n ?? 0) >= TRY_LIMIT.perIp) return 'rate_limited' as const;
       await trx.insertInto('sign_in_tries').values({ ip, created_at: nowText }).execute();
-      if (normalized === undefined) return 'wrong_code' as const;
+      if (mailbox === undefined) return 'wrong_code' as const;
       // Past days count for nothing any more.
-      await trx.deleteFrom('sign_in_wrong_codes').where('day', '<', day).execute();
+      await trx.deleteFrom('sign_in_wrong_tries').where('day', '<', day).execute();
+      // This client's wrong codes for this mailbox only: nobody else's tries can lock it out.
       const wrongToday = await trx
-        .selectFrom('sign_in_wrong_codes')
+        .selectFrom('sign_in_wrong_tries')
         .select('wrong')
         .where('day', '=', day)
-        .where('email', '=', normalized)
+        .where('mailbox', '=', mailbox)
+        .where('client', '=', ip)
         .executeTakeFirst();
       if ((wrongToday?.wrong ?? 0) >= WRONG_CODES_PER_DAY) return 'address_limited' as const;
       const countWrong = () =>
         trx
-          .insertInto('sign_in_wrong_codes')
-          .values({ day, email: normalized, wrong: 1 })
+          .insertInto('sign_in_wrong_tries')
+          .values({ day, mailbox, client: ip, wrong: 1 })
           .onConflict((oc) =>
             oc
-              .columns(['day', 'email'])
-              .doUpdateSet((eb) => ({ wrong: eb('sign_in_wrong_codes.wrong', '+', 1) })),
+              .columns(['day', 'mailbox', 'client'])
+              .doUpdateSet((eb) => ({ wrong: eb('sign_in_wrong_tries.wrong', '+', 1) })),
           )
           .execute();
       const row = await trx
         .selectFrom('sign_in_codes')
         .select(['id', 'code_hmac', 'attempts', 'expires_at', 'used_at'])
-        .where('email', '=', normalized)
+        .where('email', '=', mailbox)
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
         .limit(1)

@@ -183,7 +183,8 @@ export const keepVideoSchema = {
     'Uploads a video and keeps it for `VIDSHEET_VIDEO_TTL_S` (default 6 hours) for this account only, ' +
     'so it can be zoomed with POST /v1/videos/{video_id}/sheets without another upload. The one exception ' +
     'to "nothing is kept": it serves this account’s zooms and nothing else, and is deleted on DELETE or ' +
-    'at expiry. Nothing is charged. At most `VIDSHEET_MAX_VIDEOS` (default 5) unexpired videos per account.',
+    'at expiry. Nothing is charged. At most `VIDSHEET_MAX_VIDEOS` (default 5) unexpired videos per account ' +
+    '(1 while it lives on the free allowance), of at most `VIDSHEET_VIDEO_QUOTA_MB` (default 1024) in all.',
   ...uploadRoute,
   body: { type: 'object', properties: { video: videoPart }, required: ['video'] },
   response: {
@@ -194,11 +195,20 @@ export const keepVideoSchema = {
       'insufficient_credits',
       'The balance could not pay even the cheapest zoom; the body was not read.',
     ),
-    409: error(
-      'too_many_videos',
-      'The account already keeps the most videos allowed; the body was not read.',
-      { max_videos: { type: 'integer' } },
-    ),
+    409: {
+      description:
+        'too_many_videos (with max_videos): the account already keeps the most videos allowed ' +
+        '(VIDSHEET_MAX_VIDEOS; 1 for an account that lives on the free allowance), the body unread. ' +
+        'video_quota (with max_mb): its kept videos would total more than VIDSHEET_VIDEO_QUOTA_MB, ' +
+        'judged from the declared length before the body and again as it streams; nothing is kept.',
+      type: 'object',
+      properties: {
+        error: { type: 'string', enum: ['too_many_videos', 'video_quota'] },
+        max_videos: { type: 'integer' },
+        max_mb: { type: 'integer' },
+      },
+      required: ['error'],
+    },
   },
 } as const;
 

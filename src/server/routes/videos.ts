@@ -1,8 +1,12 @@
 /**
  * Video sessions (DESIGN §9): upload once, zoom many times.
- * - `POST /v1/videos`: credential (401), the cap (409, body unread), then the upload rules every
+ * - `POST /v1/videos`: credential (401), the caps (409, body unread), then the upload rules every
  *   upload shares (hosted/upload.ts) and the probe (422); the file goes to the sheet store under
- *   `videos/`, its probe facts to the database. Nothing is charged.
+ *   `videos/`, its probe facts to the database. Nothing is charged. The caps (DESIGN §9, §5a "Kept
+ *   videos cost storage"): `VIDSHEET_MAX_VIDEOS` live videos, 1 for an account that lives on the
+ *   allowance (`too_many_videos`), and `VIDSHEET_VIDEO_QUOTA_MB` of them in all (`video_quota`),
+ *   checked before the body from its declared length, again as it streams, and once more when the
+ *   video is recorded (uploads of one account finishing together).
  * - `POST /v1/videos/{video_id}/sheets`: a hosted job on the kept video with the local window rules,
  *   priced, charged and refunded like `/v1/vidsheet` (jobs.ts), its result built by the same code.
  * - `GET` / `DELETE /v1/videos/{video_id}`.
@@ -18,7 +22,7 @@ import { explainedWindowError, parseSessionFields } from '#vidsheet/core/request
 import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { Account } from '../billing/ledger.js';
 import { type HostedJobs, newJobId } from '../hosted/jobs.js';
-import { type UploadParts, uploads } from '../hosted/upload.js';
+import { FRAMING_SLACK, type UploadParts, uploads } from '../hosted/upload.js';
 import { answerBeforeBody, refuseBeforeBody } from '../plugins/early-answer.js';
 import type { VideoCache } from '../sessions/cache.js';
 import type { KeptVideo, VideoRegistry } from '../sessions/registry.js';
@@ -38,7 +42,17 @@ export interface VideoRouteParts extends UploadParts, SessionParts {
   /** The sheet store (a zoom's sheets, as any job's). */
   storage: SheetStorage;
   jobs: Pick<HostedJobs, 'run' | 'probe'>;
+  credits: UploadParts['credits'] & { livesOnAllowance(accountId: number): Promise<boolean> };
 }
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** `POST /v1/videos`: the bytes this account may still keep, as counted before the body. */
+    keptBytesLeft?: number;
+  }
+}
+
+const MB = 1024 * 1024;
 
 const VIDEO_ID = /^[A-Za-z0-9_-]{22}$/;
 
@@ -64,10 +78,27 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
     return VIDEO_ID.test(videoId) ? registry.find(videoId, (request.account as Account).id) : undefined;
   };
 
-  /** DESIGN §9: one more than `VIDSHEET_MAX_VIDEOS` live videos is refused right after the credential. */
+  /** What this account may keep: DESIGN §9's count (1 on the allowance, §5a), §5a's bytes. */
+  const limitsOf = async (accountId: number) => ({
+    maxVideos: (await deps.credits.livesOnAllowance(accountId)) ? 1 : config.maxVideos,
+    maxBytes: config.videoQuotaMb * MB,
+  });
+  const quotaError = () => hostedErrors.videoQuota(config.videoQuotaMb);
+
+  /**
+   * Right after the credential, the body unread: one video more than the account's count is
+   * `too_many_videos`; one that its kept bytes could not take, by the length the body declares (less
+   * the multipart framing, as for the size cap), is `video_quota`.
+   */
   async function underCap(request: FastifyRequest, reply: FastifyReply) {
-    if ((await registry.liveCount((request.account as Account).id)) >= config.maxVideos)
-      return refuseBeforeBody(request, reply, hostedErrors.tooManyVideos(config.maxVideos));
+    const accountId = (request.account as Account).id;
+    const [limits, used] = await Promise.all([limitsOf(accountId), registry.usage(accountId)]);
+    if (used.count >= limits.maxVideos)
+      return refuseBeforeBody(request, reply, hostedErrors.tooManyVideos(limits.maxVideos));
+    const left = limits.maxBytes - used.bytes;
+    const declared = Number(request.headers['content-length']);
+    if (left <= 0 || declared > left + FRAMING_SLACK) return refuseBeforeBody(request, reply, quotaError());
+    request.keptBytesLeft = left;
   }
 
   /**
@@ -113,11 +144,16 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
       const workDir = join(config.dataDir, 'work', videoId);
       const log = request.log.child({ videoId: shortJobId(videoId) });
       try {
-        const received = await upload.receive(request, reply, workDir, log);
+        // DESIGN §5a: the quota again as the video streams, so an undeclared length cannot pass it.
+        const received = await upload.receive(request, reply, workDir, log, {
+          bytes: request.keptBytesLeft ?? 0,
+          error: quotaError,
+        });
         if (!received) return reply;
         const probed = await jobs.probe({ file: received.path, workDir, inputName: received.filename, log });
         request.releaseAdmission?.();
         const fileName = basename(received.path);
+        const limits = await limitsOf(account.id);
         await store.put(videoId, [received.path]);
         const added = await registry
           .add(
@@ -131,16 +167,16 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
               probe: probed.probe,
             },
             config.videoTtlS,
-            config.maxVideos,
+            limits,
           )
           .catch(async (error: unknown) => {
             await store.remove(videoId).catch(() => {});
             throw error;
           });
-        if (!added) {
-          // Another upload of this account took the last place while this one arrived.
+        if ('refused' in added) {
+          // Another upload of this account took the last place or bytes while this one arrived.
           await store.remove(videoId);
-          throw hostedErrors.tooManyVideos(config.maxVideos);
+          throw added.refused === 'count' ? hostedErrors.tooManyVideos(limits.maxVideos) : quotaError();
         }
         log.info({ bytes: received.bytes, durationMs: probed.durationMs }, 'video kept');
         return reply.code(201).send(

@@ -1,9 +1,10 @@
 /**
  * Kept videos in the database (DESIGN §9): who owns each, until when, and what its probe found. Every
- * use asks here, so a deleted or expired video is gone at once on every instance; the per-account cap
- * is counted here too, so it holds across instances. Times come from the injected clock.
+ * use asks here, so a deleted or expired video is gone at once on every instance; the per-account caps
+ * (a count, and the bytes of DESIGN §5a "Kept videos cost storage") are counted here too, so they hold
+ * across instances. Times come from the injected clock.
  */
-import type { Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { Clock } from '../billing/ledger.js';
 import { serializeOn, writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';
@@ -20,6 +21,18 @@ export interface KeptVideo {
   expiresAt: string;
 }
 
+/** What an account may keep: at most `maxVideos` live videos of at most `maxBytes` in all. */
+export interface KeepLimits {
+  maxVideos: number;
+  maxBytes: number;
+}
+
+/** An account's live videos: how many, and their bytes in all. */
+export interface KeptUsage {
+  count: number;
+  bytes: number;
+}
+
 export class VideoRegistry {
   constructor(
     private readonly db: Kysely<Database>,
@@ -30,40 +43,29 @@ export class VideoRegistry {
     return this.clock().toISOString();
   }
 
-  /** The account's videos that are neither expired nor deleted. */
-  async liveCount(accountId: number): Promise<number> {
-    const row = await this.db
-      .selectFrom('videos')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('account_id', '=', accountId)
-      .where('expires_at', '>', this.now())
-      .where('deleted_at', 'is', null)
-      .executeTakeFirstOrThrow();
-    return Number(row.n);
+  /** The account's videos that are neither expired nor deleted: how many, and their bytes. */
+  usage(accountId: number): Promise<KeptUsage> {
+    return liveUsage(this.db, accountId, this.now());
   }
 
   /**
-   * Records a stored video when the account is still under `maxVideos` (counted again here, in one
-   * transaction per account, so two uploads finishing together cannot both take the last place).
-   * False when the cap was reached meanwhile: the caller deletes the file and answers 409.
+   * Records a stored video when the account stays within `limits` with it (counted again here, in one
+   * transaction per account, so two uploads finishing together cannot both take the last place or the
+   * last bytes). When it would not, nothing is recorded and the answer says which limit: the caller
+   * deletes the file and answers 409.
    */
   async add(
     video: Omit<KeptVideo, 'expiresAt'>,
     ttlS: number,
-    maxVideos: number,
-  ): Promise<{ expiresAt: string } | undefined> {
+    limits: KeepLimits,
+  ): Promise<{ expiresAt: string } | { refused: 'count' | 'bytes' }> {
     const now = this.clock();
     const expiresAt = new Date(now.getTime() + ttlS * 1000).toISOString();
     return writeTransaction(this.db, async (trx) => {
       await serializeOn(trx, `videos:${video.accountId}`);
-      const row = await trx
-        .selectFrom('videos')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('account_id', '=', video.accountId)
-        .where('expires_at', '>', now.toISOString())
-        .where('deleted_at', 'is', null)
-        .executeTakeFirstOrThrow();
-      if (Number(row.n) >= maxVideos) return undefined;
+      const used = await liveUsage(trx, video.accountId, now.toISOString());
+      if (used.count >= limits.maxVideos) return { refused: 'count' as const };
+      if (used.bytes + video.bytes > limits.maxBytes) return { refused: 'bytes' as const };
       await trx
         .insertInto('videos')
         .values({
@@ -161,4 +163,18 @@ export class VideoRegistry {
       return Number(result.numUpdatedRows) === 1;
     });
   }
+}
+
+async function liveUsage(db: Kysely<Database>, accountId: number, now: string): Promise<KeptUsage> {
+  const row = await db
+    .selectFrom('videos')
+    .select((eb: ExpressionBuilder<Database, 'videos'>) => [
+      eb.fn.countAll<number>().as('n'),
+      eb.fn.coalesce(eb.fn.sum<number | string>('bytes'), eb.lit(0)).as('bytes'),
+    ])
+    .where('account_id', '=', accountId)
+    .where('expires_at', '>', now)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirstOrThrow();
+  return { count: Number(row.n), bytes: Number(row.bytes) };
 }

@@ -29,6 +29,7 @@ const MIGRATIONS = [
   '0004_job_owner',
   '0005_sign_in_wrong_codes',
   '0006_videos',
+  '0007_mailboxes',
 ];
 const TABLES = [
   'accounts',
@@ -41,7 +42,7 @@ const TABLES = [
   'settings',
   'sign_in_codes',
   'sign_in_tries',
-  'sign_in_wrong_codes',
+  'sign_in_wrong_tries',
   'stripe_events',
   'videos',
 ];

@@ -1,13 +1,11 @@
 /**
- * Sign-in hardening (DESIGN §5a "Sign-in"): the mailbox rule where mail is sent, and at most 20 wrong
- * codes per address per UTC day across codes and IPs, on SQLite and on a real PostgreSQL, racing
- * instances included. Mail goes to a real SMTP server in this process on loopback, which records every
- * connection and recipient: a refused address must not even open one. The last part runs the built
- * server with that SMTP server and posts the forms as a browser would.
+ * Sign-in hardening (DESIGN §5a "Sign-in", "Sign-in cannot be locked by others"): the mailbox rule
+ * where mail is sent, and at most 20 wrong codes per address and client per UTC day across codes, on
+ * SQLite and on a real PostgreSQL, racing instances included. Mail goes to a real SMTP server in this
+ * process on loopback (test/helpers/smtp.ts), which records every connection and recipient: a refused
+ * address must not even open one. The last part runs the built server with that SMTP server and posts
+ * the forms as a browser would.
  */
-import type { AddressInfo } from 'node:net';
-import { simpleParser } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../../src/server/billing/ledger.js';
 import { createMailer, type Mailer } from '../../../src/server/keys/mail.js';
@@ -20,6 +18,7 @@ import {
 } from '../../../src/server/keys/sign-in.js';
 import { BACKENDS, type TestBackend, type TestDatabase, useBackend } from '../../helpers/databases.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
+import { useSmtp } from '../../helpers/smtp.js';
 import { visitor } from '../../helpers/visitor.js';
 
 const quiet = { info: () => undefined, warn: () => undefined };
@@ -50,20 +49,20 @@ async function fresh(databases: TestBackend, options: { sameAs?: TestDatabase; m
 /** Another code than `code`, so a "wrong" try is never right by chance. */
 const wrong = (code: string, step = 1) => ((Number(code) + step) % 1_000_000).toString().padStart(6, '0');
 
-describe.each(BACKENDS)('wrong codes per address per UTC day on %s', (backend) => {
+describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', (backend) => {
   const databases = useBackend(backend);
 
-  it('the 21st try of the day is refused, the right code included, across codes and IPs; the next day it works', async () => {
+  it("20 wrong codes from one client lock that client out until 00:00 UTC, never another client's right code", async () => {
     const { signIn, lastCode, at, db } = await fresh(databases);
     const email = 'target@example.com';
-    let ip = 0;
-    // Four codes, each burned by its 5 wrong tries, each try from its own IP: 20 wrong codes today.
+    const attacker = '198.51.100.7';
+    // Four codes, each burned by its 5 wrong tries, all from one client: 20 wrong codes today.
     for (let round = 0; round < WRONG_CODES_PER_DAY / MAX_TRIES_PER_CODE; round++) {
       at(`2025-03-01T1${round}:00:00.000Z`);
       await signIn.sendCode(email, '192.0.2.1');
       const code = lastCode();
       for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
-        expect(await signIn.verify(email, wrong(code, i), `198.51.100.${++ip}`)).toEqual({
+        expect(await signIn.verify(email, wrong(code, i), attacker)).toEqual({
           ok: false,
           reason: 'wrong_code',
         });
@@ -72,66 +71,81 @@ describe.each(BACKENDS)('wrong codes per address per UTC day on %s', (backend) =
     at('2025-03-01T23:59:00.000Z');
     await signIn.sendCode(email, '192.0.2.1');
     const fifth = lastCode();
-    expect(await signIn.verify(email, fifth, '203.0.113.1')).toEqual({
-      ok: false,
-      reason: 'address_limited',
-    });
-    expect(await signIn.verify(` ${email.toUpperCase()}`, fifth, '203.0.113.2')).toEqual({
-      ok: false,
-      reason: 'address_limited',
-    });
-    // The refused tries were not checked: the code was not touched, and is still live at 00:00:30 UTC.
+    // The locked client is refused, the right code included, under any spelling of the mailbox.
+    for (const spelling of [email, ` ${email.toUpperCase()}`, 'target+x@example.com']) {
+      expect(await signIn.verify(spelling, fifth, attacker), spelling).toEqual({
+        ok: false,
+        reason: 'address_limited',
+      });
+    }
+    // The refused tries were not checked: the code was not touched.
     const row = await db
       .selectFrom('sign_in_codes')
       .select(['attempts', 'used_at'])
       .orderBy('id', 'desc')
       .executeTakeFirstOrThrow();
     expect(row).toEqual({ attempts: 0, used_at: null });
-    // Another address is not limited by this one.
-    await signIn.sendCode('bystander@example.com', '192.0.2.1');
-    expect(await signIn.verify('bystander@example.com', lastCode(), '203.0.113.3')).toMatchObject({
-      ok: true,
-    });
+    // The owner, from another client, signs in with the right code: the attacker's 20 do not count.
+    expect(await signIn.verify(email, fifth, '203.0.113.1')).toMatchObject({ ok: true });
 
+    // The next day the locked client is a client like any other again.
     at('2025-03-02T00:00:30.000Z');
-    expect(await signIn.verify(email, fifth, '203.0.113.4')).toMatchObject({ ok: true });
+    await signIn.sendCode(email, '192.0.2.1');
+    expect(await signIn.verify(email, lastCode(), attacker)).toMatchObject({ ok: true });
   });
 
   it('19 wrong codes, then the right one, signs in; wrong codes with no live code count too', async () => {
     const { signIn, lastCode } = await fresh(databases);
     const email = 'careful@example.com';
+    const client = '198.51.100.9';
     // No code sent yet: these 9 are wrong codes for the address all the same.
     for (let i = 0; i < 9; i++) {
-      expect(await signIn.verify(email, '123456', `198.51.100.${i}`)).toEqual({
-        ok: false,
-        reason: 'wrong_code',
-      });
+      expect(await signIn.verify(email, '123456', client)).toEqual({ ok: false, reason: 'wrong_code' });
     }
     // Two codes burned by 5 wrong tries each: 19 wrong codes today.
     for (let round = 0; round < 2; round++) {
       await signIn.sendCode(email, '192.0.2.1');
       const code = lastCode();
-      for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
-        await signIn.verify(email, wrong(code, i), `198.51.101.${round * 10 + i}`);
-      }
+      for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) await signIn.verify(email, wrong(code, i), client);
     }
     await signIn.sendCode(email, '192.0.2.1');
-    expect(await signIn.verify(email, lastCode(), '192.0.2.9')).toMatchObject({ ok: true });
+    expect(await signIn.verify(email, lastCode(), client)).toMatchObject({ ok: true });
   });
 
   it('wrong codes counted at 23:59 UTC do not carry over to the next day', async () => {
     const { signIn, at } = await fresh(databases);
     const email = 'late@example.com';
+    const client = '198.51.100.10';
     at('2025-03-01T23:59:00.000Z');
-    for (let i = 0; i < WRONG_CODES_PER_DAY; i++) await signIn.verify(email, '000000', `198.51.100.${i}`);
-    expect(await signIn.verify(email, '000000', '198.51.100.99')).toEqual({
+    for (let i = 0; i < WRONG_CODES_PER_DAY; i++) await signIn.verify(email, '000000', client);
+    expect(await signIn.verify(email, '000000', client)).toEqual({ ok: false, reason: 'address_limited' });
+    at('2025-03-02T00:00:00.000Z');
+    expect(await signIn.verify(email, '000000', client)).toEqual({ ok: false, reason: 'wrong_code' });
+  });
+
+  it('the spellings of one mailbox share one count; an IPv6 /64 is one client', async () => {
+    const { signIn, lastCode } = await fresh(databases);
+    // Twenty addresses of one /64, twenty spellings of one mailbox: one client, one address.
+    for (let i = 0; i < WRONG_CODES_PER_DAY; i++) {
+      const spelling = i % 2 ? `jane.doe+${i}@gmail.com` : 'j.a.n.e.d.o.e@gmail.com';
+      expect(await signIn.verify(spelling, '000000', `2001:db8:7:8::${(i + 1).toString(16)}`)).toEqual({
+        ok: false,
+        reason: 'wrong_code',
+      });
+    }
+    await signIn.sendCode('janedoe@gmail.com', '192.0.2.1');
+    const code = lastCode();
+    expect(await signIn.verify('jane.doe@gmail.com', code, '2001:db8:7:8:ffff::1')).toEqual({
       ok: false,
       reason: 'address_limited',
     });
-    at('2025-03-02T00:00:00.000Z');
-    expect(await signIn.verify(email, '000000', '198.51.100.99')).toEqual({
+    // The next /64 is another client; googlemail.com is another mailbox (DESIGN merges dots only).
+    expect(await signIn.verify('janedoe@googlemail.com', '000000', '2001:db8:7:8::1')).toEqual({
       ok: false,
       reason: 'wrong_code',
+    });
+    expect(await signIn.verify('JaneDoe+phone@gmail.com', code, '2001:db8:7:9::1')).toMatchObject({
+      ok: true,
     });
   });
 
@@ -139,66 +153,26 @@ describe.each(BACKENDS)('wrong codes per address per UTC day on %s', (backend) =
     const first = await fresh(databases);
     const second = await fresh(databases, { sameAs: first.database });
     const email = 'raced@example.com';
+    const client = '198.51.100.11';
     const results = await Promise.all(
-      Array.from({ length: 32 }, (_, i) =>
-        (i % 2 ? first : second).signIn.verify(email, '000000', `198.51.100.${i}`),
-      ),
+      Array.from({ length: 32 }, (_, i) => (i % 2 ? first : second).signIn.verify(email, '000000', client)),
     );
     expect(results.filter((r) => !r.ok && r.reason === 'wrong_code')).toHaveLength(WRONG_CODES_PER_DAY);
     expect(results.filter((r) => !r.ok && r.reason === 'address_limited')).toHaveLength(
       32 - WRONG_CODES_PER_DAY,
     );
-    const rows = await first.db.selectFrom('sign_in_wrong_codes').selectAll().execute();
-    expect(rows).toEqual([{ day: '2025-03-01', email, wrong: WRONG_CODES_PER_DAY }]);
+    const rows = await first.db.selectFrom('sign_in_wrong_tries').selectAll().execute();
+    expect(rows).toEqual([{ day: '2025-03-01', mailbox: email, client, wrong: WRONG_CODES_PER_DAY }]);
   });
 });
 
 // ---------------------------------------------------------------------------------------------------
-// A real SMTP server on loopback, recording every connection and every envelope.
-
-interface Delivery {
-  rcpt: string[];
-  to: string;
-  code: string;
-}
-const deliveries: Delivery[] = [];
-let connections = 0;
-let smtp: SMTPServer;
-let smtpUrl = '';
-
-beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onConnect(_session, callback) {
-      connections++;
-      callback();
-    },
-    onData(stream, session, callback) {
-      simpleParser(stream)
-        .then((mail) => {
-          deliveries.push({
-            rcpt: session.envelope.rcptTo.map((r) => r.address),
-            to: mail.to && !Array.isArray(mail.to) ? mail.to.text : '',
-            code: /\b(\d{6})\b/.exec(mail.text ?? '')?.[1] ?? '',
-          });
-          callback();
-        })
-        .catch(callback);
-    },
-  });
-  await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
-  smtpUrl = `smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`;
-});
-
-afterAll(async () => {
-  await new Promise<void>((resolve) => smtp.close(() => resolve()));
-});
+// A real SMTP server on loopback, recording every connection, envelope and code.
+const smtp = useSmtp();
 
 async function waitForDeliveries(count: number): Promise<void> {
-  for (let i = 0; i < 300 && deliveries.length < count; i++) await new Promise((r) => setTimeout(r, 25));
-  expect(deliveries).toHaveLength(count);
+  if (count > 0) await smtp.delivery(count - 1);
+  expect(smtp.deliveries).toHaveLength(count);
 }
 
 /** Each of these parses, in nodemailer, to a delivery to victim@example.com. */
@@ -219,11 +193,11 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
 
   it('hostile spellings are refused before anything is stored or mailed; the normalised address gets one mail', async () => {
     const mailer = createMailer(
-      { smtpUrl, mailFrom: 'noreply@example.com', baseUrl: 'http://127.0.0.1:8080' },
+      { smtpUrl: smtp.url, mailFrom: 'noreply@example.com', baseUrl: 'http://127.0.0.1:8080' },
       quiet,
     );
     const { signIn, db } = await fresh(sqlite, { mailer });
-    const before = { deliveries: deliveries.length, connections };
+    const before = { deliveries: smtp.deliveries.length, connections: smtp.connections() };
     for (const address of HOSTILE) {
       await expect(signIn.sendCode(address, '192.0.2.1'), address).rejects.toThrow(InvalidEmailError);
       // The mailer itself refuses too, whoever calls it.
@@ -233,7 +207,7 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
     }
     await signIn.settled();
     expect(await db.selectFrom('sign_in_codes').select('id').execute()).toEqual([]);
-    expect(connections).toBe(before.connections);
+    expect(smtp.connections()).toBe(before.connections);
 
     // More than the per-address send limit's worth of spellings of one address: they are one address.
     const spellings = [
@@ -249,7 +223,7 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
     expect(answers.filter((a) => a.ok)).toHaveLength(SEND_LIMITS.perEmail);
     await signIn.settled();
     await waitForDeliveries(before.deliveries + SEND_LIMITS.perEmail);
-    for (const delivery of deliveries.slice(before.deliveries)) {
+    for (const delivery of smtp.deliveries.slice(before.deliveries)) {
       expect(delivery.rcpt).toEqual(['victim@example.com']);
       expect(delivery.to).toBe('victim@example.com');
     }
@@ -260,7 +234,7 @@ describe('the built server: sign-in forms with the mailbox rule and the daily li
   let server: TestServer;
 
   beforeAll(async () => {
-    server = await startServer({ VIDSHEET_SMTP_URL: smtpUrl, VIDSHEET_MAIL_FROM: 'noreply@vidsheet.test' });
+    server = await startServer({ VIDSHEET_SMTP_URL: smtp.url, VIDSHEET_MAIL_FROM: 'noreply@vidsheet.test' });
   });
   afterAll(async () => {
     await server?.stop();
@@ -269,7 +243,7 @@ describe('the built server: sign-in forms with the mailbox rule and the daily li
 
   it('a hostile address gets the invalid-address message and no mail; a valid one gets one mail, to itself', async () => {
     const v = visitor();
-    const before = { deliveries: deliveries.length, connections };
+    const before = { deliveries: smtp.deliveries.length, connections: smtp.connections() };
     for (const email of HOSTILE) {
       const { csrf } = await v.get(server.url);
       const answer = await v.post(server.url, '/keys/code', { _csrf: csrf, email });
@@ -282,20 +256,20 @@ describe('the built server: sign-in forms with the mailbox rule and the daily li
     expect(sent.status).toBe(200);
     expect(sent.html).toContain('If victim@example.com can sign in, a six-digit code is on its way.');
     await waitForDeliveries(before.deliveries + 1);
-    expect(deliveries.at(-1)?.rcpt).toEqual(['victim@example.com']);
+    expect(smtp.deliveries.at(-1)?.rcpt).toEqual(['victim@example.com']);
     // One connection: the one mail. The hostile forms opened none.
-    expect(connections).toBe(before.connections + 1);
+    expect(smtp.connections()).toBe(before.connections + 1);
   });
 
   it('after 20 wrong codes today the right code is refused with 429 and the daily-limit notice', async () => {
     const v = visitor();
     const email = 'guessed@example.com';
     const sendCode = async () => {
-      const count = deliveries.length;
+      const count = smtp.deliveries.length;
       const sent = await v.post(server.url, '/keys/code', { _csrf: (await v.get(server.url)).csrf, email });
       expect(sent.status).toBe(200);
       await waitForDeliveries(count + 1);
-      return deliveries.at(-1)?.code as string;
+      return smtp.deliveries.at(-1)?.code as string;
     };
     const submit = async (code: string) => {
       const { csrf } = await v.get(server.url);
