@@ -144,18 +144,7 @@ export function inProcessApps(name: BackendName): { build(options?: BuildOptions
           }),
         probe: async () => ({ durationMs: 10_000, probe: { format: 'mov,mp4,m4a,3gp,3g2,mj2' } as never }),
       };
-      const lines = options.log;
-      const loggerInstance = lines
-        ? pino(
-            { level: 'info' },
-            new Writable({
-              write(chunk, _encoding, done) {
-                lines.push(String(chunk));
-                done();
-              },
-            }),
-          )
-        : undefined;
+      const loggerInstance = options.log ? collectingLogger(options.log) : undefined;
       const app = await buildApp(
         {
           config,
@@ -228,15 +217,9 @@ export function inProcessApps(name: BackendName): { build(options?: BuildOptions
         },
         listen,
         async connect() {
-          const { port } = new URL(await listen());
-          const socket = net.connect(Number(port), '127.0.0.1');
-          sockets.push(socket);
-          await once(socket, 'connect');
-          let received = '';
-          socket.on('data', (chunk) => (received += chunk));
-          socket.on('error', () => {});
-          const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
-          return { socket, received: () => received, closed };
+          const client = await rawConnect(Number(new URL(await listen()).port));
+          sockets.push(client.socket);
+          return client;
         },
         async account(email, money = {}) {
           const { id } = await ledger.accounts.findOrCreateAccount(email);
@@ -267,6 +250,13 @@ export function multipartUpload(fields: Record<string, string> = {}) {
   };
 }
 
+/** What an MCP client sends with each request, with the Host the apps allow. */
+export const MCP_HEADERS = {
+  host: '127.0.0.1:9',
+  accept: 'application/json, text/event-stream',
+  'content-type': 'application/json',
+};
+
 /**
  * An injected `tools/call` on `POST /mcp`, anonymous (a test adds `authorization` to the headers),
  * with the Host the apps allow; `name` is the remote tool's unless given.
@@ -279,11 +269,7 @@ export function mcpToolCall(
   return {
     method: 'POST' as const,
     url: '/mcp',
-    headers: {
-      host: '127.0.0.1:9',
-      accept: 'application/json, text/event-stream',
-      'content-type': 'application/json',
-    } as Record<string, string>,
+    headers: { ...MCP_HEADERS } as Record<string, string>,
     payload: {
       jsonrpc: '2.0',
       id: 1,
@@ -299,3 +285,27 @@ export const toolTexts = (res: { json(): unknown }) =>
 
 /** The body of a raw HTTP answer (after its headers). */
 export const bodyOf = (raw: string) => raw.slice(raw.indexOf('\r\n\r\n') + 4);
+
+/** A pino logger at `info` whose lines (JSON text) are pushed to `lines`. */
+export function collectingLogger(lines: string[]) {
+  return pino(
+    { level: 'info' },
+    new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    }),
+  );
+}
+
+/** A raw connection from 127.0.0.1 to `port` on 127.0.0.1 (the caller destroys its socket). */
+export async function rawConnect(port: number): Promise<RawClient> {
+  const socket = net.connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  let received = '';
+  socket.on('data', (chunk) => (received += chunk));
+  socket.on('error', () => {});
+  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+  return { socket, received: () => received, closed };
+}

@@ -10,10 +10,8 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type AppParts, buildApp } from '../../src/server/app.js';
 import { AnonymousLane } from '../../src/server/billing/anonymous-lane.js';
@@ -33,7 +31,14 @@ import { VideoCache } from '../../src/server/sessions/cache.js';
 import { VideoRegistry } from '../../src/server/sessions/registry.js';
 import { LocalSheetStorage } from '../../src/server/storage/local.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
-import { bodyOf, mcpToolCall, multipartUpload as upload } from '../helpers/app.js';
+import {
+  bodyOf,
+  collectingLogger,
+  MCP_HEADERS,
+  mcpToolCall,
+  rawConnect,
+  multipartUpload as upload,
+} from '../helpers/app.js';
 import { slowUpload } from '../helpers/slow-client.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -134,18 +139,7 @@ async function app(
       payments: new Payments({ config, db, ledger, clock, log: silent }),
     },
   };
-  const lines = options.log;
-  const loggerInstance = lines
-    ? pino(
-        { level: 'info' },
-        new Writable({
-          write(chunk, _encoding, done) {
-            lines.push(String(chunk));
-            done();
-          },
-        }),
-      )
-    : undefined;
+  const loggerInstance = options.log ? collectingLogger(options.log) : undefined;
   const built = await buildApp(parts, { loggerInstance, bodyDeadlineMs: options.bodyDeadlineMs });
   apps.push(built);
   return built;
@@ -250,12 +244,7 @@ describe('the auth plugin', () => {
     const mcp = (authorization?: string) => ({
       method: 'POST' as const,
       url: '/mcp',
-      headers: {
-        host: '127.0.0.1:9',
-        accept: 'application/json, text/event-stream',
-        'content-type': 'application/json',
-        ...(authorization === undefined ? {} : { authorization }),
-      },
+      headers: { ...MCP_HEADERS, ...(authorization === undefined ? {} : { authorization }) },
       payload: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
     });
 
@@ -425,14 +414,9 @@ describe('the answers every route shares', () => {
 async function rawClient(server: FastifyInstance) {
   if (!server.server.listening) await server.listen({ host: '127.0.0.1', port: 0 });
   const { port } = server.server.address() as AddressInfo;
-  const socket = net.connect(port, '127.0.0.1');
-  rawSockets.push(socket);
-  await once(socket, 'connect');
-  let received = '';
-  socket.on('data', (chunk) => (received += chunk));
-  socket.on('error', () => {});
-  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
-  return { socket, received: () => received, closed };
+  const client = await rawConnect(port);
+  rawSockets.push(client.socket);
+  return client;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -67,12 +67,17 @@ const uploadAs = (key: string) => ({
 });
 
 describe('an account on the allowance: one job at a time', { timeout: 15_000 }, () => {
-  it('a second upload while the first job runs is 429 busy at once; after it, the next is let in', async () => {
+  /** An app, and an account on the allowance whose first upload's job is running. */
+  async function oneRunning() {
     const built = await build();
-    const server = built.app;
     const free = await account(built, 'allowance');
-    const first = server.inject(uploadAs(free.key));
+    const first = built.app.inject(uploadAs(free.key));
     await started(1);
+    return { server: built.app, free, first };
+  }
+
+  it('a second upload while the first job runs is 429 busy at once; after it, the next is let in', async () => {
+    const { server, free, first } = await oneRunning();
     const second = await server.inject(uploadAs(free.key));
     expect([second.statusCode, second.body]).toEqual([429, BUSY]);
     expect(runs).toHaveLength(1);
@@ -85,11 +90,7 @@ describe('an account on the allowance: one job at a time', { timeout: 15_000 }, 
   });
 
   it('a zoom while an upload job runs is 429 busy before its body', async () => {
-    const built = await build();
-    const server = built.app;
-    const free = await account(built, 'allowance');
-    const first = server.inject(uploadAs(free.key));
-    await started(1);
+    const { server, free, first } = await oneRunning();
     const zoom = await server.inject({
       method: 'POST',
       url: `/v1/videos/${'A'.repeat(22)}/sheets`,
