@@ -10,13 +10,14 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { hostedErrors, transportAnswers, VidsheetError, webErrors } from '#vidsheet/core/errors.js';
 import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
 import type { Payments } from './billing/payments.js';
 import type { ServerConfig, TrustProxy } from './config.js';
 import type { Admission } from './hosted/admission.js';
+import type { FreeActors } from './hosted/free-actors.js';
 import type { HostedJobs } from './hosted/jobs.js';
 import { STALL_RULE } from './hosted/stall.js';
 import type { Transfers } from './hosted/transfers.js';
@@ -25,6 +26,7 @@ import type { SignIn } from './keys/sign-in.js';
 import { auth } from './plugins/auth.js';
 import { BODY_DEADLINE_MS, bodyDeadlines } from './plugins/body-deadline.js';
 import { answerBeforeBody } from './plugins/early-answer.js';
+import { requestLogSerializers } from './plugins/request-log.js';
 import { healthRoutes } from './routes/health.js';
 import { keysRoutes } from './routes/keys.js';
 import { mcpRoutes } from './routes/mcp.js';
@@ -47,8 +49,16 @@ export interface AppParts {
   /** Accounts and keys, credits, the job registry. */
   ledger: Ledger;
   storage: SheetStorage;
-  /** The job queue and the hosted job, shared by uploads and the remote tool. */
-  hosted: { admission: Admission; transfers: Transfers; jobs: Pick<HostedJobs, 'run' | 'probe'> };
+  /**
+   * The job queue, the transfer slots, the one job of each free actor (DESIGN §5a), and the hosted job,
+   * shared by uploads and the remote tool.
+   */
+  hosted: {
+    admission: Admission;
+    transfers: Transfers;
+    freeActors: FreeActors;
+    jobs: Pick<HostedJobs, 'run' | 'probe'>;
+  };
   /** Kept videos (DESIGN §9): their database rows, their store, this instance's local copies. */
   sessions: SessionParts;
   /** The remote endpoint's anonymous daily quota. */
@@ -74,7 +84,10 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     uploadMs: config.uploadTimeoutS * 1000,
   };
   const app = Fastify({
-    ...(options.loggerInstance ? { loggerInstance: options.loggerInstance } : { logger: false }),
+    // Request lines quote the client's URL and Host by 64 characters at most (DESIGN §5a).
+    ...(options.loggerInstance
+      ? { loggerInstance: options.loggerInstance.child({}, { serializers: requestLogSerializers }) }
+      : { logger: false }),
     trustProxy: trustProxyOption(config.trustProxy),
     // Unique across instances and restarts, so a log line finds its request anywhere.
     genReqId: () => randomBytes(8).toString('hex'),
@@ -90,6 +103,17 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     // What Node's parser refuses (a malformed request, headers too slow or too large, a body cut
     // short) is answered in the catalog's shape, not Fastify's own `{"error":"Bad Request",...}`.
     clientErrorHandler: answerClientError,
+    // What the router refuses before any route (a path parameter over its length, a malformed
+    // escape in one) names no route's resource: 404 not_found, as an unknown sheet is, instead of
+    // Fastify's own body, which quoted the whole path.
+    frameworkErrors: (error, request, reply: FastifyReply) => {
+      request.log.info({ code: error.code }, 'request refused by the router');
+      const known =
+        error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? hostedErrors.notFound()
+          : toCatalogError(error, config.maxUploadMb);
+      return reply.code(known.status).send(known.body());
+    },
   }) as unknown as FastifyInstance;
 
   await app.register(swagger, {

@@ -19,6 +19,7 @@ import type { ServerConfig } from './config.js';
 import { openDatabase } from './db/open.js';
 import type { Database } from './db/schema.js';
 import { Admission } from './hosted/admission.js';
+import { FreeActors } from './hosted/free-actors.js';
 import { HostedJobs } from './hosted/jobs.js';
 import { startSweeper } from './hosted/sweeper.js';
 import { Transfers } from './hosted/transfers.js';
@@ -113,6 +114,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const jobs = new HostedJobs({ config, ledger, storage, worker });
   const admission = new Admission(1 + config.queueLength);
   const transfers = new Transfers(config.maxTransfers, config.transfersPerClient);
+  const freeActors = new FreeActors((accountId) => ledger.credits.livesOnAllowance(accountId));
   const anonymous = new AnonymousLane(db, {
     daily: config.anonDaily,
     perAddress: config.anonPerAddress,
@@ -139,7 +141,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       config,
       ledger,
       storage,
-      hosted: { admission, transfers, jobs },
+      hosted: { admission, transfers, freeActors, jobs },
       sessions,
       anonymous,
       keysPage,

@@ -10,10 +10,8 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type AppParts, buildApp } from '../../src/server/app.js';
 import { AnonymousLane } from '../../src/server/billing/anonymous-lane.js';
@@ -23,6 +21,7 @@ import { loadConfig } from '../../src/server/config.js';
 import { openDatabase } from '../../src/server/db/open.js';
 import type { Database } from '../../src/server/db/schema.js';
 import { Admission } from '../../src/server/hosted/admission.js';
+import { FreeActors } from '../../src/server/hosted/free-actors.js';
 import type { HostedJobRequest, HostedJobs } from '../../src/server/hosted/jobs.js';
 import { Transfers } from '../../src/server/hosted/transfers.js';
 import { createMailer } from '../../src/server/keys/mail.js';
@@ -32,6 +31,14 @@ import { VideoCache } from '../../src/server/sessions/cache.js';
 import { VideoRegistry } from '../../src/server/sessions/registry.js';
 import { LocalSheetStorage } from '../../src/server/storage/local.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
+import {
+  bodyOf,
+  collectingLogger,
+  MCP_HEADERS,
+  mcpToolCall,
+  rawConnect,
+  multipartUpload as upload,
+} from '../helpers/app.js';
 import { slowUpload } from '../helpers/slow-client.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -105,6 +112,7 @@ async function app(
     hosted: {
       admission: options.admission ?? new Admission(2),
       transfers: new Transfers(8, 2),
+      freeActors: new FreeActors((id) => ledger.credits.livesOnAllowance(id)),
       jobs: {
         run: (request) => {
           runs.push(request);
@@ -131,39 +139,10 @@ async function app(
       payments: new Payments({ config, db, ledger, clock, log: silent }),
     },
   };
-  const lines = options.log;
-  const loggerInstance = lines
-    ? pino(
-        { level: 'info' },
-        new Writable({
-          write(chunk, _encoding, done) {
-            lines.push(String(chunk));
-            done();
-          },
-        }),
-      )
-    : undefined;
+  const loggerInstance = options.log ? collectingLogger(options.log) : undefined;
   const built = await buildApp(parts, { loggerInstance, bodyDeadlineMs: options.bodyDeadlineMs });
   apps.push(built);
   return built;
-}
-
-/** A multipart body with one `video` part (a few bytes: the fake job never opens it). */
-function upload(fields: Record<string, string> = {}) {
-  const boundary = 'vidsheet-test-boundary';
-  const parts = [
-    ...Object.entries(fields).map(
-      ([name, value]) =>
-        `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`,
-    ),
-    `--${boundary}\r\ncontent-disposition: form-data; name="video"; filename="clip.mp4"\r\n` +
-      'content-type: video/mp4\r\n\r\nnot really a video\r\n',
-    `--${boundary}--\r\n`,
-  ];
-  return {
-    payload: parts.join(''),
-    headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
-  };
 }
 
 describe('the auth plugin', () => {
@@ -265,12 +244,7 @@ describe('the auth plugin', () => {
     const mcp = (authorization?: string) => ({
       method: 'POST' as const,
       url: '/mcp',
-      headers: {
-        host: '127.0.0.1:9',
-        accept: 'application/json, text/event-stream',
-        'content-type': 'application/json',
-        ...(authorization === undefined ? {} : { authorization }),
-      },
+      headers: { ...MCP_HEADERS, ...(authorization === undefined ? {} : { authorization }) },
       payload: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
     });
 
@@ -440,20 +414,12 @@ describe('the answers every route shares', () => {
 async function rawClient(server: FastifyInstance) {
   if (!server.server.listening) await server.listen({ host: '127.0.0.1', port: 0 });
   const { port } = server.server.address() as AddressInfo;
-  const socket = net.connect(port, '127.0.0.1');
-  rawSockets.push(socket);
-  await once(socket, 'connect');
-  let received = '';
-  socket.on('data', (chunk) => (received += chunk));
-  socket.on('error', () => {});
-  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
-  return { socket, received: () => received, closed };
+  const client = await rawConnect(port);
+  rawSockets.push(client.socket);
+  return client;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** The body of a raw HTTP answer (after its headers). */
-const bodyOf = (raw: string) => raw.slice(raw.indexOf('\r\n\r\n') + 4);
 
 /** DESIGN §5a's answers, written out as DESIGN words them. */
 const TOO_SLOW = '{"error":"bad_request","message":"the request body was too slow"}';
@@ -679,21 +645,7 @@ describe('small inputs stay small (DESIGN §5a)', () => {
   });
 
   describe('the remote tool', () => {
-    const call = (args: Record<string, unknown>, meta?: Record<string, unknown>) => ({
-      method: 'POST' as const,
-      url: '/mcp',
-      headers: {
-        host: '127.0.0.1:9',
-        accept: 'application/json, text/event-stream',
-        'content-type': 'application/json',
-      },
-      payload: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'vidsheet_video', arguments: args, ...(meta ? { _meta: meta } : {}) },
-      },
-    });
+    const call = mcpToolCall;
     const url = 'https://example.com/clip.mp4';
 
     it.each([

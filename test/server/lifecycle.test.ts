@@ -3,6 +3,7 @@
  * any body byte, a worker killed mid-job, expiry and the sweeper, a clean stop, recovery after a
  * crash, and configuration errors. Money is checked through the operator's own `admin show`.
  */
+import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -19,6 +20,8 @@ import {
   type TestServer,
   videoForm,
 } from '../helpers/server.js';
+import { slowUpload } from '../helpers/slow-client.js';
+import { waitFor } from '../helpers/wait.js';
 
 afterAll(removeServerDirs);
 
@@ -153,9 +156,10 @@ describe('sheet expiry', () => {
 });
 
 describe('stopping', () => {
-  it('SIGTERM lets the running job finish, answers it, and exits 0', async () => {
+  /** A server (fallback engine) with a 4x4 job on a 200 s clip charged and running. */
+  async function midJob(email: string) {
     const server = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
-    const { key } = await newAccount(server, 200, 'stop@example.com');
+    const { key } = await newAccount(server, 200, email);
     const clip = await plainClip(200);
     const job = postJob(
       server,
@@ -163,6 +167,11 @@ describe('stopping', () => {
       videoForm({ bytes: readFileSync(clip), filename: 'mid.mp4' }, { density: '4x4' }),
     );
     await server.waitForLog(isCharged(), 60_000);
+    return { server, job };
+  }
+
+  it('SIGTERM lets the running job finish, answers it, and exits 0', async () => {
+    const { server, job } = await midJob('stop@example.com');
     const exit = server.stop();
     const response = await job;
     expect(response.status).toBe(200);
@@ -170,6 +179,67 @@ describe('stopping', () => {
     expect(await exit).toBe(0);
     // Stopped for good: nothing listens any more.
     await expect(fetch(`${server.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('SIGTERM closes at once the connections only sending a body, the job still finishes, exit 0', async () => {
+    const { server, job } = await midJob('stop-slow@example.com');
+    const uploader = await newAccount(server, 200);
+    // Bodies that keep coming a byte at a time, on the routes the review held open (DESIGN §5a), and
+    // an upload: each far from its deadline (30 s, VIDSHEET_UPLOAD_TIMEOUT_S) when the stop comes.
+    const { port } = new URL(server.url);
+    const slow = await Promise.all(
+      [
+        ['/stripe/webhook', 'Content-Type: application/json\r\n'],
+        ['/keys/code', 'Content-Type: application/x-www-form-urlencoded\r\n'],
+        ['/mcp', 'Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n'],
+      ].map(async ([path, headers], i) => {
+        const socket = connect({ port: Number(port), host: '127.0.0.1', localAddress: `127.0.0.${40 + i}` });
+        await once(socket, 'connect');
+        socket.on('error', () => {});
+        socket.write(
+          `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${headers}Content-Length: 1000\r\n\r\n{`,
+        );
+        const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+        const trickle = setInterval(() => socket.write(' '), 200);
+        return { closed, stop: () => clearInterval(trickle), socket };
+      }),
+    );
+    const upload = await slowUpload(server.url, uploader.key, { from: '127.0.0.45', first: 64 * 1024 });
+    const uploadTrickle = setInterval(() => upload.send(Buffer.alloc(16 * 1024, 0x2a)), 200);
+    try {
+      await server.waitForLog(
+        (l) => l.msg === 'incoming request' && (l.req as { url?: string }).url === '/mcp',
+      );
+      await new Promise((r) => setTimeout(r, 500));
+      const stopped = Date.now();
+      const exit = server.stop();
+      for (const connection of slow) {
+        const closedAt = await Promise.race([
+          connection.closed,
+          new Promise<number>((r) => setTimeout(() => r(0), 5000)),
+        ]);
+        expect(closedAt, 'a slow body is closed at the stop').toBeGreaterThan(0);
+        expect(closedAt - stopped).toBeLessThan(3000);
+      }
+      await waitFor(() => upload.closed(), 'the slow upload closed at the stop', 3000);
+      // The running job is let finish and answered (DESIGN §7).
+      const response = await job;
+      expect(response.status).toBe(200);
+      expect((await response.json()).sheets).toBe(3);
+      expect(await exit).toBe(0);
+      expect(Date.now() - stopped, 'stopped well inside the 30 s body deadline').toBeLessThan(20_000);
+      expect(
+        server.logs.some((l) => l.msg === 'stopping: closed the connections still receiving a body'),
+      ).toBe(true);
+      expect(server.leftovers()).toEqual([]);
+    } finally {
+      for (const connection of slow) {
+        connection.stop();
+        connection.socket.destroy();
+      }
+      clearInterval(uploadTrickle);
+      upload.destroy();
+    }
   });
 
   it('after a crash (SIGKILL mid-job), the next start refunds the job and deletes the upload', async () => {

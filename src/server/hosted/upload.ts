@@ -18,6 +18,7 @@ import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import { refuseBeforeBody } from '../plugins/early-answer.js';
 import type { Admission } from './admission.js';
+import type { FreeActors } from './free-actors.js';
 import type { JobLog } from './jobs.js';
 import { watchTransfer } from './stall.js';
 import type { TransferSlot, Transfers } from './transfers.js';
@@ -28,6 +29,8 @@ declare module 'fastify' {
     releaseAdmission?: () => void;
     /** Gives back this request's transfer slot (idempotent). */
     releaseTransfer?: () => void;
+    /** Ends this free actor's one job (DESIGN §5a; idempotent, a no-op for a paying account). */
+    releaseFreeActor?: () => void;
     /** This request's transfer slot, while its body is received. */
     transferSlot?: TransferSlot;
   }
@@ -52,6 +55,7 @@ export interface UploadParts {
   config: ServerConfig;
   admission: Admission;
   transfers: Transfers;
+  freeActors: FreeActors;
   credits: { mayQueue(accountId: number): Promise<boolean> };
 }
 
@@ -70,7 +74,7 @@ export interface Upload {
  * check (`onRequest: [app.requireKey, ...own checks, ...uploads.hooks]`); call `receive` in the handler.
  */
 export function uploads(app: FastifyInstance, deps: UploadParts) {
-  const { config, admission, transfers, credits } = deps;
+  const { config, admission, transfers, freeActors, credits } = deps;
   const maxBytes = config.maxUploadMb * 1024 * 1024;
 
   /** DESIGN §5a "Who may queue": a key that could not pay the cheapest job is refused unread. */
@@ -80,13 +84,22 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
   };
 
   /**
-   * A full queue, or no transfer slot for this instance, account or address: 429 before the body is
-   * read. The slot is held while the body arrives; the queue place is taken when it has arrived.
+   * A full queue, a free account that already has a job waiting or running (DESIGN §5a), or no
+   * transfer slot for this instance, account or address: 429 before the body is read. The slot is held
+   * while the body arrives; the queue place is taken when it has arrived; a free account's one job is
+   * held until the request ends.
    */
   const capacity: onRequestHookHandler = async (request, reply) => {
     if (admission.isFull) return refuseBeforeBody(request, reply, hostedErrors.busy());
-    const slot = transfers.tryEnter({ accountId: (request.account as Account).id, address: request.ip });
-    if (!slot) return refuseBeforeBody(request, reply, hostedErrors.busy());
+    const accountId = (request.account as Account).id;
+    const free = await freeActors.enter({ accountId, address: request.ip });
+    if (!free) return refuseBeforeBody(request, reply, hostedErrors.busy());
+    request.releaseFreeActor = free;
+    const slot = transfers.tryEnter({ accountId, address: request.ip });
+    if (!slot) {
+      free();
+      return refuseBeforeBody(request, reply, hostedErrors.busy());
+    }
     request.transferSlot = slot;
     request.releaseTransfer = slot.release;
   };
@@ -101,6 +114,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
   app.addHook('onResponse', async (request) => {
     request.releaseTransfer?.();
     request.releaseAdmission?.();
+    request.releaseFreeActor?.();
   });
 
   /**

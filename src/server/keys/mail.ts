@@ -5,6 +5,7 @@
  */
 import nodemailer from 'nodemailer';
 import { normalizeMailbox } from '#vidsheet/core/mailbox.js';
+import { excerpt } from '#vidsheet/core/redact.js';
 import type { ServerConfig } from '../config.js';
 
 /** DESIGN §7: the page's tests and people look for this exact subject. */
@@ -51,7 +52,7 @@ export function createMailer(
       kind: 'log',
       async sendSignInCode(to, code) {
         checkMail(to, code);
-        log.info({ email: to, code }, LOG_CODE_MESSAGE);
+        log.info({ email: excerpt(to), code }, LOG_CODE_MESSAGE);
       },
     };
   }

@@ -27,6 +27,7 @@ import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto
 import type { Kysely } from 'kysely';
 import { addressKey } from '#vidsheet/core/client-address.js';
 import { mailboxKey, normalizeMailbox } from '#vidsheet/core/mailbox.js';
+import { excerpt } from '#vidsheet/core/redact.js';
 import type { Clock, Ledger } from '../billing/ledger.js';
 import { serializeOn, writeTransaction } from '../db/open.js';
 import type { Database } from '../db/schema.js';
@@ -231,7 +232,7 @@ export class SignIn {
           .where('id', '=', row.id)
           .execute();
         if (row.attempts + 1 >= MAX_TRIES_PER_CODE) {
-          this.#log.warn({ email: normalized, ip }, 'sign-in code burned: too many wrong tries');
+          this.#log.warn({ email: excerpt(normalized), ip }, 'sign-in code burned: too many wrong tries');
         }
         return 'wrong_code' as const;
       }
@@ -243,7 +244,10 @@ export class SignIn {
       return { ok: false, reason: 'rate_limited' };
     }
     if (outcome === 'address_limited') {
-      this.#log.warn({ email: normalized, ip }, 'sign-in try refused: wrong codes for this address today');
+      this.#log.warn(
+        { email: excerpt(normalized), ip },
+        'sign-in try refused: wrong codes for this address today',
+      );
       return { ok: false, reason: 'address_limited' };
     }
     if (outcome === 'wrong_code' || normalized === undefined) return { ok: false, reason: 'wrong_code' };
@@ -267,7 +271,7 @@ export class SignIn {
       () => undefined,
       (error: unknown) => {
         const message = error instanceof Error ? error.message : String(error);
-        this.#log.warn({ email, error: message }, 'sign-in code mail could not be delivered');
+        this.#log.warn({ email: excerpt(email), error: message }, 'sign-in code mail could not be delivered');
       },
     );
     this.#deliveries.add(delivery);

@@ -20,16 +20,21 @@ import type { AnonymousCounter, AnonymousLane, TakenJob } from '../billing/anony
 import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import type { Admission } from '../hosted/admission.js';
+import type { FreeActors } from '../hosted/free-actors.js';
 import { type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
 import type { Transfers } from '../hosted/transfers.js';
 import type { SheetStorage } from '../storage/storage.js';
-import { downloadVideo, FetchError } from './fetch/download.js';
+import { downloadVideo, FetchError, type FetchReason } from './fetch/download.js';
 
-/** What a remote call uses: the shared job queue and hosted job, the anonymous quota, the sheets. */
+/**
+ * What a remote call uses: the shared job queue, transfer slots and hosted job, the one job of each
+ * free actor, the anonymous quota, the sheets.
+ */
 export interface RemoteParts {
   config: ServerConfig;
   admission: Admission;
   transfers: Transfers;
+  freeActors: FreeActors;
   jobs: Pick<HostedJobs, 'run'>;
   anonymous: Pick<AnonymousLane, 'take' | 'giveBack'>;
   storage: SheetStorage;
@@ -109,11 +114,19 @@ export async function callRemoteTool(
   } catch (error) {
     return toolError(error, 'remote');
   }
-  // A full queue refuses before anything is fetched; the fetch itself holds a transfer slot (DESIGN
-  // §5), and the queue place is taken only when the video is complete on disk.
+  // A full queue refuses before anything is fetched; so does a free actor's second job (DESIGN §5a:
+  // an anonymous caller per address and per subject id, an account on the allowance), held until this
+  // call ends. The fetch itself holds a transfer slot (DESIGN §5), and the queue place is taken only
+  // when the video is complete on disk.
   if (deps.admission.isFull) return toolError(hostedErrors.busy(), 'remote');
+  const subject = subjectOf(meta);
+  const free = await deps.freeActors.enter({ accountId: caller.account?.id, address: caller.ip, subject });
+  if (!free) return toolError(hostedErrors.busy(), 'remote');
   const slot = deps.transfers.tryEnter({ accountId: caller.account?.id, address: caller.ip });
-  if (!slot) return toolError(hostedErrors.busy(), 'remote');
+  if (!slot) {
+    free();
+    return toolError(hostedErrors.busy(), 'remote');
+  }
   let release: (() => void) | undefined;
 
   const jobId = newJobId();
@@ -123,7 +136,6 @@ export async function callRemoteTool(
   let taken: (TakenJob & { remaining: number }) | undefined;
   try {
     if (!caller.account) {
-      const subject = subjectOf(meta);
       // A subject's calls also count against the address they come from (DESIGN §5a).
       counter = subject ? { kind: 'subject', subject, address: caller.ip } : { kind: 'ip', ip: caller.ip };
       const take = await deps.anonymous.take(counter);
@@ -146,8 +158,10 @@ export async function callRemoteTool(
     } catch (error) {
       if (error instanceof FetchError) {
         log.info({ jobId: shortJobId(jobId), reason: error.reason }, 'fetch refused or failed');
-        // A URL that could not be fetched used no job: the quota is given back.
-        if (taken) await deps.anonymous.giveBack(taken);
+        // A URL that could not be fetched used no job: the quota is given back; but a fetch cut by
+        // the stall rule or its deadline held a transfer slot for as long as those allow, so it
+        // counts as a job of the anonymous lane (DESIGN §5a), or slow fetches would be free.
+        if (taken && !FETCH_CUT.has(error.reason)) await deps.anonymous.giveBack(taken);
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
       }
       throw error;
@@ -211,8 +225,12 @@ export async function callRemoteTool(
     );
     slot.release();
     release?.();
+    free();
   }
 }
+
+/** The fetch failures that are the stall rule's or the deadline's cuts (download.ts). */
+const FETCH_CUT: ReadonlySet<FetchReason> = new Set(['timeout', 'stalled']);
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];

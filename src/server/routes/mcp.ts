@@ -11,6 +11,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addressKey } from '#vidsheet/core/client-address.js';
 import { remoteErrors, type VidsheetError } from '#vidsheet/core/errors.js';
+import { excerpt } from '#vidsheet/core/redact.js';
 import { type RemoteInput, toolDefinition } from '#vidsheet/mcp/tool.js';
 import { callRemoteTool, type RemoteParts } from '../remote/tool.js';
 
@@ -76,6 +77,7 @@ export async function mcpRoutes(
       void server.close();
     });
     try {
+      quoteUnknownTools(request.body, tool.name);
       await server.connect(transport);
       await transport.handleRequest(request.raw, reply.raw, request.body);
     } catch (error) {
@@ -88,4 +90,17 @@ export async function mcpRoutes(
       }
     }
   });
+}
+
+/**
+ * DESIGN §5a: no input is echoed whole. The SDK's answer to a call of an unknown tool names the tool
+ * as it was sent, so such a name is cut to 64 characters (core/redact.ts) before the SDK sees it.
+ */
+function quoteUnknownTools(body: unknown, known: string): void {
+  for (const message of Array.isArray(body) ? body : [body]) {
+    const call = message as { method?: unknown; params?: { name?: unknown } } | null;
+    const params = call?.method === 'tools/call' ? call.params : undefined;
+    if (params && typeof params.name === 'string' && params.name !== known)
+      params.name = excerpt(params.name);
+  }
 }

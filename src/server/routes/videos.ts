@@ -119,6 +119,19 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
     }
   }
 
+  /**
+   * DESIGN §5a "One at a time for free actors": a zoom is a job, so an account on the allowance that
+   * already has one waiting or running is `429 busy` before the body is read.
+   */
+  async function oneJobEach(request: FastifyRequest, reply: FastifyReply) {
+    const free = await deps.freeActors.enter({
+      accountId: (request.account as Account).id,
+      address: request.ip,
+    });
+    if (!free) return refuseBeforeBody(request, reply, hostedErrors.busy());
+    request.releaseFreeActor = free;
+  }
+
   app.post('/v1/videos', {
     schema: keepVideoSchema,
     config: { upload: true },
@@ -180,6 +193,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
         );
         request.releaseTransfer?.();
         request.releaseAdmission?.();
+        request.releaseFreeActor?.();
       }
     },
   });
@@ -188,7 +202,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
     schema: videoSheetsSchema,
     // The body is validated by core/request.ts (the local window rules and wording), not by Fastify.
     validatorCompiler: () => () => true,
-    onRequest: [app.requireKey, jsonBody],
+    onRequest: [app.requireKey, jsonBody, oneJobEach],
     handler: async (request, reply) => {
       const video = await owned(request);
       if (!video) return notFound(reply);
@@ -238,6 +252,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
           log.error({ err }, 'could not remove the job directory'),
         );
         release();
+        request.releaseFreeActor?.();
       }
     },
   });

@@ -9,7 +9,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Density } from '#vidsheet/core/density.js';
-import { shortJobId } from '#vidsheet/core/redact.js';
+import { excerpt, shortJobId } from '#vidsheet/core/redact.js';
 import { hostedReport } from '#vidsheet/core/report.js';
 import { parseHostedFields, type ResponseMode } from '#vidsheet/core/request.js';
 import type { Account } from '../billing/ledger.js';
@@ -48,7 +48,8 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
         const received = await upload.receive(request, reply, workDir, log);
         if (!received) return reply;
         const { density, response } = parseHostedFields(received.fields);
-        log.info({ input: received.filename, bytes: received.bytes, density }, 'upload received');
+        // The file name is the client's text: quoted by 64 characters at most (DESIGN §5a).
+        log.info({ input: excerpt(received.filename), bytes: received.bytes, density }, 'upload received');
         const result = await jobs.run({
           jobId,
           file: received.path,
@@ -69,6 +70,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
         );
         request.releaseTransfer?.();
         request.releaseAdmission?.();
+        request.releaseFreeActor?.();
       }
       const { result, density, response } = answer;
       return sendJobResult(reply, deps.storage, response, result, (outcome) =>
