@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseTimeMs } from '../../../src/core/time.js';
 import { decodeJpeg } from '../../helpers/frames.js';
@@ -85,10 +86,20 @@ afterAll(async () => {
 
 const videoUrl = (path = '/sample.mp4') => `http://127.0.0.1:${origin.port}${path}`;
 
-async function connect(server: TestServer, headers: Record<string, string> = {}): Promise<Client> {
+/** An MCP client of `server`; `from`: the loopback address it connects from (one anonymous actor). */
+async function connect(
+  server: TestServer,
+  headers: Record<string, string> = {},
+  from?: string,
+): Promise<Client> {
   const client = new Client({ name: 'vidsheet-test', version: '1.0.0' });
+  const agent = from === undefined ? undefined : new Agent({ localAddress: from });
   const transport = new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
     requestInit: { headers },
+    ...(agent && {
+      fetch: ((url: string | URL, init?: object) =>
+        undiciFetch(url, { ...init, dispatcher: agent })) as unknown as typeof fetch,
+    }),
   });
   await client.connect(transport);
   return client;
@@ -388,10 +399,12 @@ describe('limits', () => {
       VIDSHEET_MAX_TRANSFERS: '1',
     });
     try {
-      const first = await connect(server);
+      // Two addresses: one anonymous address has one job at a time anyway (DESIGN §5a); this is
+      // the transfer slot's refusal.
+      const first = await connect(server, {}, '127.0.0.71');
       const holding = call(first, { video_url: videoUrl('/slow.mp4') });
       while (slow.length === 0) await new Promise((r) => setTimeout(r, 20));
-      const second = await connect(server);
+      const second = await connect(server, {}, '127.0.0.72');
       const started = Date.now();
       const busy = await call(second, { video_url: videoUrl() });
       expect(Date.now() - started).toBeLessThan(5_000);
