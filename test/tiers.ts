@@ -15,7 +15,7 @@ export const TIERS = {
     'test/core/',
     'test/engine/vectors.test.ts',
     'test/engine/process.test.ts',
-    'test/engine/untimed-pts.test.ts',
+    'test/engine/decoder-stamps.test.ts',
     'test/bench/hunt-agent.test.ts',
     'test/bench/events-match.test.ts',
     'test/bench/soak-checks.test.ts',

@@ -190,14 +190,8 @@ export async function readRows(
       hole = false;
     }
   }
-  // Pts below dts (broken composition offsets): the decoder calls the pts faulty and its
-  // best-effort timestamps, what ffplay and the ffmpeg CLI show frames at, become the decode
-  // times, shifted as without pts (the rule: crates/vidsheet-core/src/video/clock.rs `Clock::time`).
-  if (!d.ptsFromDts && rows.some((r) => r.pts !== undefined && r.dts !== undefined && r.pts < r.dts)) {
-    for (const r of rows)
-      if (r.dts !== undefined)
-        r.pts = r.dts + BigInt(d.reorderDelay) * (r.duration && r.duration > 0n ? r.duration : 1n);
-  }
+  if (!d.ptsFromDts && rows.some((r) => r.pts !== undefined && r.dts !== undefined && r.pts < r.dts))
+    timeByDecoder(rows, d.reorderDelay);
   await markSecondFields(path, d, order);
   // Packets before the stream's first keyframe (a capture that opens mid-GOP) stay listed: whether
   // they give a picture is the decoder's to say (HEVC's does, H.264's waits for a recovery point),
@@ -228,6 +222,24 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
   const timed = (r: Row | undefined) => r?.pts !== undefined || r?.dts !== undefined;
   for (const [i, second] of secondFields(pictures).entries())
     if (second && timed(rows[i - 1])) (rows[i] as Row).second = true;
+}
+
+/**
+ * Pts below dts (broken composition offsets): the decoder calls the pts faulty and its best-effort
+ * timestamps, what ffplay and the ffmpeg CLI show frames at, become the decode times of the packets
+ * that put the frames out, `reorderDelay` packets later (as withPts says; not dts plus that many
+ * durations, which a millisecond time base rounds differently), and the last ones one step apart
+ * after the latest (the rule: crates/vidsheet-core/src/video/clock.rs `Clock::time`). Sets each
+ * timed row's pts so.
+ */
+export function timeByDecoder(rows: Row[], reorderDelay: number): void {
+  const timed = rows.filter((r): r is Row & { dts: bigint } => r.dts !== undefined);
+  const last = timed.at(-1);
+  const step = last?.duration && last.duration > 0n ? last.duration : 1n;
+  let tail = last?.dts ?? 0n;
+  timed.forEach((r, i) => {
+    r.pts = timed[i + reorderDelay]?.dts ?? (tail += step);
+  });
 }
 
 /**

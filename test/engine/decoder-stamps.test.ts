@@ -1,12 +1,14 @@
 /**
- * The fallback's times for packets that carry only a dts (src/engine/ffmpeg/listing.ts `withPts`),
- * against the times FFmpeg's decoder stamps their frames with: the packets of FATE
+ * The times the fallback's listing predicts where the decoder does not show frames at their pts
+ * (src/engine/ffmpeg/listing.ts), against the times FFmpeg's decoder (5.1) stamps them with.
+ *
+ * `withPts`, packets that carry only a dts: the packets of FATE
  * `mpeg2video/coolitnow-partial` (a DVD VOB: its I and P pictures mostly have no PES timestamp,
  * its B pictures do), listed by `ffprobe -show_entries packet=pts,dts,duration`, and its frames'
  * `best_effort_timestamp` from `ffprobe -show_frames` (FFmpeg 5.1), both copied here once.
  */
 import { describe, expect, it } from 'vitest';
-import { type Row, withPts } from '../../src/engine/ffmpeg/listing.js';
+import { type Row, timeByDecoder, withPts } from '../../src/engine/ffmpeg/listing.js';
 
 /** [pts, dts, duration] per video packet, decode order (null: none). */
 const PACKETS: Array<[number | null, number, number]> = [
@@ -81,5 +83,60 @@ describe('withPts: packets with only a dts', () => {
     const timed = withPts(broken, REORDER_DELAY);
     expect(timed.every((r) => r.pts !== undefined)).toBe(true);
     expect(timed).toHaveLength(PACKETS.filter(([pts]) => pts !== null).length);
+  });
+});
+
+/**
+ * `timeByDecoder`, pts below dts: the first video packets of the corpus's
+ * mimetype-mov.negative-cts.flv (H.264 with B-frames in FLV whose composition offsets are
+ * negative; time base 1 ms, 29.97 fps, so durations round to 33 while decode times step 33 or 34),
+ * and its frames' best_effort_timestamp, both copied once from ffprobe.
+ */
+const NEGATIVE_CTS: Array<[number, number, number]> = [
+  [-67, 0, 33],
+  [-132, 34, 33],
+  [0, 67, 33],
+  [100, 100, 33],
+  [101, 134, 33],
+  [0, 167, 33],
+  [133, 200, 33],
+  [234, 234, 33],
+  [234, 267, 33],
+  [133, 300, 33],
+  [268, 334, 33],
+  [367, 367, 33],
+  [366, 400, 33],
+  [268, 434, 33],
+  [400, 467, 33],
+  [500, 500, 33],
+  [501, 534, 33],
+  [500, 567, 33],
+  [433, 600, 33],
+  [568, 634, 33],
+  [667, 667, 33],
+  [666, 700, 33],
+  [568, 734, 33],
+  [700, 767, 33],
+];
+/** From the second frame on (the first keeps its own pts: nothing is judged faulty yet). */
+const NEGATIVE_CTS_STAMPS = [
+  100, 134, 167, 200, 234, 267, 300, 334, 367, 400, 434, 467, 500, 534, 567, 600, 634, 667, 700, 734, 767,
+];
+
+describe('timeByDecoder: pts below dts', () => {
+  it('times the frames at the decode times of the packets that put them out', () => {
+    const rows: Row[] = NEGATIVE_CTS.map(([pts, dts, duration]) => ({
+      pts: BigInt(pts),
+      dts: BigInt(dts),
+      duration: BigInt(duration),
+      key: false,
+    }));
+    // has_b_frames 2.
+    timeByDecoder(rows, 2);
+    const times = rows.map((r) => Number(r.pts)).sort((a, b) => a - b);
+    // The stamps the decoder gives while packets come (the last two frames come out later).
+    expect(times.slice(1, NEGATIVE_CTS_STAMPS.length + 1)).toEqual(NEGATIVE_CTS_STAMPS);
+    // The last two, one step apart after the latest decode time.
+    expect(times.slice(-2)).toEqual([800, 833]);
   });
 });
