@@ -7,7 +7,9 @@
  * of the packets. Then every problem found, per file and engine.
  *
  * Usage: node bench/corpus-table.mjs [--root <checkout>] [--only <substring>] [--engines native,ffmpeg]
- *        [--jobs 2] [--out table.md]
+ *        [--jobs 2] [--out table.md] [--density 3x3] [--window 0.3,0.45]
+ * `--window a,b`: each run covers that part of the clip (fractions of the duration the oracle
+ * expects), as a zoom would; files too short for the density's 2 ms per cell are run whole.
  * `--root` runs another checkout's bin and dist/ (e.g. a worktree of an older commit) with this
  * corpus and oracle. Needs the corpus (`node fixtures/corpus.mjs`) and a built dist/.
  */
@@ -15,7 +17,7 @@ import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { corpusDir, loadManifest } from '../fixtures/corpus.mjs';
-import { judgeRun, oracleCache, ROOT } from '../fixtures/oracle.mjs';
+import { judgeRun, oracleCache, ROOT, windowOf } from '../fixtures/oracle.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -27,6 +29,8 @@ const only = flag('only', '');
 const engines = flag('engines', 'native,ffmpeg').split(',');
 const jobs = Number(flag('jobs', '2'));
 const outPath = flag('out', '');
+const density = flag('density', '3x3');
+const window = flag('window', '').split(',').filter(Boolean).map(Number);
 
 const manifest = await loadManifest();
 const dir = corpusDir();
@@ -51,7 +55,9 @@ let next = 0;
 async function worker() {
   while (next < tasks.length) {
     const { entry, engine } = tasks[next++];
-    const r = await judgeRun({ file: join(dir, entry.name), engine, cache, root });
+    const file = join(dir, entry.name);
+    const span = window.length === 2 ? await windowOf(cache, file, density, window) : {};
+    const r = await judgeRun({ file, engine, cache, root, density, ...span });
     results.set(`${entry.name}|${engine}`, r);
     process.stderr.write(
       `corpus-table: ${entry.name} [${engine}] ${r.problems.length ? `${r.problems.length} problems` : 'ok'}\n`,

@@ -19,6 +19,9 @@
  * - `frame_times` (DESIGN §10) gives, for every cell, that frame's presentation time (3 decimals),
  *   and null for exactly the cells reported unreadable.
  *
+ * Then the same judge on a zoom: 4x4 over 30-45 % of the clip (WINDOW), where the engines seek and
+ * list packets near the window rather than from the start.
+ *
  * The corpus is fetched by `node fixtures/corpus.mjs` (scripts/setup.sh runs it); without it this
  * suite fails, it does not skip.
  */
@@ -28,10 +31,12 @@ import { describe, expect, it } from 'vitest';
 import type { CorpusManifest } from '../../fixtures/corpus.mjs';
 import { corpusDir } from '../../fixtures/corpus.mjs';
 import { ENGINES } from '../helpers/cli.js';
-import { judgeRun, oracleCache } from '../helpers/oracle.js';
+import { judgeRun, oracleCache, windowOf } from '../helpers/oracle.js';
 
 /** A run that takes longer than this has hung (the slowest file takes a few seconds). */
 const RUN_TIMEOUT_MS = 180_000;
+/** The zoom each file is also judged on: a density and a part of the clip (fractions). */
+const WINDOW = { density: '4x4', fractions: [0.3, 0.45] as [number, number] };
 /** At most this many CLI runs at once (2 cores; each run also decodes). */
 const PARALLEL_RUNS = 2;
 
@@ -73,17 +78,17 @@ describe
   .concurrent('real-world corpus, every engine, judged by the oracle', () => {
     for (const entry of manifest.files) {
       const cache = oracleCache(); // probe and frames shared by the engines' runs of this file
-      for (const engine of ENGINES) {
-        it(`${entry.name} [${engine}]`, { timeout: RUN_TIMEOUT_MS + 240_000 }, async () => {
+      for (const [engine, zoom] of ENGINES.flatMap((e) => [[e, false] as const, [e, true] as const])) {
+        const name = `${entry.name} [${engine}]${zoom ? ` ${WINDOW.density} ${WINDOW.fractions.join('-')}` : ''}`;
+        it(name, { timeout: RUN_TIMEOUT_MS + 240_000 }, async () => {
+          const file = join(dir, entry.name);
+          const window = zoom
+            ? { density: WINDOW.density, ...(await windowOf(cache, file, WINDOW.density, WINDOW.fractions)) }
+            : {};
           const { problems } = await slot(() =>
-            judgeRun({
-              file: join(dir, entry.name),
-              engine,
-              timeoutMs: RUN_TIMEOUT_MS,
-              cache,
-            }),
+            judgeRun({ file, engine, timeoutMs: RUN_TIMEOUT_MS, cache, ...window }),
           );
-          const context = `${entry.name} [${engine}] (${entry.classes.join(', ')})`;
+          const context = `${name} (${entry.classes.join(', ')})`;
           const known = entry.knownBugs?.[engine];
           if (known) {
             // A bug on record (fixtures/corpus.json): it must still show, so that fixing it also

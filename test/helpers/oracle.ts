@@ -53,6 +53,7 @@ export {
   secondsToUs,
   thumbLuma,
   thumbSize,
+  windowOf,
 } from '../../fixtures/oracle.mjs';
 
 const execFileP = promisify(execFile);
