@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * Soak bench (`npm run bench -- --soak [minutes]`, default 2; `--postgres <url>` for a PostgreSQL
- * ledger; `--stalled-uploads N`, `--paced-uploads N`, `--abandoned N`, `--stalled-fetches N` change the
- * attackers' mix, default 4, 2, 2, 4): one `vidsheet-server` on loopback with its default limits (real
+ * ledger; `--stalled-uploads N`, `--paced-uploads N`, `--abandoned N`, `--stalled-fetches N`,
+ * `--slow-bodies N` change the attackers' mix, default 4, 2, 2, 4, 16): one `vidsheet-server` on loopback with its default limits (real
  * stall timings: cut after 20 s idle, or 64 KiB short in 30 s after 10 s), under a mixed load for N
  * minutes (issue #21 "Soak"):
  *   - honest paying uploaders (each from its own 127.0.1.x address) posting real files in turn: the
@@ -21,7 +21,10 @@
  *     never cut by the stall rule; only taking over their slots (stall.ts `BEHIND_RULE`) frees them;
  *   - abandoned uploads (half a body, then the socket dropped);
  *   - stalled anonymous `/mcp` fetches (the origin sends headers and then nothing, or a byte every
- *     0.5 s), each from its own address.
+ *     0.5 s), each from its own address;
+ *   - slow bodies on the routes that are not uploads (`/stripe/webhook`, `/keys/code`, `/mcp`, a
+ *     zoom), a byte a second of a 4 KB body, each from its own address: every body has a 30 s
+ *     deadline (DESIGN §5a), so each must be answered `408` or closed within 40 s.
  * Every 10 minutes (once, at half time, in a shorter run) and at the end the load pauses until no
  * client request is in flight, and `<data>/work` must then be empty (within 60 s: the server may still
  * be cutting a fetch its client gave up on).
@@ -65,6 +68,9 @@ const STALLED_UPLOADERS = count('stalled-uploads', 4);
 const PACED_UPLOADERS = count('paced-uploads', 2);
 const ABANDONERS = count('abandoned', 2);
 const STALLED_FETCHERS = count('stalled-fetches', 4);
+const SLOW_BODIES = count('slow-bodies', 16);
+/** DESIGN §5a: a body other than an upload arrives within 30 s; a slow one is cut by then (and a margin). */
+const SLOW_BODY_CUT_MS = 40_000;
 const SIGN_IN_EVERY_MS = 30_000;
 const BAD_INPUT_EVERY_MS = 2_000;
 /** Trend window: the last 20 minutes, or the last two thirds of a shorter run. */
@@ -193,6 +199,9 @@ const stats = {
   abandoned: 0,
   fetchesCut: 0,
   fetchesRefused: 0,
+  slowBodiesCut: 0,
+  slowBodiesHeld: 0,
+  slowBodyLongestMs: 0,
   signIns: 0,
   signInsFailed: 0,
   badInputs: 0,
@@ -592,6 +601,55 @@ async function stalledFetcher(i) {
   await client.close().catch(() => {});
 }
 
+/** The routes a slow body is sent to, in turn: each reads a body that is not an upload. */
+const SLOW_ROUTES = [
+  ['/stripe/webhook', 'application/json'],
+  ['/keys/code', 'application/x-www-form-urlencoded'],
+  ['/mcp', 'application/json'],
+  ['/v1/videos/00000000000000000000000000000000/zoom', 'application/json'],
+];
+
+/** One request whose body comes a byte a second; resolves with its status (0: closed) and its time. */
+function slowBody(from, [path, type], key) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const socket = connect({ port, host: '127.0.0.1', localAddress: from });
+    let received = '';
+    let timer;
+    socket.on('error', () => {});
+    socket.on('data', (c) => (received += c));
+    socket.on('connect', () => {
+      socket.write(
+        `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\n` +
+          `Content-Type: ${type}\r\nAccept: application/json, text/event-stream\r\nContent-Length: 4096\r\n\r\n{`,
+      );
+      timer = setInterval(() => socket.destroyed || socket.write(' '), 1000);
+    });
+    const giveUp = setInterval(() => !active() && socket.destroy(), 200);
+    socket.on('close', () => {
+      clearInterval(timer);
+      clearInterval(giveUp);
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(received)?.[1] ?? 0), ms: Date.now() - t0 });
+    });
+  });
+}
+
+async function slowBodySender(i, key) {
+  const from = `127.0.2.${10 + i}`;
+  const route = SLOW_ROUTES[i % SLOW_ROUTES.length];
+  while (await proceed()) {
+    const { status, ms } = await tracked('slow body', () => slowBody(from, route, key));
+    if (!active()) break;
+    note('slow body', status || 'closed');
+    stats.slowBodyLongestMs = Math.max(stats.slowBodyLongestMs, ms);
+    if (ms <= SLOW_BODY_CUT_MS) stats.slowBodiesCut++;
+    else {
+      stats.slowBodiesHeld++;
+      wrong(`a slow body to ${route[0]} was held ${ms} ms (status ${status || 'none'})`);
+    }
+  }
+}
+
 // --- idle checks, the ledger, the trend -------------------------------------------------------------
 const idleChecks = [];
 /** Pauses the load until no client request is in flight; `<data>/work` must then empty. */
@@ -646,7 +704,7 @@ const [honest, [honestMcp, bad, ...stalled]] = await Promise.all([
 const began = Date.now();
 until = began + MINUTES * 60_000;
 console.log(
-  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}); honest files: ${FILES.map((f) => f.name).join(', ')}; attackers: ${STALLED_UPLOADERS} stalled uploads, ${PACED_UPLOADERS} paced uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches; a sign-in every ${SIGN_IN_EVERY_MS / 1000} s, a bad input every ${BAD_INPUT_EVERY_MS / 1000} s; load average at start ${loadavg()
+  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}); honest files: ${FILES.map((f) => f.name).join(', ')}; attackers: ${STALLED_UPLOADERS} stalled uploads, ${PACED_UPLOADERS} paced uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches, ${SLOW_BODIES} slow bodies; a sign-in every ${SIGN_IN_EVERY_MS / 1000} s, a bad input every ${BAD_INPUT_EVERY_MS / 1000} s; load average at start ${loadavg()
     .map((l) => l.toFixed(2))
     .join(' ')}`,
 );
@@ -709,6 +767,7 @@ await Promise.all([
     pacedUploader(i, stalled[STALLED_UPLOADERS + ABANDONERS + i]),
   ),
   ...Array.from({ length: STALLED_FETCHERS }, (_, i) => stalledFetcher(i)),
+  ...Array.from({ length: SLOW_BODIES }, (_, i) => slowBodySender(i, bad.key)),
 ]);
 running = false;
 for (const timer of idleTimers) clearTimeout(timer);
@@ -752,6 +811,10 @@ const rows = [
   ['abandoned uploads', stats.abandoned],
   ['stalled fetches cut', stats.fetchesCut],
   ['stalled fetches refused (busy)', stats.fetchesRefused],
+  [
+    `slow bodies cut within ${SLOW_BODY_CUT_MS / 1000} s / held longer (must be 0) / longest (ms)`,
+    `${stats.slowBodiesCut} / ${stats.slowBodiesHeld} / ${stats.slowBodyLongestMs}`,
+  ],
   ['credits charged to stalled senders and bad inputs (must be 0)', charged],
   ['server open fds start / end', `${start.fds} / ${end.fds}`],
   ['server RSS MB start / end', `${start.server} / ${end.server}`],
@@ -848,6 +911,10 @@ const verdicts = [
   ['every bad input answered as the spec says', stats.badInputsWrong === 0 && stats.badInputs > 0],
   ['every sign-in completed', stats.signInsFailed === 0 && stats.signIns > 0],
   ['every honest request served', stats.honestFailed === 0 && stats.honestServed > 0],
+  [
+    `every slow body cut within ${SLOW_BODY_CUT_MS / 1000} s`,
+    stats.slowBodiesHeld === 0 && (SLOW_BODIES === 0 || stats.slowBodiesCut > 0),
+  ],
 ];
 console.log('\ntargets:');
 for (const [name, ok] of verdicts) console.log(`  ${ok ? 'PASS' : 'FAIL'}  ${name}`);
