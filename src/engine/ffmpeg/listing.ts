@@ -238,7 +238,9 @@ export function timeByDecoder(rows: Row[], reorderDelay: number): void {
   const step = last?.duration && last.duration > 0n ? last.duration : 1n;
   let tail = last?.dts ?? 0n;
   timed.forEach((r, i) => {
-    r.pts = timed[i + reorderDelay]?.dts ?? (tail += step);
+    const later = timed[i + reorderDelay];
+    if (later === undefined) tail += step;
+    r.pts = later?.dts ?? tail;
   });
 }
 
@@ -258,9 +260,14 @@ export function timeByDecoder(rows: Row[], reorderDelay: number): void {
 export function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: bigint }> {
   const known = rows.filter((r): r is Row & { pts: bigint } => r.pts !== undefined);
   if (known.length === rows.length) return known;
-  // BigInts: Math.min does not take them.
-  const min = (values: bigint[]) => values.reduce((a, b) => (b < a ? b : a));
-  const max = (values: bigint[]) => values.reduce((a, b) => (b > a ? b : a));
+  // BigInts: Math.min and Math.max do not take them.
+  const extreme = (values: bigint[], sign: 1n | -1n) => {
+    let found = values[0] as bigint;
+    for (const v of values) if ((v - found) * sign > 0n) found = v;
+    return found;
+  };
+  const min = (values: bigint[]) => extreme(values, -1n);
+  const max = (values: bigint[]) => extreme(values, 1n);
   const dtss = rows.flatMap((r) => (r.dts === undefined ? [] : [r.dts]));
   if (dtss.length !== rows.length) return known;
   // No pts at all: frames are shown in decode slots.
@@ -278,12 +285,15 @@ export function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: b
     const free = [...set].filter((t) => !claimed.has(t));
     if (![...claimed].every((t) => set.has(t)) || free.length < untimed - late || free.length > untimed)
       continue;
-    let next = 0;
-    let last = max([...set]);
+    // The frames left without a packet to stamp them come out at the end, a step apart.
     const step = stepOf(rows.at(-1)) ?? 1n;
-    return rows.map((r) =>
-      r.pts !== undefined ? (r as Row & { pts: bigint }) : { ...r, pts: free[next++] ?? (last += step) },
-    );
+    const after = max([...set]);
+    let next = 0;
+    return rows.map((r) => {
+      if (r.pts !== undefined) return r as Row & { pts: bigint };
+      const k = next++;
+      return { ...r, pts: free[k] ?? after + BigInt(k - free.length + 1) * step };
+    });
   }
   return known;
 }
