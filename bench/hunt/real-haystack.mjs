@@ -51,12 +51,20 @@ export const SOURCES = [
   { file: 'tracker-mkv-basic.mkv', to: 30, what: 'rotating night Earth, detailed render (tracker-miners)' },
   { file: 'imageio-cockatoo.mp4', to: 14, what: 'handheld camera, a cockatoo (python3-imageio)' },
   { file: 'node-opencv-motion.mov', to: 8, what: 'camera, a pen over a coin (node-opencv)' },
-  { file: 'nbsphinx-Shepard_Calais_1906.ogv', to: 19, what: 'archival film 1906, grain (python-nbsphinx-doc)' },
+  {
+    file: 'nbsphinx-Shepard_Calais_1906.ogv',
+    to: 19,
+    what: 'archival film 1906, grain (python-nbsphinx-doc)',
+  },
   { file: 'opencv-Megamind.avi', to: 11, what: 'animated trailer, its own cuts (opencv-doc)' },
   { file: 'pampi-tour.mp4', to: 11, what: '3D animation (pampi)' },
   { file: 'mimetype-mkv.mkv', to: 3.5, what: 'Big Buck Bunny (golang-github-gabriel-vasile-mimetype-dev)' },
   { file: 'mimetype-mp4.mp4', to: 5.5, what: 'stop-motion toy (golang-github-gabriel-vasile-mimetype-dev)' },
-  { file: 'forensics-movie-hello.mp4', to: 8.2, what: 'screencast with a webcam inset (forensics-samples-files)' },
+  {
+    file: 'forensics-movie-hello.mp4',
+    to: 8.2,
+    what: 'screencast with a webcam inset (forensics-samples-files)',
+  },
   { file: 'gnome-tetravex-video.ogv', to: 24, what: 'game screencast (gnome-tetravex)' },
   { file: 'gnome-glines-demo.ogv', to: 20, what: 'game screencast (five-or-more)' },
   { file: 'hollywood-soundwave.mp4', to: 60, what: 'audio-waveform animation (hollywood)' },
@@ -155,9 +163,10 @@ export function needleFilter(r) {
     case 'B':
       return `drawbox=x=0:y=0:w=iw:h=ih:color=${hex(REAL_LOOK.flash)}:t=fill:enable='eq(n\\,${r.frame})'`;
     case 'C':
-      return [square(REAL_LOOK.needle, [r.frame]), ...(r.decoys.length ? [square(REAL_LOOK.decoy, r.decoys)] : [])].join(
-        ',',
-      );
+      return [
+        square(REAL_LOOK.needle, [r.frame]),
+        ...(r.decoys.length ? [square(REAL_LOOK.decoy, r.decoys)] : []),
+      ].join(',');
     default:
       return 'null';
   }
@@ -175,7 +184,8 @@ const NORMALISE = `fps=${REAL_FPS},scale=${SIZE.width}:${SIZE.height}:force_orig
 /** A source normalised to 320x180 at 30 fps, intra-only (MJPEG in NUT), once; with its frame count. */
 export function normalised(source, dir = join(CACHE, 'real-sources')) {
   const input = join(corpusDir(), source.file);
-  if (!existsSync(input)) throw new Error(`${source.file} is not in the corpus: run node fixtures/corpus.mjs`);
+  if (!existsSync(input))
+    throw new Error(`${source.file} is not in the corpus: run node fixtures/corpus.mjs`);
   const key = createHash('sha256')
     .update(JSON.stringify({ v: 1, source, NORMALISE }))
     .digest('hex')
@@ -185,13 +195,38 @@ export function normalised(source, dir = join(CACHE, 'real-sources')) {
     mkdirSync(dir, { recursive: true });
     console.error(`bench: normalising ${source.file} (once, cached in bench/.cache/real-sources)`);
     const partial = `${out}.partial.nut`;
-    run(['-i', input, '-t', String(source.to), '-an', '-sn', '-vf', NORMALISE, '-c:v', 'mjpeg', '-q:v', '3', partial]);
+    run([
+      '-i',
+      input,
+      '-t',
+      String(source.to),
+      '-an',
+      '-sn',
+      '-vf',
+      NORMALISE,
+      '-c:v',
+      'mjpeg',
+      '-q:v',
+      '3',
+      partial,
+    ]);
     renameSync(partial, out);
   }
   const frames = Number(
     execFileSync(
       'ffprobe',
-      ['-v', 'error', '-count_packets', '-select_streams', 'v:0', '-show_entries', 'stream=nb_read_packets', '-of', 'csv=p=0', out],
+      [
+        '-v',
+        'error',
+        '-count_packets',
+        '-select_streams',
+        'v:0',
+        '-show_entries',
+        'stream=nb_read_packets',
+        '-of',
+        'csv=p=0',
+        out,
+      ],
       { encoding: 'utf8' },
     ).trim(),
   );
@@ -202,7 +237,14 @@ export function normalised(source, dir = join(CACHE, 'real-sources')) {
 export function hay() {
   const sources = SOURCES.map((s) => normalised(s));
   const total = REAL_MINUTES * 60 * REAL_FPS;
-  return { sources, pieces: timeline(sources.map((s) => s.frames), total), total };
+  return {
+    sources,
+    pieces: timeline(
+      sources.map((s) => s.frames),
+      total,
+    ),
+    total,
+  };
 }
 
 /** The concat demuxer's script for the pieces: exact frames (intra-only, 1/30 s timestamps). */
@@ -220,7 +262,17 @@ function concatScript(sources, pieces) {
 export function realHaystack(r, dir = CACHE) {
   const { sources, pieces, total } = hay();
   const key = createHash('sha256')
-    .update(JSON.stringify({ v: 1, r, pieces, sources: sources.map((s) => [s.path, s.frames]), LOOK: REAL_LOOK, SQUARE, enc: REAL_ENCODES[r.encode] }))
+    .update(
+      JSON.stringify({
+        v: 1,
+        r,
+        pieces,
+        sources: sources.map((s) => [s.path, s.frames]),
+        LOOK: REAL_LOOK,
+        SQUARE,
+        enc: REAL_ENCODES[r.encode],
+      }),
+    )
     .digest('hex')
     .slice(0, 12);
   const out = join(dir, `real-${r.needleClass}-${r.encode}-${Math.round(r.depth * 100)}-${key}.mp4`);
