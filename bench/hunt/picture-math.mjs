@@ -16,38 +16,42 @@
  *   differ as much).
  * A gap's departure is the largest of its decoded frames' against the gap's two cells (always
  * decoded), and of each decoded frame against its decoded neighbours (a flash inside a gap that
- * also holds a cut).
+ * also holds a cut); with `brief` (frames), also against the decoded frames that far before and
+ * after it (an object that comes and goes within the gap, whose ends differ anyway).
  */
 
 export const THUMB = { w: 32, h: 18 };
-const PIXELS = THUMB.w * THUMB.h;
 
-/** Mean absolute difference of two thumbnails (subarrays of PIXELS bytes). */
+/**
+ * Mean absolute difference of two thumbnails (byte arrays of one length: luma alone, or luma then
+ * the two 16x9 chroma planes).
+ */
 export function diff(a, b) {
   let s = 0;
-  for (let i = 0; i < PIXELS; i++) s += Math.abs(a[i] - b[i]);
-  return s / PIXELS;
+  for (let i = 0; i < a.length; i++) s += Math.abs(a[i] - b[i]);
+  return s / a.length;
 }
 
 /** The departure of `f` from the ends `a` and `b` (see the module comment). */
 export function departure(f, a, b) {
   let s = 0;
-  for (let i = 0; i < PIXELS; i++) {
+  for (let i = 0; i < f.length; i++) {
     const near = Math.min(Math.abs(f[i] - a[i]), Math.abs(f[i] - b[i]));
     const ends = Math.abs(a[i] - b[i]);
     if (near > ends) s += near - ends;
   }
-  return s / PIXELS;
+  return s / f.length;
 }
 
 /**
- * Per gap between consecutive cells: `{ departure, step, decoded }` from the decoded frames
+ * Per gap between consecutive cells: `{ departure, flash, step, decoded }` from the decoded frames
  * strictly between the two cells' frames (and the second cell's frame for `step`).
  * `thumb(i)`: frame i's thumbnail; `decoded`: ascending frame indices the engine decoded (the
  * cells' frames among them); `cells`: ascending frame index of each cell. Gap k lies between
  * cells k-1 and k (k = 1..cells.length-1).
  */
-export function gapMeasures(thumb, decoded, cells) {
+export function gapMeasures(thumb, decoded, cells, { brief = 0 } = {}) {
+  const has = brief ? new Set(decoded) : null;
   const out = [];
   let j = 0;
   for (let k = 1; k < cells.length; k++) {
@@ -59,15 +63,22 @@ export function gapMeasures(thumb, decoded, cells) {
     const a = thumb(lo);
     const b = thumb(hi);
     let dep = 0;
+    let flash = 0;
     let step = 0;
     for (let m = 1; m < chain.length; m++) {
       const f = thumb(chain[m]);
       step = Math.max(step, diff(f, thumb(chain[m - 1])));
       if (m < chain.length - 1) {
-        dep = Math.max(dep, departure(f, a, b), departure(f, thumb(chain[m - 1]), thumb(chain[m + 1])));
+        dep = Math.max(dep, departure(f, a, b));
+        // A flash: unlike both decoded neighbours, when they are the frames right next to it.
+        if (chain[m + 1] - chain[m - 1] === 2)
+          flash = Math.max(flash, departure(f, thumb(chain[m - 1]), thumb(chain[m + 1])));
+        // A brief event: unlike the decoded frames `brief` frames before and after it.
+        const [x, y] = [chain[m] - brief, chain[m] + brief];
+        if (has?.has(x) && has.has(y)) dep = Math.max(dep, departure(f, thumb(x), thumb(y)));
       }
     }
-    out.push({ departure: dep, step, decoded: inside.length, frames: hi - lo - 1 });
+    out.push({ departure: Math.max(dep, flash), flash, step, decoded: inside.length, frames: hi - lo - 1 });
   }
   return out;
 }
@@ -90,20 +101,27 @@ export const PICTURE = {
   DEPARTURE_MIN: 1.5,
   DEPARTURE_RATIO: 4,
   DEPARTURE_FULL: 64,
+  FLASH_MIN: 20,
   STEP_RATIO: 2.5,
   STEP_FULL: 16,
 };
 
+/**
+ * `flashes`: a frame unlike both its adjacent neighbours by FLASH_MIN levels; it ranks first (the
+ * departure's strength becomes 1).
+ */
 export function pictureScores(measures, p = PICTURE) {
   const baseDep = Math.max(0.05, median(measures.map((m) => m.departure)));
   const baseStep = Math.max(0.5, median(measures.map((m) => m.step)));
   return measures.map((m) => {
     const dr = m.departure / baseDep;
-    const departs = m.departure >= p.DEPARTURE_MIN && dr >= p.DEPARTURE_RATIO;
+    const flashes = (m.flash ?? 0) >= p.FLASH_MIN;
+    const departs = flashes || (m.departure >= p.DEPARTURE_MIN && dr >= p.DEPARTURE_RATIO);
     const sr = m.step / baseStep;
     return {
       departs,
-      departure: departs ? Math.min(1, Math.log(dr) / Math.log(p.DEPARTURE_FULL)) : 0,
+      flashes,
+      departure: flashes ? 1 : departs ? Math.min(1, Math.log(dr) / Math.log(p.DEPARTURE_FULL)) : 0,
       step: sr >= p.STEP_RATIO ? Math.min(1, Math.log(sr) / Math.log(p.STEP_FULL)) : 0,
     };
   });

@@ -42,6 +42,11 @@ const encodes = list('encode', Object.keys(REAL_ENCODES));
 const engines = list('engines', ['native', 'ffmpeg']);
 const densities = list('densities', ['3x3', '4x4', '6x6']);
 const depth = Number(flag('depth', '0.38'));
+/** `--chroma`: thumbnails with their two 16x9 chroma planes (a red square can match its footage's luma). */
+const chroma = argv.includes('--chroma');
+/** `--brief K`: also score a frame against the frames K before and after it (a brief event). */
+const brief = Number(flag('brief', '0'));
+const models = list('models', ['engine', '+nonref', 'all']);
 
 function engineNamed(name) {
   if (name === 'ffmpeg') return ffmpegEngine;
@@ -52,12 +57,18 @@ function engineNamed(name) {
 
 /** Every frame's thumbnail and picture type (presentation order); every packet (decode order). */
 function frameData(file) {
-  const px = THUMB.w * THUMB.h;
+  const px = THUMB.w * THUMB.h * (chroma ? 1.5 : 1);
   const r = spawnSync(
     'ffmpeg',
     [
       ...['-hide_banner', '-nostdin', '-i', file, '-an'],
-      ...['-vf', `scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray,showinfo`, '-f', 'rawvideo', 'pipe:1'],
+      ...[
+        '-vf',
+        `scale=${THUMB.w}:${THUMB.h}:flags=area,format=${chroma ? 'yuv420p' : 'gray'},showinfo`,
+        '-f',
+        'rawvideo',
+        'pipe:1',
+      ],
     ],
     { maxBuffer: 1 << 30 },
   );
@@ -221,10 +232,10 @@ for (const encode of encodes) {
               ? cells.some((x) => x >= needle && x < needle + r.brief)
               : false;
         const today = todayScores(data, cells);
-        const models = {
-          engine: decodedFrames(data, cells),
-          '+nonref': decodedFrames(data, cells, { nonref: true }),
-          all: Array.from({ length: data.n }, (_, i) => i),
+        const decodedBy = {
+          engine: () => decodedFrames(data, cells),
+          '+nonref': () => decodedFrames(data, cells, { nonref: true }),
+          all: () => Array.from({ length: data.n }, (_, i) => i),
         };
         const row = {
           encode,
@@ -240,8 +251,9 @@ for (const encode of encodes) {
         };
         const best = (scores) => Math.min(...gapsOfNeedle.map((k) => rankOf(scores, k - 1)));
         row.ranks.today = gapsOfNeedle.length ? best(today) : null;
-        for (const [name, decoded] of Object.entries(models)) {
-          const measures = gapMeasures(data.thumb, decoded, cells);
+        for (const name of models) {
+          const decoded = decodedBy[name]();
+          const measures = gapMeasures(data.thumb, decoded, cells, { brief });
           const pictures = pictureScores(measures);
           const deps = measures.map((m) => m.departure).sort((x, y) => y - x);
           row.dep ??= {};
@@ -253,7 +265,8 @@ for (const encode of encodes) {
           const combined = today.map((t, i) => combinedScore(t, pictures[i]));
           row.ranks[name] = gapsOfNeedle.length ? best(combined) : null;
           row.share[name] = decoded.length / data.n;
-          row.departs[name] = pictures.filter((p) => p.departs).length;
+          row.departs[name] =
+            `${pictures.filter((p) => p.flashes).length}+${pictures.filter((p) => p.departs && !p.flashes).length}`;
           row.needleDecoded ??= {};
           row.needleDecoded[name] = c === 'B' ? decoded.includes(needle) : null;
         }
@@ -265,15 +278,15 @@ for (const encode of encodes) {
 }
 
 const pct = (x) => `${Math.round(100 * x)} %`;
-const rk = (x) => (x === null ? '-' : x <= 5 ? `**${x}**` : String(x));
+const rk = (x) => (x === null || x === undefined ? '-' : x <= 5 ? `**${x}**` : String(x));
 console.log('\nPicture signal offline: rank of the needle gap among all overview gaps (top five in bold)\n');
 console.log(
-  '| class | encode | engine | density | gaps | cell shows it | needle frame | today | engine frames | +nonref | all frames | decoded: engine / +nonref | departures |',
+  '| class | encode | engine | density | gaps | cell shows it | needle frame | today | engine frames | +nonref | all frames | decoded: engine / +nonref | flashes+departures per model |',
 );
 console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
 for (const w of rows) {
   console.log(
     `| ${w.c} | ${w.encode} | ${w.engine} | ${w.density} | ${w.gaps} | ${w.shown ? 'yes' : 'no'} | ${w.at.type}${w.at.ref ? ' ref' : ' nonref'} ${w.at.bytes} B${w.needleDecoded?.engine === false ? ' (not decoded)' : ''} | ` +
-      `${rk(w.ranks.today)} | ${rk(w.ranks.engine)} | ${rk(w.ranks['+nonref'])} | ${rk(w.ranks.all)} | ${pct(w.share.engine)} / ${pct(w.share['+nonref'])} | ${w.departs.engine}/${w.departs['+nonref']}/${w.departs.all} |`,
+      `${rk(w.ranks.today)} | ${rk(w.ranks.engine)} | ${rk(w.ranks['+nonref'])} | ${rk(w.ranks.all)} | ${w.share.engine === undefined ? '-' : pct(w.share.engine)} / ${w.share['+nonref'] === undefined ? '-' : pct(w.share['+nonref'])} | ${models.map((m) => w.departs[m]).join(' / ')} |`,
   );
 }
