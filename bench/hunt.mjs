@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The hunt benchmark (`npm run bench -- --hunt [--only A,B,C,D,T] [--encode scenecut,fixedgop]
- * [--fps 30,60] [--densities 4x4,6x6]`): how many tool calls a model needs to name the exact frame
+ * [--fps 30,60] [--densities 4x4,6x6] [--hay real [--depths 0.38,0.71]] [--engines native,ffmpeg]`):
+ * how many tool calls a model needs to name the exact frame
  * of a needle in a 30-minute haystack, using `frame_times` and `zoom_hints` (DESIGN §10).
  *
  * The model is the scripted agent of bench/hunt/agent.mjs; it calls the local tool exactly as the
@@ -18,6 +19,7 @@
  *            are per millisecond and AAC smears a transient over a few, so a click near a frame's
  *            edge may fall in the neighbouring gap.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +29,7 @@ import { hunt, KIND } from './hunt/agent.mjs';
 import { DENSITIES, haystackRecipes, RATES } from './hunt/cases.mjs';
 import { classifyCell, readCells } from './hunt/cells.mjs';
 import { CLASSES, ENCODES, haystack } from './hunt/haystack.mjs';
+import { REAL_ENCODES, REAL_LOOK, realHaystack, realRecipe } from './hunt/real-haystack.mjs';
 
 const argv = process.argv.slice(2).filter((a) => a !== '--hunt');
 const flag = (name, fallback) => {
@@ -34,14 +37,33 @@ const flag = (name, fallback) => {
   return i >= 0 ? argv[i + 1] : fallback;
 };
 const list = (name, fallback) => flag(name, fallback.join(',')).split(',');
+const real = flag('hay', 'synthetic') === 'real';
 const densities = list('densities', DENSITIES);
-const classes = list('only', CLASSES);
-const encodes = list('encode', Object.keys(ENCODES));
+const classes = list('only', real ? ['A', 'B', 'C'] : CLASSES);
+const encodes = list('encode', Object.keys(real ? REAL_ENCODES : ENCODES));
 const rates = list('fps', RATES).map(Number);
+const depths = list('depths', ['0.38']).map(Number);
+const engines = list('engines', [process.env.VIDSHEET_ENGINE ?? 'native']);
+
+if (engines.length > 1) {
+  // The engine is chosen once per process: one child per engine.
+  for (const engine of engines) {
+    const args = [...argv.filter((_, i) => argv[i - 1] !== '--engines' && argv[i] !== '--engines')];
+    const r = spawnSync(process.execPath, [process.argv[1], ...args, '--engines', engine], {
+      stdio: 'inherit',
+      env: { ...process.env, VIDSHEET_ENGINE: engine },
+    });
+    if (r.status !== 0) process.exit(r.status ?? 1);
+  }
+  process.exit(0);
+}
+process.env.VIDSHEET_ENGINE = engines[0];
+const engine = engines[0];
 
 async function runHunt(recipe, file, density) {
   const heard = recipe.needleClass === 'D';
-  const classify = (cell) => (heard ? KIND.none : classifyCell(recipe.needleClass, cell));
+  const look = recipe.hay === 'real' ? { look: REAL_LOOK, squareShare: 0.07 } : {};
+  const classify = (cell) => (heard ? KIND.none : classifyCell(recipe.needleClass, cell, look));
   let bytes = 0;
   const call = async (args) => {
     const out = mkdtempSync(join(tmpdir(), 'vidsheet-hunt-'));
@@ -76,15 +98,17 @@ async function runHunt(recipe, file, density) {
   return { calls, found, answer, truth, bytes, ms: performance.now() - started, trail };
 }
 
-const recipes = haystackRecipes({ classes, encodes, rates });
+const recipes = real
+  ? encodes.flatMap((e) => classes.flatMap((c) => depths.map((d) => realRecipe(c, d, e))))
+  : haystackRecipes({ classes, encodes, rates });
 const rows = [];
 for (const recipe of recipes) {
-  const file = haystack(recipe);
+  const file = real ? realHaystack(recipe) : haystack(recipe);
   for (const density of densities) {
     const r = await runHunt(recipe, file, density);
     rows.push({ recipe, density, ...r });
     console.error(
-      `hunt: ${recipe.needleClass} ${recipe.encode} ${recipe.fps} fps depth ${recipe.depth} ${density}: ` +
+      `hunt: ${engine} ${real ? 'real ' : ''}${recipe.needleClass} ${recipe.encode} ${recipe.fps} fps depth ${recipe.depth} ${density}: ` +
         `${r.found ? 'found' : r.answer === null ? 'gave up' : `wrong (${r.answer} s, truth ${r.truth.toFixed(3)} s)`} ` +
         `in ${r.calls} calls, ${(r.bytes / 1e6).toFixed(1)} MB, ${(r.ms / 1000).toFixed(1)} s` +
         ` [${r.trail.map((t) => `${t.args.start ?? 'all'}${t.seen ? '*' : ''}`).join(' > ')}]`,
@@ -94,7 +118,7 @@ for (const recipe of recipes) {
 
 const mb = (b) => `${(b / 1e6).toFixed(2)} MB`;
 console.log(
-  '\nHunt benchmark: calls until the exact frame is named (scripted agent, local tool, native engine)\n',
+  `\nHunt benchmark: calls until the exact frame is named (scripted agent, local tool, ${engine} engine, ${real ? 'real-footage' : 'synthetic'} haystacks)\n`,
 );
 console.log('| class | encode | fps | depth | density | result | calls | sheet bytes |');
 console.log('|---|---|---|---|---|---|---|---|');

@@ -86,13 +86,17 @@ const TINY_SHARE = 0.0003;
 /**
  * What the agent is told the needle of a class looks like, as a test on one cell: A the orange
  * background, B the white frame, C the red square (a green one is a decoy), T and U the yellow
- * mark (a few pixels of the cell: any cluster of them counts).
+ * mark (a few pixels of the cell: any cluster of them counts); N (no needle) nothing.
+ * `look`: the colours (the real haystacks' REAL_LOOK: orange decoys); `squareShare`: the share of
+ * a cell the square's colour must reach (real footage has a few per cent of reddish or orange
+ * pixels here and there; the square covers 11 % of the picture).
  */
-export function classifyCell(needleClass, cell) {
+export function classifyCell(needleClass, cell, { look = LOOK, squareShare = 0.04 } = {}) {
+  if (needleClass === 'N') return KIND.none;
   if (needleClass === 'T' || needleClass === 'U')
     return cell.share(TINY.colour, 80) > TINY_SHARE ? KIND.needle : KIND.none;
-  if (needleClass === 'A') return cell.share(LOOK.changed) > 0.5 ? KIND.needle : KIND.none;
-  if (needleClass === 'B') return cell.share(LOOK.flash) > 0.5 ? KIND.needle : KIND.none;
-  if (cell.share(LOOK.needle, 80) > 0.04) return KIND.needle;
-  return cell.share(LOOK.decoy, 80) > 0.04 ? KIND.decoy : KIND.none;
+  if (needleClass === 'A') return cell.share(look.changed) > 0.5 ? KIND.needle : KIND.none;
+  if (needleClass === 'B') return cell.share(look.flash) > 0.5 ? KIND.needle : KIND.none;
+  if (cell.share(look.needle, 80) > squareShare) return KIND.needle;
+  return cell.share(look.decoy, 80) > squareShare ? KIND.decoy : KIND.none;
 }
