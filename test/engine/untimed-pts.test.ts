@@ -46,8 +46,12 @@ const STAMPS = [
   // (best_effort_timestamp N/A): the native engine's stamp, one frame step after the latest.
   12597585,
 ];
-/** has_b_frames: the decoder holds one frame back. */
-const REORDER_DELAY = 1;
+/** has_b_frames: the decoder holds one frame back; 29.97 fps in 90 kHz. */
+const STREAM = {
+  reorderDelay: 1,
+  timeBase: [1n, 90_000n] as [bigint, bigint],
+  rates: { avg: [30_000, 1001] as [number, number], real: [30_000, 1001] as [number, number] },
+};
 
 const rows = (): Row[] =>
   PACKETS.map(([pts, dts, duration]) => ({
@@ -59,7 +63,7 @@ const rows = (): Row[] =>
 
 describe('withPts: packets with only a dts', () => {
   it('times every frame the decoder puts out as the decoder stamps it', () => {
-    const timed = withPts(rows(), REORDER_DELAY);
+    const timed = withPts(rows(), STREAM);
     expect(timed).toHaveLength(PACKETS.length);
     const fromKey = timed.slice(10).map((r) => Number(r.pts));
     expect([...fromKey].sort((a, b) => a - b)).toEqual(STAMPS);
@@ -68,7 +72,7 @@ describe('withPts: packets with only a dts', () => {
   });
 
   it('keeps the known pts as they are', () => {
-    const timed = withPts(rows(), REORDER_DELAY);
+    const timed = withPts(rows(), STREAM);
     PACKETS.forEach(([pts], i) => {
       if (pts !== null) expect(timed[i]?.pts).toBe(BigInt(pts));
     });
@@ -78,7 +82,7 @@ describe('withPts: packets with only a dts', () => {
     const broken = rows();
     // A known pts that no decode time explains.
     (broken[12] as Row).pts = 12552541n;
-    const timed = withPts(broken, REORDER_DELAY);
+    const timed = withPts(broken, STREAM);
     expect(timed.every((r) => r.pts !== undefined)).toBe(true);
     expect(timed).toHaveLength(PACKETS.filter(([pts]) => pts !== null).length);
   });
