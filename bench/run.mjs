@@ -21,6 +21,8 @@
  *                                      on 10 minutes of interlaced broadcast (fields.mjs)
  *   --scale                            the fallback on 3000 targets in one run and a 2016-cell plan,
  *                                      every frame asserted, each case timed (scale.mjs)
+ *   --open-gop [--seconds 600] [--runs 3]  what the fallback's open-GOP entry saves: with and
+ *                                      without entering, 1080p open GOPs (open-gop.mjs)
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -46,6 +48,7 @@ const SEPARATE = {
   '--events': 'events.mjs',
   '--fields': 'fields.mjs',
   '--scale': 'scale.mjs',
+  '--open-gop': 'open-gop.mjs',
 };
 for (const [name, script] of Object.entries(SEPARATE)) {
   if (!argv.includes(name)) continue;
