@@ -9,18 +9,17 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cellRect, computeGrid, JPEG_QUALITY, layoutSheets, THEME } from '../../src/core/layout.js';
+import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { readFrame } from '../../src/engine/ffmpeg/decode.js';
 import { extractGroup } from '../../src/engine/ffmpeg/extract.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
 import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { OpenGops } from '../../src/engine/ffmpeg/recovery.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { labelFontPath } from '../../src/engine/font.js';
-import type { RenderPlan } from '../../src/engine/types.js';
 import { indexClip } from '../../test/helpers/fixtures.js';
 import { decodeIndex, fromRgb24, fullRect, readJpeg } from '../../test/helpers/frames.js';
 import { expectedIndex, frameTimes } from '../../test/helpers/oracle.js';
+import { renderPlan } from '../../test/helpers/plans.js';
 
 let work: string;
 beforeAll(() => {
@@ -34,23 +33,6 @@ async function timed<T>(what: string, work: () => Promise<T>): Promise<T> {
   const out = await work();
   console.log(`scale: ${what}: ${((performance.now() - began) / 1000).toFixed(1)} s`);
   return out;
-}
-
-/** A render plan over `clip` (stream 0, no audio) laid out like the job runner lays it out. */
-function renderPlan(
-  clip: string,
-  tempDir: string,
-  layout: Omit<Parameters<typeof layoutSheets>[0], 'hasAudio'>,
-): RenderPlan {
-  return {
-    input: clip,
-    videoStream: 0,
-    fontPath: labelFontPath(),
-    quality: JPEG_QUALITY,
-    theme: THEME,
-    sheets: layoutSheets({ ...layout, hasAudio: false }),
-    tempDir,
-  };
 }
 
 describe('the fallback at scale', () => {

@@ -16,35 +16,17 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cellRect, computeGrid, JPEG_QUALITY, layoutSheets, THEME } from '../../src/core/layout.js';
+import { cellRect, computeGrid } from '../../src/core/layout.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { labelFontPath } from '../../src/engine/font.js';
-import type { RenderPlan } from '../../src/engine/types.js';
 import { indexClip } from '../helpers/fixtures.js';
 import { decodeIndex, readJpeg } from '../helpers/frames.js';
+import { renderPlan } from '../helpers/plans.js';
 
 let work: string;
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'vs-ffmpeg-'));
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
-
-/** A render plan over `clip` (stream 0, no audio) laid out like the job runner lays it out. */
-function renderPlan(
-  clip: string,
-  tempDir: string,
-  layout: Omit<Parameters<typeof layoutSheets>[0], 'hasAudio'>,
-): RenderPlan {
-  return {
-    input: clip,
-    videoStream: 0,
-    fontPath: labelFontPath(),
-    quality: JPEG_QUALITY,
-    theme: THEME,
-    sheets: layoutSheets({ ...layout, hasAudio: false }),
-    tempDir,
-  };
-}
 
 describe('ffmpeg engine: a render that fails', () => {
   it('a render that fails stops and awaits its children before it settles', async () => {
