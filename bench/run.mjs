@@ -19,6 +19,10 @@
  *                                      events and on corpus cuts, each engine (events.mjs)
  *   --fields [--runs 3]                what finding H.264 field pairs costs the fallback's listing
  *                                      on 10 minutes of interlaced broadcast (fields.mjs)
+ *   --scale                            the fallback on 3000 targets in one run and a 2016-cell plan,
+ *                                      every frame asserted, each case timed (scale.mjs)
+ *   --open-gop [--seconds 600] [--runs 3]  what the fallback's open-GOP entry saves: with and
+ *                                      without entering, 1080p open GOPs (open-gop.mjs)
  *
  * Methods, alternated run by run:
  *   (a) native   the addon, one render(plan) call
@@ -43,6 +47,8 @@ const SEPARATE = {
   '--hunt': 'hunt.mjs',
   '--events': 'events.mjs',
   '--fields': 'fields.mjs',
+  '--scale': 'scale.mjs',
+  '--open-gop': 'open-gop.mjs',
 };
 for (const [name, script] of Object.entries(SEPARATE)) {
   if (!argv.includes(name)) continue;

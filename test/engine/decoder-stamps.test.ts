@@ -48,8 +48,12 @@ const STAMPS = [
   // (best_effort_timestamp N/A): the native engine's stamp, one frame step after the latest.
   12597585,
 ];
-/** has_b_frames: the decoder holds one frame back. */
-const REORDER_DELAY = 1;
+/** has_b_frames: the decoder holds one frame back; 29.97 fps in 90 kHz. */
+const STREAM = {
+  reorderDelay: 1,
+  timeBase: [1n, 90_000n] as [bigint, bigint],
+  rates: { avg: [30_000, 1001] as [number, number], real: [30_000, 1001] as [number, number] },
+};
 
 const rows = (): Row[] =>
   PACKETS.map(([pts, dts, duration]) => ({
@@ -61,7 +65,7 @@ const rows = (): Row[] =>
 
 describe('withPts: packets with only a dts', () => {
   it('times every frame the decoder puts out as the decoder stamps it', () => {
-    const timed = withPts(rows(), REORDER_DELAY);
+    const timed = withPts(rows(), STREAM);
     expect(timed).toHaveLength(PACKETS.length);
     const fromKey = timed.slice(10).map((r) => Number(r.pts));
     expect([...fromKey].sort((a, b) => a - b)).toEqual(STAMPS);
@@ -70,7 +74,7 @@ describe('withPts: packets with only a dts', () => {
   });
 
   it('keeps the known pts as they are', () => {
-    const timed = withPts(rows(), REORDER_DELAY);
+    const timed = withPts(rows(), STREAM);
     PACKETS.forEach(([pts], i) => {
       if (pts !== null) expect(timed[i]?.pts).toBe(BigInt(pts));
     });
@@ -80,7 +84,7 @@ describe('withPts: packets with only a dts', () => {
     const broken = rows();
     // A known pts that no decode time explains.
     (broken[12] as Row).pts = 12552541n;
-    const timed = withPts(broken, REORDER_DELAY);
+    const timed = withPts(broken, STREAM);
     expect(timed.every((r) => r.pts !== undefined)).toBe(true);
     expect(timed).toHaveLength(PACKETS.filter(([pts]) => pts !== null).length);
   });
@@ -131,8 +135,12 @@ describe('timeByDecoder: pts below dts', () => {
       duration: BigInt(duration),
       key: false,
     }));
-    // has_b_frames 2.
-    timeByDecoder(rows, 2);
+    // has_b_frames 2; 29.97 fps in a 1 ms time base.
+    timeByDecoder(rows, {
+      reorderDelay: 2,
+      timeBase: [1n, 1000n],
+      rates: { avg: [30_000, 1001], real: [30_000, 1001] },
+    });
     const times = rows.map((r) => Number(r.pts)).sort((a, b) => a - b);
     // The stamps the decoder gives while packets come (the last two frames come out later).
     expect(times.slice(1, NEGATIVE_CTS_STAMPS.length + 1)).toEqual(NEGATIVE_CTS_STAMPS);

@@ -16,11 +16,13 @@ import {
   type Sps,
   sliceInfo,
 } from '../../src/engine/ffmpeg/h264.js';
+import { ratio } from '../../src/engine/ffmpeg/media.js';
+import { mpeg2LoneField, readLoneField } from '../../src/engine/ffmpeg/mpeg2.js';
 import { type Attempt, Ladder } from '../../src/engine/ffmpeg/recovery.js';
 import { PacketEnds } from '../../src/engine/packet-ends.js';
 import { createCanvas, paintBand } from '../../src/engine/raster.js';
 import { referenceReach } from '../../src/engine/reach.js';
-import { labelSeconds, untimedDecodeTime } from '../../src/engine/timestamps.js';
+import { frameStep, labelSeconds, ptsFaulty, untimedDecodeTime } from '../../src/engine/timestamps.js';
 import type { BandPlan, Rgb, Theme } from '../../src/engine/types.js';
 
 /** fixtures/vectors/`name`, parsed. */
@@ -200,6 +202,26 @@ describe('field pairing (fields.json)', () => {
   });
 });
 
+describe('the MPEG-2 picture reader (mpeg2-picture.json)', () => {
+  interface Case {
+    name: string;
+    packet: Array<string | { fill: string; count: number }>;
+    expect: { field: 'top' | 'bottom'; frame: number } | null;
+  }
+  const bytes = (hex: string) => Buffer.from(hex.replace(/\s/g, ''), 'hex');
+  it.each(vectors<{ cases: Case[] }>('mpeg2-picture.json').cases)('$name', (c) => {
+    const packet = Buffer.concat(
+      c.packet.map((p) =>
+        typeof p === 'string' ? bytes(p) : Buffer.concat(Array(p.count).fill(bytes(p.fill))),
+      ),
+    );
+    const want = c.expect && { idr: false, frameNum: c.expect.frame, field: c.expect.field };
+    expect(mpeg2LoneField(packet)).toEqual(want);
+    // Read in place: the leading bytes first, the whole packet when they do not settle it.
+    expect(readLoneField((n) => packet.subarray(0, n))).toEqual(want);
+  });
+});
+
 describe('H.264 headers (h264-headers.json)', () => {
   interface Case {
     name: string;
@@ -244,7 +266,13 @@ describe('packet timestamps (timestamps.json)', () => {
           expect: { dts: number | null; clock: number | null };
         }>;
       }
-    | { of: 'label'; name: string; ts: number; timeBase: [number, number]; startUs: number; expect: string };
+    | { of: 'label'; name: string; ts: number; timeBase: [number, number]; startUs: number; expect: string }
+    | {
+        of: 'faulty';
+        name: string;
+        faulty: boolean;
+        packets: Array<{ pts: number | null; dts: number | null; expect: boolean }>;
+      };
   const big = (v: number | null) => (v === null ? undefined : BigInt(v));
   const cases = vectors<{ cases: Case[] }>('timestamps.json').cases;
 
@@ -262,9 +290,37 @@ describe('packet timestamps (timestamps.json)', () => {
     expect(got).toEqual(want);
   });
 
+  it.each(cases.filter((c) => c.of === 'faulty'))('faulty pts: $name', (c) => {
+    let faulty = c.faulty;
+    const got = c.packets.map((p) => {
+      faulty = ptsFaulty(faulty, big(p.pts), big(p.dts));
+      return faulty;
+    });
+    expect(got).toEqual(c.packets.map((p) => p.expect));
+  });
+
   it.each(cases.filter((c) => c.of === 'label'))('the label clock: $name', (c) => {
     const [num, den] = c.timeBase;
     expect(labelSeconds(BigInt(c.ts), [BigInt(num), BigInt(den)], BigInt(c.startUs))).toBe(Number(c.expect));
+  });
+});
+
+describe('the frame step (frame-step.json)', () => {
+  interface Case {
+    name: string;
+    timeBase: [number, number];
+    avgFrameRate: string;
+    rFrameRate: string;
+    duration: number | null;
+    expect: number | null;
+  }
+  it.each(vectors<{ cases: Case[] }>('frame-step.json').cases)('$name', (c) => {
+    const [num, den] = c.timeBase;
+    const got = frameStep(c.duration === null ? undefined : BigInt(c.duration), [BigInt(num), BigInt(den)], {
+      avg: ratio(c.avgFrameRate),
+      real: ratio(c.rFrameRate),
+    });
+    expect(got).toBe(c.expect === null ? null : BigInt(c.expect));
   });
 });
 

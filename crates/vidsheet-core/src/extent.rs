@@ -69,21 +69,13 @@ pub(crate) fn readable_ends(
         .collect()
 }
 
-/// One picture's (or audio frame's) duration in stream units, from the average frame rate; None
-/// when unknown.
+/// One picture's (or audio frame's) duration in stream units, from the frame rates (the rule:
+/// [`crate::video::timestamps::frame_step`]); None when unknown.
 pub(crate) fn frame_duration(st: *const ffi::AVStream) -> Option<i64> {
-    let (num, den) = media::time_base(st)?;
-    let rate = unsafe { (*st).avg_frame_rate };
-    let rate = if rate.num > 0 && rate.den > 0 {
-        rate
-    } else {
-        unsafe { (*st).r_frame_rate }
-    };
-    if rate.num <= 0 || rate.den <= 0 {
-        return None;
-    }
-    let d = (den as i128 * rate.den as i128) / (num as i128 * rate.num as i128);
-    (d > 0).then(|| d.min(i64::MAX as i128) as i64)
+    let time_base = media::time_base(st)?;
+    let (avg, real) = unsafe { ((*st).avg_frame_rate, (*st).r_frame_rate) };
+    let rate = |r: ffi::AVRational| (r.num as i64, r.den as i64);
+    crate::video::timestamps::frame_step(None, time_base, rate(avg), rate(real))
 }
 
 /// A cut MP4/MOV: the packets from shortly before the earliest index end (`ends`, stream units)

@@ -19,3 +19,17 @@ pub(crate) fn cases<T: DeserializeOwned>(name: &str) -> Vec<T> {
     }
     file::<Cases<T>>(name).cases
 }
+
+/// Bytes written as hex in a vector file (spaces ignored).
+pub(crate) fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    let nibble = |d: u8| {
+        (d as char)
+            .to_digit(16)
+            .unwrap_or_else(|| panic!("not hex: {text}")) as u8
+    };
+    digits
+        .chunks(2)
+        .map(|p| nibble(p[0]) << 4 | nibble(p[p.len() - 1]))
+        .collect()
+}

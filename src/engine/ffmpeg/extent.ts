@@ -8,7 +8,8 @@ import { stat } from 'node:fs/promises';
 import { extentToleranceMs } from '../../core/probe.js';
 import { PacketEnds, type StreamClock } from '../packet-ends.js';
 import { run } from '../process.js';
-import { input, int, num, ratio, type StreamJson } from './media.js';
+import { frameStep } from '../timestamps.js';
+import { input, int, num, rates, ratio, type StreamJson } from './media.js';
 
 /**
  * Where each stream's data ends (seconds from the container start): the latest pts + duration of
@@ -95,7 +96,8 @@ async function packetRead(
     timeBases.set(index, [BigInt(tb[0]), BigInt(tb[1])]);
     // A read from the start clocks a stream without timestamps from the stream's start.
     const start = from === null ? (int(String(s.start_pts ?? '')) ?? 0n) : null;
-    clocks.set(index, { frame: frameDuration(s, tb), clock: start });
+    const frame = frameStep(undefined, [BigInt(tb[0]), BigInt(tb[1])], rates(s));
+    clocks.set(index, { frame, clock: start });
   }
   const ends = new PacketEnds(fileSize, clocks);
   for (const line of stdout.toString().split('\n')) {
@@ -120,12 +122,4 @@ async function packetRead(
     out.set(index, Number(us - BigInt(Math.round(startTime * 1e6))) / 1e6);
   }
   return out;
-}
-
-/** One frame's duration in time-base units `tb`, from the average (else the real) frame rate. */
-function frameDuration(s: StreamJson, tb: [number, number]): bigint | null {
-  const rate = ratio(s.avg_frame_rate) ?? ratio(s.r_frame_rate);
-  if (!rate) return null;
-  const d = (BigInt(tb[1]) * BigInt(rate[1])) / (BigInt(tb[0]) * BigInt(rate[0]));
-  return d > 0n ? d : null;
 }

@@ -6,11 +6,11 @@
  * frame rule is applied to.
  */
 import { run } from '../process.js';
-import { untimedDecodeTime } from '../timestamps.js';
+import { frameStep, ptsFaulty, untimedDecodeTime } from '../timestamps.js';
 import { type SliceInfo, secondFields, sliceInfo } from './h264.js';
 import { mapFirstSlices, mapPackets } from './leading-bytes.js';
 import { input, type VideoDetails } from './media.js';
-import { mpeg2Picture } from './mpeg2.js';
+import { readLoneField } from './mpeg2.js';
 
 export interface Row {
   pts?: bigint;
@@ -157,7 +157,6 @@ export async function readRows(
       // Not a packet (a blank line: ffprobe ends a packet with side data with one).
       if (fields.size === undefined) continue;
       const duration = int(fields.duration);
-      const step = duration !== undefined && duration > 0n ? duration : undefined;
       const own = int(fields.dts);
       const timed = untimedDecodeTime(clock, int(fields.pts), own, duration);
       const dts = timed.dts;
@@ -165,13 +164,9 @@ export async function readRows(
       // first decode time read.
       clock = fieldsPossible && own !== undefined ? null : timed.clock;
       // Without usable pts, a frame is shown at the dts of the packet `reorderDelay` later (CFR
-      // decode order: one packet duration each); the keyframe of a closed GOP is shown in its
-      // own decode slot, so the same shift holds for it.
-      const pts = d.ptsFromDts
-        ? dts === undefined
-          ? undefined
-          : dts + BigInt(d.reorderDelay) * (step ?? 1n)
-        : int(fields.pts);
+      // decode order: one frame step each); the keyframe of a closed GOP is shown in its own
+      // decode slot, so the same shift holds for it.
+      const pts = d.ptsFromDts ? (dts === undefined ? undefined : dts + shift(d, duration)) : int(fields.pts);
       const row: Row = {
         pts,
         dts,
@@ -190,15 +185,19 @@ export async function readRows(
       hole = false;
     }
   }
-  if (!d.ptsFromDts && rows.some((r) => r.pts !== undefined && r.dts !== undefined && r.pts < r.dts))
-    timeByDecoder(rows, d.reorderDelay);
+  if (!d.ptsFromDts && rows.reduce((faulty, r) => ptsFaulty(faulty, r.pts, r.dts), false))
+    timeByDecoder(rows, d);
   await markSecondFields(path, d, order);
   // Packets before the stream's first keyframe (a capture that opens mid-GOP) stay listed: whether
   // they give a picture is the decoder's to say (HEVC's does, H.264's waits for a recovery point),
   // and a target whose picture a decode from the start does not give shows the frame a sequential
   // decode leaves on screen (extract.ts withStandIns).
-  return withPts(rows, d.reorderDelay);
+  return withPts(rows, d);
 }
+
+/** `reorderDelay` frame steps (fixtures/vectors/frame-step.json; 1 where unknown). */
+const shift = (d: VideoDetails, duration: bigint | undefined) =>
+  BigInt(d.reorderDelay) * (frameStep(duration, d.timeBase, d.rates) ?? 1n);
 
 /**
  * Marks the rows (every packet, in decode order) that are a field pair's second field, from their
@@ -215,7 +214,7 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
     rows.map((r) => (r.pos === undefined || r.size === undefined ? undefined : { pos: r.pos, size: r.size }));
   let pictures: Array<SliceInfo | null>;
   if (d.codec === 'mpeg2video' && d.sampleTable)
-    pictures = await mapPackets(path, 'sample', at(), (read) => read && mpeg2Picture(read));
+    pictures = await mapPackets(path, 'sample', at(), (read) => read && readLoneField(read));
   else if (h && sps && !sps.frameMbsOnly)
     pictures = await mapFirstSlices(path, h.layout, h.lengthSize, at(), (nal) => nal && sliceInfo(nal, sps));
   else return;
@@ -229,13 +228,18 @@ async function markSecondFields(path: string, d: VideoDetails, rows: Row[]): Pro
  * timestamps, what ffplay and the ffmpeg CLI show frames at, become the decode times of the packets
  * that put the frames out, `reorderDelay` packets later (as withPts says; not dts plus that many
  * durations, which a millisecond time base rounds differently), and the last ones one step apart
- * after the latest (the rule: crates/vidsheet-core/src/video/clock.rs `Clock::time`). Sets each
- * timed row's pts so.
+ * (fixtures/vectors/frame-step.json) after the latest (the rule: fixtures/vectors/timestamps.json,
+ * `of: faulty`; native: crates/vidsheet-core/src/video/clock.rs `Clock::time`). Sets each timed
+ * row's pts so.
  */
-export function timeByDecoder(rows: Row[], reorderDelay: number): void {
+export function timeByDecoder(
+  rows: Row[],
+  d: Pick<VideoDetails, 'reorderDelay' | 'timeBase' | 'rates'>,
+): void {
+  const { reorderDelay } = d;
   const timed = rows.filter((r): r is Row & { dts: bigint } => r.dts !== undefined);
   const last = timed.at(-1);
-  const step = last?.duration && last.duration > 0n ? last.duration : 1n;
+  const step = frameStep(last?.duration, d.timeBase, d.rates) ?? 1n;
   let tail = last?.dts ?? 0n;
   timed.forEach((r, i) => {
     const later = timed[i + reorderDelay];
@@ -252,12 +256,16 @@ export function timeByDecoder(rows: Row[], reorderDelay: number): void {
  * are the decode times of the packets from index `reorderDelay` on: the times of that set no
  * packet claims belong to the packets without a pts, in decode order, and the last of them (at
  * most `reorderDelay`) come out at the end of the stream with no packet to stamp them, one frame
- * step after the latest (the native engine's stamp for a frame without one). Where that does
- * not fit (a known pts outside the set), the set is taken as the decode times shifted by
- * `reorderDelay` packet durations, or by the earliest pts minus the earliest dts, each used only
+ * step (fixtures/vectors/frame-step.json) after the latest (the native engine's stamp for a frame
+ * without one). Where that does not fit (a known pts outside the set), the set is taken as the
+ * decode times shifted by `reorderDelay` frame steps, or by the earliest pts minus the earliest dts, each used only
  * when it fits exactly; else those packets are left out.
  */
-export function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: bigint }> {
+export function withPts(
+  rows: Row[],
+  d: Pick<VideoDetails, 'reorderDelay' | 'timeBase' | 'rates'>,
+): Array<Row & { pts: bigint }> {
+  const { reorderDelay } = d;
   const known = rows.filter((r): r is Row & { pts: bigint } => r.pts !== undefined);
   if (known.length === rows.length) return known;
   // BigInts: Math.min and Math.max do not take them.
@@ -272,27 +280,27 @@ export function withPts(rows: Row[], reorderDelay: number): Array<Row & { pts: b
   if (dtss.length !== rows.length) return known;
   // No pts at all: frames are shown in decode slots.
   if (known.length === 0) return rows.map((r) => ({ ...r, pts: r.dts as bigint }));
-  const stepOf = (r: Row | undefined) => (r?.duration && r.duration > 0n ? r.duration : undefined);
+  const stepOf = (r: Row | undefined) => frameStep(r?.duration, d.timeBase, d.rates) ?? 1n;
   const untimed = rows.length - known.length;
   const claimed = new Set(known.map((r) => r.pts));
   const shifted = (shift: bigint) => ({ shown: dtss.map((t) => t + shift), late: 0 });
   for (const { shown, late } of [
     { shown: dtss.slice(reorderDelay), late: Math.min(reorderDelay, untimed) },
-    shifted(BigInt(reorderDelay) * (stepOf(rows[0]) ?? 1n)),
+    shifted(BigInt(reorderDelay) * stepOf(rows[0])),
     shifted(min(known.map((r) => r.pts)) - min(dtss)),
   ]) {
     const set = new Set(shown);
     const free = [...set].filter((t) => !claimed.has(t));
     if (![...claimed].every((t) => set.has(t)) || free.length < untimed - late || free.length > untimed)
       continue;
-    // The frames left without a packet to stamp them come out at the end, a step apart.
-    const step = stepOf(rows.at(-1)) ?? 1n;
-    const after = max([...set]);
     let next = 0;
+    let last = max([...set]);
+    const step = stepOf(rows.at(-1));
     return rows.map((r) => {
       if (r.pts !== undefined) return r as Row & { pts: bigint };
-      const k = next++;
-      return { ...r, pts: free[k] ?? after + BigInt(k - free.length + 1) * step };
+      const pts = free[next++] ?? last + step;
+      if (pts > last) last = pts;
+      return { ...r, pts };
     });
   }
   return known;

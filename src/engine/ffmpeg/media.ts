@@ -4,6 +4,7 @@
  * the details a render of a stream needs. The native engine's twin is
  * crates/vidsheet-core/src/media.rs.
  */
+import type { FrameRates } from '../timestamps.js';
 import type { Sps } from './h264.js';
 import type { Layout } from './leading-bytes.js';
 
@@ -39,6 +40,8 @@ export interface VideoDetails {
   index: number;
   codec: string;
   timeBase: [bigint, bigint];
+  /** Its frame rates, for the frame step (fixtures/vectors/frame-step.json). */
+  rates: FrameRates;
   /** Container start time, seconds and whole microseconds (the frame rule counts from it). */
   startTime: number;
   startUs: bigint;
@@ -112,6 +115,12 @@ export function ratio(value: string | undefined): [number, number] | undefined {
   const m = value ? /^(\d+)[:/](\d+)$/.exec(value) : null;
   return m && Number(m[1]) > 0 && Number(m[2]) > 0 ? [Number(m[1]), Number(m[2])] : undefined;
 }
+
+/** A stream's frame rates as ffprobe prints them. */
+export const rates = (s: StreamJson): FrameRates => ({
+  avg: ratio(s.avg_frame_rate),
+  real: ratio(s.r_frame_rate),
+});
 
 export const int = (value: string | undefined) =>
   value && /^-?\d+$/.test(value) ? BigInt(value) : undefined;

@@ -88,7 +88,15 @@ export class PartPlanner {
     const enters = (list: Packets, guess: boolean) =>
       paysToEnter(this.costs, list, targetsIn(list), entries, guess);
     let entering = false;
-    if (d.timestamps && d.nal?.codec === 'h264' && entries.size > 0 && (await enters(packets, true))) {
+    // Bench-only (bench/open-gop.mjs): never enter, to measure what entering saves.
+    const mayEnter = process.env.VIDSHEET_BENCH_NO_OPEN_GOP !== '1';
+    if (
+      mayEnter &&
+      d.timestamps &&
+      d.nal?.codec === 'h264' &&
+      entries.size > 0 &&
+      (await enters(packets, true))
+    ) {
       if (!lists.isWhole(packets)) await listWhole();
       entering = await enters(packets, false);
     }

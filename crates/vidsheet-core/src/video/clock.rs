@@ -16,6 +16,9 @@ pub(super) struct Clock {
     /// repositioning plus that packet's duration; None when not known.
     next_dts: Option<i64>,
     last_pts: Option<i64>,
+    /// The frame step of the last frame timed (fixtures/vectors/frame-step.json): a frame
+    /// without any timestamp is shown that long after it.
+    last_step: i64,
     /// The decoder judged this stream's pts faulty (see [`Clock::time`]): frames are timed by
     /// their decode timestamps from then on.
     pts_faulty: bool,
@@ -34,6 +37,7 @@ impl Clock {
                 || h264::stream_sps(par).is_some_and(|s| s.frame_mbs_only),
             next_dts: None,
             last_pts: None,
+            last_step: 1,
             pts_faulty: false,
             first_pts: None,
             gop: 0,
@@ -70,11 +74,10 @@ impl Clock {
     }
 
     /// A packet of the stream was read. Pts below dts: the decoder will call the pts faulty (see
-    /// [`Self::time`]); known before the first frame after a seek is timed.
+    /// [`Self::time`]; the rule: [`timestamps::pts_faulty`]); known before the first frame after
+    /// a seek is timed.
     pub(super) fn read(&mut self, packet: &Packet) {
-        if let (Some(p), Some(d)) = (packet.pts(), packet.dts()) {
-            self.pts_faulty |= p < d;
-        }
+        self.pts_faulty = timestamps::pts_faulty(self.pts_faulty, packet.pts(), packet.dts());
     }
 
     /// Gives a packet without any timestamp the decode time one packet duration after the packet
@@ -103,8 +106,9 @@ impl Clock {
     /// timestamps across one), not what lies before the seek point. So once it has called the pts
     /// faulty, or a packet's pts sits below its dts (which it will call faulty), this source times
     /// frames by their decode timestamps for good, as a sequential decode goes on doing; a decode
-    /// restarted from the start forgets the counts (`seek.rs`). `step`: the picture duration
-    /// guess; `from_start`: decoding started at the beginning of the file.
+    /// restarted from the start forgets the counts (`seek.rs`). A frame without any timestamp is
+    /// shown one frame step after the frame before it. `step`: this frame's frame step;
+    /// `from_start`: decoding started at the beginning of the file.
     pub(super) fn time(&mut self, f: &frame::Video, step: i64, from_start: bool) -> i64 {
         let best = f.timestamp();
         // SAFETY: a frame the decoder just returned.
@@ -121,7 +125,7 @@ impl Clock {
         let pts = by_dts
             .or(best)
             .or_else(|| f.pts())
-            .or_else(|| self.last_pts.map(|p| p.saturating_add(step)))
+            .or_else(|| self.last_pts.map(|p| p.saturating_add(self.last_step)))
             .unwrap_or(0);
         if from_start && self.first_pts.is_none() {
             self.first_pts = Some(pts);
@@ -135,6 +139,7 @@ impl Clock {
             self.last_key_pts = Some(pts);
         }
         self.last_pts = Some(pts);
+        self.last_step = step;
         pts
     }
 }

@@ -5,7 +5,7 @@ use ff::ffi;
 use ff::format::context::Input;
 use ffmpeg_next as ff;
 
-use super::h264;
+use super::{h264, timestamps};
 use crate::error::{Error, Result};
 use crate::media::{self, Container};
 use crate::orientation::Orientation;
@@ -49,7 +49,10 @@ pub(crate) struct Facts {
     picture_bytes: u64,
     /// Pixels of one picture (0 when unknown).
     pixels: u64,
-    /// Picture duration guess in stream units (for frames without timestamps).
+    /// The stream's average and real frame rates (num, den; 0 or below: unknown).
+    rates: ((i64, i64), (i64, i64)),
+    /// Picture duration guess in stream units, for frames without timestamps
+    /// ([`timestamps::frame_step`] without a packet duration; 1 when unknown).
     frame_step: i64,
     /// The reference frames of the stream's H.264 sequence parameter set (`max_num_ref_frames`),
     /// when the stream is H.264 and its extradata has one that can be read (from the bytes: a
@@ -68,22 +71,23 @@ impl Facts {
         index: usize,
         st: *mut ffi::AVStream,
     ) -> Result<Facts> {
-        let (tb, orientation, frame_rate) = unsafe {
+        let (tb, orientation, avg, real) = unsafe {
             (
                 (*st).time_base,
                 Orientation::of_stream(st),
                 (*st).avg_frame_rate,
+                (*st).r_frame_rate,
             )
         };
         if tb.num <= 0 || tb.den <= 0 {
             return Err(Error::unreadable("the video stream has no time base"));
         }
-        let frame_step = if frame_rate.num > 0 && frame_rate.den > 0 {
-            ((tb.den as i64 * frame_rate.den as i64) / (tb.num as i64 * frame_rate.num as i64))
-                .max(1)
-        } else {
-            1
-        };
+        let rates = (
+            (avg.num as i64, avg.den as i64),
+            (real.num as i64, real.den as i64),
+        );
+        let time_base = (tb.num as i64, tb.den as i64);
+        let frame_step = timestamps::frame_step(None, time_base, rates.0, rates.1).unwrap_or(1);
         let start_us = media::start_us(input);
         let picture_bytes = unsafe { picture_bytes((*st).codecpar) };
         let pixels = unsafe {
@@ -113,6 +117,7 @@ impl Facts {
             start_us,
             picture_bytes,
             pixels,
+            rates,
             frame_step,
             sps_refs,
             declared_end,
@@ -149,6 +154,14 @@ impl Facts {
 
     pub(super) fn frame_step(&self) -> i64 {
         self.frame_step
+    }
+
+    /// The step of a frame whose packet lasted `duration` ([`timestamps::frame_step`]; 1 when
+    /// unknown).
+    pub(super) fn step_of(&self, duration: i64) -> i64 {
+        let (avg, real) = self.rates;
+        let time_base = (self.tb_num, self.tb_den);
+        timestamps::frame_step(Some(duration), time_base, avg, real).unwrap_or(1)
     }
 
     pub(super) fn sps_refs(&self) -> Option<u32> {

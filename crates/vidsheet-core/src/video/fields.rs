@@ -79,8 +79,9 @@ pub(super) fn pair_field(open: Option<Field>, picture: Option<Field>) -> (bool, 
 }
 
 /// The field an MPEG-2 packet holding exactly one picture that is a field holds (its
-/// temporal_reference as the frame number); None for a frame picture, a packet of two fields or
-/// anything unreadable.
+/// temporal_reference as the frame number); None for a frame picture, a packet of two pictures
+/// or anything unreadable. The fallback's `mpeg2LoneField` in src/engine/ffmpeg/mpeg2.ts;
+/// fixtures/vectors/mpeg2-picture.json.
 fn mpeg2_lone_field(data: &[u8]) -> Option<Field> {
     const PICTURE: [u8; 4] = [0, 0, 1, 0x00];
     const EXTENSION: [u8; 4] = [0, 0, 1, 0xb5];
@@ -94,11 +95,10 @@ fn mpeg2_lone_field(data: &[u8]) -> Option<Field> {
     if find(picture + 4, &PICTURE).is_some() {
         return None;
     }
-    // The first extension after the picture header is its picture coding extension (identifier 8);
-    // picture_structure is the low two bits of its third byte.
-    let ext = find(picture + 4, &EXTENSION)?;
-    if data.get(ext + 4)? >> 4 != 8 {
-        return None;
+    // The first picture coding extension (identifier 8) after the picture header.
+    let mut ext = find(picture + 4, &EXTENSION)?;
+    while data.get(ext + 4)? >> 4 != 8 {
+        ext = find(ext + 4, &EXTENSION)?;
     }
     let structure = data.get(ext + 6)? & 3;
     let frame = ((*data.get(picture + 4)? as u32) << 2) | (*data.get(picture + 5)? as u32 >> 6);
@@ -108,39 +108,46 @@ fn mpeg2_lone_field(data: &[u8]) -> Option<Field> {
 #[cfg(test)]
 mod tests {
     use super::{pair_field, Field};
+    use crate::vectors::hex;
 
-    fn lone_field(data: &[u8]) -> Option<u8> {
-        super::mpeg2_lone_field(data).map(|f| f.structure)
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Part {
+        Hex(String),
+        Fill { fill: String, count: usize },
     }
 
-    /// A picture header then a picture coding extension whose third byte is `third`.
-    fn picture(third: u8) -> Vec<u8> {
-        let mut v = vec![0, 0, 1, 0x00, 0x00, 0x0f, 0xff, 0xf8];
-        v.extend([0, 0, 1, 0xb5, 0x8f, 0xff, third, 0x00]);
-        v.extend([0, 0, 1, 0x01, 0x42]);
-        v
+    #[derive(serde::Deserialize)]
+    struct PacketCase {
+        name: String,
+        packet: Vec<Part>,
+        expect: Option<Picture>,
+    }
+
+    fn field(p: &Picture) -> Option<Field> {
+        Some(Field {
+            structure: match p.field.as_deref()? {
+                "bottom" => 2,
+                _ => 1,
+            },
+            frame: p.frame,
+        })
     }
 
     #[test]
-    fn a_lone_field_is_told_by_its_structure() {
-        assert_eq!(lone_field(&picture(0x01)), Some(1));
-        assert_eq!(lone_field(&picture(0xf2)), Some(2));
-        assert_eq!(lone_field(&picture(0x03)), None, "a frame picture");
-        let pair = [picture(0x01), picture(0x02)].concat();
-        assert_eq!(lone_field(&pair), None, "both fields in one packet");
-    }
-
-    #[test]
-    fn anything_else_is_no_field() {
-        assert_eq!(lone_field(&[]), None);
-        assert_eq!(
-            lone_field(&[0, 0, 1, 0x00, 0, 0, 1, 0xb5, 0x8f]),
-            None,
-            "cut short"
-        );
-        let mut sequence_ext = picture(0x01);
-        sequence_ext[12] = 0x1f; // extension identifier 1: not a picture coding extension
-        assert_eq!(lone_field(&sequence_ext), None);
+    fn mpeg2_pictures_read_as_the_shared_vectors_say() {
+        for case in crate::vectors::cases::<PacketCase>("mpeg2-picture.json") {
+            let packet: Vec<u8> = case
+                .packet
+                .iter()
+                .flat_map(|part| match part {
+                    Part::Hex(text) => hex(text),
+                    Part::Fill { fill, count } => hex(fill).repeat(*count),
+                })
+                .collect();
+            let want = case.expect.as_ref().and_then(field);
+            assert_eq!(super::mpeg2_lone_field(&packet), want, "{}", case.name);
+        }
     }
 
     #[derive(serde::Deserialize)]
@@ -162,38 +169,12 @@ mod tests {
             let mut open = None;
             let mut got = Vec::new();
             for p in &case.pictures {
-                let picture = p.as_ref().and_then(|p| {
-                    Some(Field {
-                        structure: match p.field.as_deref()? {
-                            "bottom" => 2,
-                            _ => 1,
-                        },
-                        frame: p.frame,
-                    })
-                });
+                let picture = p.as_ref().and_then(field);
                 let (second, next) = pair_field(open, picture);
                 got.push(second);
                 open = next;
             }
             assert_eq!(got, case.expect, "{}", case.name);
         }
-    }
-
-    #[test]
-    fn the_temporal_reference_is_the_frame_number() {
-        // picture() codes temporal_reference 0x00 << 2 | 0x0f >> 6 = 0.
-        let mut p = super::mpeg2_lone_field(&picture(0x01));
-        assert_eq!(p.map(|f| f.frame), Some(0));
-        let mut late = picture(0x02);
-        late[4] = 0x12;
-        late[5] = 0x8f; // 0x12 << 2 | 0b10 = 74
-        p = super::mpeg2_lone_field(&late);
-        assert_eq!(
-            p,
-            Some(Field {
-                structure: 2,
-                frame: 74
-            })
-        );
     }
 }

@@ -294,14 +294,7 @@ fn parse_sps(nal: &[u8]) -> Option<Sps> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        s.replace(' ', "")
-            .as_bytes()
-            .chunks(2)
-            .map(|h| u8::from_str_radix(std::str::from_utf8(h).unwrap_or("00"), 16).unwrap_or(0))
-            .collect()
-    }
+    use crate::vectors::hex;
 
     /// The fields both readers expose (h264-headers.json names them as the fallback does).
     #[derive(serde::Deserialize, Debug, PartialEq)]

@@ -53,7 +53,7 @@ mod recover;
 mod refs;
 mod seek;
 mod skip;
-mod timestamps;
+pub(crate) mod timestamps;
 mod watch;
 mod witness;
 #[cfg(test)]

@@ -225,7 +225,8 @@ impl VideoSource {
         self.shown
             .paid((raw_pts != ffi::AV_NOPTS_VALUE).then_some(raw_pts));
         let from_start = self.place.at_file_start();
-        let pts = self.clock.time(&f, self.facts.frame_step(), from_start);
+        let step = self.facts.step_of(f.packet().duration);
+        let pts = self.clock.time(&f, step, from_start);
         if self.watch.active() {
             // SAFETY: a frame the decoder just returned.
             let (flags, errors, serial) = unsafe {
