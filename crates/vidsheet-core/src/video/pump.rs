@@ -172,6 +172,9 @@ impl VideoSource {
                         let key = packet.is_key() || self.place.take_landing();
                         self.watch
                             .sent(serial, packet.pts(), packet.position() as i64, key);
+                        if key && read.picture.as_ref().is_some_and(|p| p.idr) {
+                            self.watch.key_is_idr(serial);
+                        }
                         if planned {
                             self.watch.planned(serial);
                         }

@@ -29,6 +29,8 @@ pub(super) struct Watch {
     sent: VecDeque<Sent>,
     /// The random-access point decoding started from: its serial and pts.
     key: Option<(u64, Option<i64>)>,
+    /// That keyframe is an H.264 IDR picture, read from its slice header ([`Self::key_is_idr`]).
+    key_idr: bool,
     /// Serials of packets the decoder refused or failed on.
     failed: Vec<u64>,
     /// Frames that came out flagged corrupt or with decode errors: their packet's serial, their pts.
@@ -74,6 +76,7 @@ impl Watch {
         self.active = active;
         self.sent.clear();
         self.key = None;
+        self.key_idr = false;
         self.failed.clear();
         self.flagged.clear();
         self.prints.clear();
@@ -97,6 +100,19 @@ impl Watch {
             self.sent.pop_front();
         }
         self.sent.push_back(Sent { serial, pts, pos });
+    }
+
+    /// The packet `serial` holds an IDR picture: when it is the keyframe decoding started from,
+    /// no picture from there on references one before it, so there is no open-GOP entry to prove.
+    pub(super) fn key_is_idr(&mut self, serial: u64) {
+        if self.key.is_some_and(|(key, _)| key == serial) {
+            self.key_idr = true;
+        }
+    }
+
+    /// Decoding started from an IDR keyframe ([`Self::key_is_idr`]).
+    pub(super) fn idr_entry(&self) -> bool {
+        self.key_idr
     }
 
     pub(super) fn failed(&mut self, serial: u64) {
