@@ -85,14 +85,15 @@ const endOf = (rows: Row[], [num, den]: [number, number]) =>
 
 /**
  * DESIGN §2 for the long-frame fixtures: the 5.8 s picture is the last whole one and counts as
- * one frame at the stream's average frame rate (in whole time-base units, as the rule says), ms.
+ * one frame at the stream's average frame rate (in whole time-base units, rounded to nearest as
+ * fixtures/vectors/frame-step.json says), ms.
  */
 async function oneFrameAfterTheLongOne(path: string): Promise<number> {
   const { streams } = await facts(path);
   const { timeBase, rate } = streams[0] as { timeBase: [number, number]; rate: [number, number] };
   const rows = await listing(path, ['-select_streams', '0']);
   const last = rows.at(-1) as Row;
-  const frame = Math.floor((timeBase[1] * rate[1]) / (timeBase[0] * rate[0]));
+  const frame = Math.round((timeBase[1] * rate[1]) / (timeBase[0] * rate[0]));
   return Math.round(((last.pts + frame) * timeBase[0] * 1000) / timeBase[1]) / 1000;
 }
 
