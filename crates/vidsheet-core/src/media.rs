@@ -316,9 +316,13 @@ pub(crate) fn open_input(path: &str, opening: &Opening, decoders: Decoders) -> R
     }
 }
 
-/// The stream analysis with one option set per stream: `max_pixels` for each, and a codec
-/// whitelist no decoder is on for the streams `decoders` leaves out (FFmpeg then reads their
-/// parameters from the container and parser only).
+/// The stream analysis with one option set per stream: `max_pixels` for the streams `decoders`
+/// allows, and for the others a `max_pixels` of -1, a value `avcodec_open2` refuses, so no decoder
+/// of theirs ever opens (FFmpeg then reads their parameters from the container and parser only,
+/// as for a codec it lacks). The refusal must hold on every attempt: the analysis opens a decoder
+/// up front and again at the stream's first packet, and an option `avcodec_open2` accepts (a codec
+/// whitelist no decoder is on, say) is taken out of the stream's options by the first attempt,
+/// so the second would open the decoder and decode.
 unsafe fn find_stream_info_bounded(
     ctx: *mut ffi::AVFormatContext,
     bounds: Bounds,
@@ -328,10 +332,12 @@ unsafe fn find_stream_info_bounded(
     let pixels = CString::new(bounds.max_pixels.to_string()).unwrap_or_default();
     let mut options: Vec<*mut ffi::AVDictionary> = vec![ptr::null_mut(); n.max(1)];
     for (i, dict) in options.iter_mut().enumerate().take(n) {
-        ffi::av_dict_set(dict, c"max_pixels".as_ptr(), pixels.as_ptr(), 0);
-        if !decoders.allow(ctx, i) {
-            ffi::av_dict_set(dict, c"codec_whitelist".as_ptr(), c"none".as_ptr(), 0);
-        }
+        let value = if decoders.allow(ctx, i) {
+            pixels.as_ptr()
+        } else {
+            c"-1".as_ptr()
+        };
+        ffi::av_dict_set(dict, c"max_pixels".as_ptr(), value, 0);
     }
     let rc = ffi::avformat_find_stream_info(ctx, options.as_mut_ptr());
     for dict in options.iter_mut() {
