@@ -184,7 +184,7 @@ export async function extractOnce(
       ...(idrEntry !== null ? ['-debug', 'pict'] : []),
       '-copyts',
       ...(seek === null ? [] : ['-noaccurate_seek', '-ss', seek.toFixed(6)]),
-      ...input(req.path, d.fixed),
+      ...input(req.path, d.fixed, d.bounds),
       '-map',
       `0:${d.index}`,
       '-filter_script:v',
