@@ -16,6 +16,7 @@ import { videoCandidates } from '../../core/probe.js';
 import { run } from '../process.js';
 import { referenceReach } from '../reach.js';
 import { type DecodeBounds, EngineError, type ProbeInfo, type VideoStreamFacts } from '../types.js';
+import { MAX_PIXELS_REFUSED, outOfMemoryLine } from './decode.js';
 import { readableEnds } from './extent.js';
 import { extradataSps, fromHexdump, type Sps } from './h264.js';
 import type { Layout } from './leading-bytes.js';
@@ -309,11 +310,11 @@ async function decodesAFrame(
   bounds?: DecodeBounds,
 ): Promise<boolean> {
   for (const packets of [8, 300]) {
-    const { stdout } = await run(
+    const { stdout, stderr } = await run(
       'ffprobe',
       [
         '-v',
-        'quiet',
+        'error',
         '-select_streams',
         String(stream),
         '-read_intervals',
@@ -327,6 +328,11 @@ async function decodesAFrame(
       { timeoutMs: 20_000 },
     );
     if (/\S/.test(stdout.toString())) return true;
+    // No frame because memory ran out (the worker's limit) is the job's failure, not the file's; a
+    // picture over max_pixels is refused before its buffer is asked for, and says so.
+    if (bounds && outOfMemoryLine(stderr) && !stderr.includes(MAX_PIXELS_REFUSED)) {
+      throw new EngineError('render_failed', `ffprobe ran out of memory decoding ${path}`);
+    }
   }
   return false;
 }
