@@ -145,7 +145,7 @@ describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
     });
     expect(result.status, result.body).toBe(200);
     // One picture is 139 MB; eight held at once would be over 1.1 GB.
-    if (engine === 'native') expect(rss).toBeLessThan(800 * MB);
+    if (engine === 'native') expect(rss).toBeLessThan(500 * MB);
     // ffprobe's own stream analysis decodes every track once (see src/engine/ffmpeg/media.ts
     // `bounded`); what the fallback adds is one ffprobe at a time, and ffmpeg decoding one track.
     else expect(child).toBeLessThan(1400 * MB);
