@@ -24,6 +24,7 @@ import {
   startServer,
   type TestServer,
   videoForm,
+  workerPid,
 } from '../helpers/server.js';
 
 afterAll(removeServerDirs);
@@ -59,12 +60,6 @@ beforeAll(async () => {
   small = readFileSync(await plainClip(3));
 }, 600_000);
 
-/** The pid of the worker that runs jobs now (the last one started). */
-function workerPid(server: TestServer): number {
-  const started = server.logs.filter((l) => l.msg === 'job worker started');
-  return Number(started[started.length - 1]?.workerPid);
-}
-
 function hwmBytes(pid: number): number {
   try {
     const kb = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
@@ -92,6 +87,15 @@ async function peaks<T>(worker: number, run: () => Promise<T>) {
   }
 }
 
+/** Posts `bytes` as a job of `key`, measuring the worker's and its children's peaks meanwhile. */
+async function postMeasured(server: TestServer, key: string, bytes: Buffer, filename: string) {
+  const { result, worker, child } = await peaks(workerPid(server), async () => {
+    const response = await postJob(server, key, videoForm({ bytes, filename }));
+    return { status: response.status, body: await response.text() };
+  });
+  return { ...result, rss: worker, child };
+}
+
 describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
   let server: TestServer;
   beforeAll(async () => {
@@ -106,19 +110,13 @@ describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
     async (name) => {
       const account = await newAccount(server, 20);
       const worker = workerPid(server);
-      const {
-        result,
-        worker: rss,
-        child,
-      } = await peaks(worker, async () => {
-        const response = await postJob(
-          server,
-          account.key,
-          videoForm({ bytes: files.get(name) as Buffer, filename: 'bomb.mov' }),
-        );
-        return { status: response.status, body: await response.text() };
-      });
-      expect(result).toEqual({ status: 422, body: UNREADABLE });
+      const { status, body, rss, child } = await postMeasured(
+        server,
+        account.key,
+        files.get(name) as Buffer,
+        'bomb.mov',
+      );
+      expect({ status, body }).toEqual({ status: 422, body: UNREADABLE });
       expect((await showAccount(server, account.email)).balance).toBe(20);
       // The same worker, never near one picture of the file (the smallest here is 139 MB).
       expect(workerPid(server)).toBe(worker);
@@ -130,20 +128,8 @@ describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
 
   it('tracks that share one picture under both limits are decoded once, not per track', async () => {
     const account = await newAccount(server, 20);
-    const worker = workerPid(server);
-    const {
-      result,
-      worker: rss,
-      child,
-    } = await peaks(worker, async () => {
-      const response = await postJob(
-        server,
-        account.key,
-        videoForm({ bytes: shared, filename: 'tracks.mov' }),
-      );
-      return { status: response.status, body: await response.text() };
-    });
-    expect(result.status, result.body).toBe(200);
+    const { status, body, rss, child } = await postMeasured(server, account.key, shared, 'tracks.mov');
+    expect(status, body).toBe(200);
     // One picture is 139 MB; eight held at once would be over 1.1 GB.
     if (engine === 'native') expect(rss).toBeLessThan(500 * MB);
     // ffprobe's own stream analysis decodes every track once (see src/engine/ffmpeg/media.ts
@@ -168,11 +154,8 @@ describe.each(ENGINES)('a job over the worker memory limit (engine %s)', (engine
   it('fails 500 refunded, the worker is replaced, and the next job runs', async () => {
     const account = await newAccount(server, 200);
     const worker = workerPid(server);
-    const { result, worker: rss } = await peaks(worker, async () => {
-      const response = await postJob(server, account.key, videoForm({ bytes: big, filename: 'big.mov' }));
-      return { status: response.status, body: await response.text() };
-    });
-    expect(result).toEqual({ status: 500, body: PROCESSING_FAILED });
+    const { status, body, rss } = await postMeasured(server, account.key, big, 'big.mov');
+    expect({ status, body }).toEqual({ status: 500, body: PROCESSING_FAILED });
     expect(rss).toBeLessThan(limitMb * MB);
     const shown = await showAccount(server, account.email);
     expect(shown.balance).toBe(200);
