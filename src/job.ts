@@ -65,6 +65,13 @@ export interface JobOptions {
    * server and the remote endpoint; local surfaces leave it `any` (default).
    */
   containers?: Containers;
+  /**
+   * FFmpeg's `max_pixels` for every decoder of the job, `max_streams` 32, decoders for the chosen
+   * streams only (DESIGN §5a, engine/types.ts `DecodeBounds`): the hosted server and the remote
+   * endpoint pass `VIDSHEET_MAX_PIXELS`; local surfaces leave it unset (their files are the
+   * user's own, opened as the user's FFmpeg opens them, like the containers above).
+   */
+  maxPixels?: number;
   onProgress?: (done: number, total: number) => void;
   /** Stops the job: children are killed and awaited, then the temporary directory is removed. */
   signal?: AbortSignal;
@@ -103,9 +110,10 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
 
   const engine = options.engine ?? selectEngine();
   const allowed = allowedContainers(options.containers);
+  const bounds = options.maxPixels === undefined ? undefined : { maxPixels: options.maxPixels };
   const probe =
     request.probe ??
-    (await engine.probe(input, allowed).catch((error) => {
+    (await engine.probe(input, allowed, bounds).catch((error) => {
       throw engineFailure(error, inputName);
     }));
   // Restricted: every later open fixes the demuxer the probe detected and allowed.
@@ -170,6 +178,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
           {
             input,
             ...(inputFormat === undefined ? {} : { inputFormat }),
+            ...(bounds === undefined ? {} : { maxPixels: bounds.maxPixels }),
             videoStream: stream.index,
             fontPath: labelFontPath(),
             quality: JPEG_QUALITY,

@@ -155,6 +155,11 @@ export interface RenderPlan {
    * its probe detected and allowed, src/core/containers.ts); omitted: FFmpeg detects it.
    */
   inputFormat?: string
+  /**
+   * FFmpeg's `max_pixels` for every decoder of the job, with `max_streams` 32 for every open
+   * (DESIGN §5a, a server's job); omitted: FFmpeg's own limits (the local surfaces).
+   */
+  maxPixels?: number
   /** Index of the video stream to decode (core/probe.ts chose it from the probe's facts). */
   videoStream: number
   /** TTF file used for every label. */
@@ -264,11 +269,30 @@ export declare function audioPeaks(path: string, startMs: number, endMs: number,
 /**
  * Opens a video and reports its facts: the demuxer that opened it, declared duration, start
  * time, every video stream (size, disposition, frame count, whether it decodes, where its data
- * ends) and where the audio ends. With `allowedFormats` (a server's job), the demuxer FFmpeg's
- * detection picks must be one of them, or the call rejects `unreadable_video` having opened
- * nothing.
+ * ends) and where the audio ends. See `ProbeOptions` for a server's restricted, bounded opens.
  */
-export declare function probe(path: string, allowedFormats?: Array<string> | undefined | null): Promise<ProbeInfo>
+export declare function probe(path: string, options?: ProbeOptions | undefined | null): Promise<ProbeInfo>
+
+/**
+ * How `probe` opens the file. All omitted: whatever FFmpeg detects, within FFmpeg's own limits
+ * (the local surfaces).
+ */
+export interface ProbeOptions {
+  /**
+   * A server's job: the demuxer FFmpeg's detection picks must be one of these, or the call
+   * rejects `unreadable_video` having opened nothing.
+   */
+  allowedFormats?: Array<string>
+  /** This demuxer, without detection (a bounded job's later probes: the one its survey found). */
+  inputFormat?: string
+  /**
+   * FFmpeg's `max_pixels` for every decoder, with `max_streams` 32 (DESIGN §5a): decoders are
+   * then opened for one video stream and the first audio stream only.
+   */
+  maxPixels?: number
+  /** Bounded: the video stream whose frame is tried (omitted: none, a survey of the streams). */
+  stream?: number
+}
 
 /**
  * Renders every sheet of a finished plan in one call (off the JS thread). `onProgress(done,

@@ -68,25 +68,28 @@ export const MOVING_PICTURE_FRAMES = 5;
  * unreadable video.
  */
 export function chooseVideoStream<S extends VideoStreamFacts>(streams: readonly S[]): S | null {
-  const candidates = streams.filter((s) => !s.attachedPic && s.decodes && s.width > 0 && s.height > 0);
+  return videoCandidates(streams.filter((s) => s.decodes))[0] ?? null;
+}
+
+/**
+ * The stream rule's order without its first test: every stream that may be the video (not an
+ * attached picture, a known size), best first. A bounded probe (DESIGN §5a) tries a frame of each
+ * in this order and stops at the first that decodes, so it decodes one stream, not all of them.
+ */
+export function videoCandidates<S extends VideoStreamFacts>(streams: readonly S[]): S[] {
   const rank = (s: S) => [
     s.isDefault ? 1 : 0,
     Math.min(s.frames ?? 0, MOVING_PICTURE_FRAMES),
     s.width * s.height,
     -s.index,
   ];
-  let best: S | null = null;
-  for (const s of candidates) {
-    if (!best) {
-      best = s;
-      continue;
-    }
-    const a = rank(s);
-    const b = rank(best);
-    const first = a.findIndex((v, i) => v !== b[i]);
-    if (first >= 0 && (a[first] as number) > (b[first] as number)) best = s;
-  }
-  return best;
+  const better = (a: S, b: S) => {
+    const x = rank(a);
+    const y = rank(b);
+    const first = x.findIndex((v, i) => v !== y[i]);
+    return first >= 0 ? (y[first] as number) - (x[first] as number) : 0;
+  };
+  return streams.filter((s) => !s.attachedPic && s.width > 0 && s.height > 0).sort(better);
 }
 
 /**

@@ -106,6 +106,12 @@ export interface RenderPlan {
    * probe detected and allowed, core/containers.ts); omitted: FFmpeg detects it.
    */
   inputFormat?: string;
+  /**
+   * FFmpeg's `max_pixels` for every decoder of the job, with `max_streams` 32 for every open and
+   * decoders for the plan's stream only (DESIGN §5a, a server's job); omitted: FFmpeg's own
+   * limits (the local surfaces).
+   */
+  maxPixels?: number;
   /** Video stream index from the probe. */
   videoStream: number;
   /** TTF file used for every label (bundled DejaVu Sans Mono). */

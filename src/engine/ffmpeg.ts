@@ -24,8 +24,8 @@ import type { Engine } from './types.js';
 export const ffmpegEngine: Engine = {
   name: 'ffmpeg',
 
-  async probe(path, allowed) {
-    return (await probeFile(path, { allowed })).info;
+  async probe(path, allowed, bounds) {
+    return (await probeFile(path, bounds ? { allowed, bounds } : { allowed })).info;
   },
 
   async audioPeaks(path, range, signal, format, stream) {

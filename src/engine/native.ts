@@ -3,11 +3,13 @@
  * loading the binding is native-loader.ts's job.
  */
 import type * as Binding from '../../npm/linux-x64-gnu/index.js';
+import { probeFocused } from './focus.js';
 import {
   type AudioPeaks,
   type BandLevels,
   type BandPlan,
   type CellPlan,
+  type DecodeBounds,
   ENGINE_ERROR_CODES,
   type Engine,
   EngineError,
@@ -84,9 +86,16 @@ function toEngineError(err: unknown, fallback: EngineErrorCode): EngineError {
 export function nativeEngine(binding: NativeBinding): Engine {
   return {
     name: 'native',
-    async probe(file: string, allowed?: readonly string[]): Promise<ProbeInfo> {
+    async probe(file: string, allowed?: readonly string[], bounds?: DecodeBounds): Promise<ProbeInfo> {
+      const allowedFormats = allowed ? [...allowed] : undefined;
       try {
-        return await binding.probe(file, allowed ? [...allowed] : undefined);
+        if (!bounds) return await binding.probe(file, allowedFormats ? { allowedFormats } : undefined);
+        const { maxPixels } = bounds;
+        return await probeFocused(
+          () => binding.probe(file, { allowedFormats, maxPixels }),
+          (format, stream) =>
+            binding.probe(file, { inputFormat: allowed ? format : undefined, maxPixels, stream }),
+        );
       } catch (err) {
         throw toEngineError(err, 'unreadable_video');
       }

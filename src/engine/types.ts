@@ -83,14 +83,30 @@ export class EngineError extends Error {
   }
 }
 
+/**
+ * What decoding a server's job may cost (DESIGN §5a "Decode cost is bounded before and during a
+ * job"): every open sets FFmpeg's `max_pixels` to `maxPixels` and `max_streams` to
+ * {@link MAX_STREAMS}, and starts decoders for one video stream and one audio stream only. The
+ * local surfaces pass none: their files are the user's own, opened as the user's FFmpeg opens them.
+ */
+export interface DecodeBounds {
+  maxPixels: number;
+}
+
+/** FFmpeg's `max_streams` of a bounded open (crates/vidsheet-core/src/media.rs has the same). */
+export const MAX_STREAMS = 32;
+
 export interface Engine {
   readonly name: 'native' | 'ffmpeg';
   /**
    * Opens the file and reports its facts. With `allowed` (a server's job, core/containers.ts), the
    * demuxer FFmpeg's detection picks must be on that list, judged before it reads anything of the
    * file beyond the detection's own bytes: any other rejects `unreadable_video` and opens nothing.
+   * With `bounds`, a file over them is `unreadable_video`, and only the stream the stream rule
+   * picks (and, before it, any better candidate that did not decode) is tried for a frame: the
+   * other streams report `decodes: false` (engine/focus.ts).
    */
-  probe(path: string, allowed?: readonly string[]): Promise<ProbeInfo>;
+  probe(path: string, allowed?: readonly string[], bounds?: DecodeBounds): Promise<ProbeInfo>;
   /**
    * Decodes the whole audio stream `stream` (core/probe.ts `chooseAudioStream`; omitted, or not an
    * audio stream of the file: the first) and measures it (core/audio.ts `AudioPeaks`): raw peaks

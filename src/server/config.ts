@@ -73,6 +73,13 @@ export interface ServerConfig {
   videoTtlS: number;
   maxVideos: number;
   videoCacheMb: number;
+  /**
+   * Decode cost (DESIGN §5a): FFmpeg's `max_pixels` for every decoder of a job (a larger picture
+   * is an unreadable video), and the memory each process that runs jobs (the worker and every
+   * ffmpeg/ffprobe it starts) may use, in MB.
+   */
+  maxPixels: number;
+  workerMemoryMb: number;
   /** The most bytes an account's kept videos may total, in MB (DESIGN §5a "Kept videos cost storage"). */
   videoQuotaMb: number;
 }
@@ -185,6 +192,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServerConfig {
     maxVideos: integer('VIDSHEET_MAX_VIDEOS', 5, 1),
     videoCacheMb: integer('VIDSHEET_VIDEO_CACHE_MB', 2048, 0),
     videoQuotaMb: integer('VIDSHEET_VIDEO_QUOTA_MB', 1024, 1, 1_000_000),
+    // FFmpeg's max_pixels is an int: at most 2^31 - 1.
+    maxPixels: integer('VIDSHEET_MAX_PIXELS', 35_389_440, 1, 2_147_483_647),
+    workerMemoryMb: integer('VIDSHEET_WORKER_MEMORY_MB', 3072, 64, 1_048_576),
   };
   // Whether it was set, valid or not: a bad URL is its own problem, not also a missing pair.
   const smtpOnly = Boolean(text('VIDSHEET_SMTP_URL')) !== Boolean(config.mailFrom);

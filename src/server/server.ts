@@ -109,7 +109,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     cache: new VideoCache(join(config.dataDir, 'video-cache'), config.videoCacheMb * 1024 * 1024, videoStore),
   };
   await sessions.cache.clear();
-  const worker = new JobWorker(log);
+  const worker = new JobWorker(log, config.workerMemoryMb);
   worker.start();
   const jobs = new HostedJobs({ config, ledger, storage, worker });
   const admission = new Admission(1 + config.queueLength);

@@ -6,6 +6,7 @@ import {
   extentToleranceMs,
   MOVING_PICTURE_FRAMES,
   type VideoStreamFacts,
+  videoCandidates,
 } from '../../src/core/probe.js';
 
 const stream = (over: Partial<VideoStreamFacts> & { index: number }): VideoStreamFacts => ({
@@ -22,6 +23,25 @@ const stream = (over: Partial<VideoStreamFacts> & { index: number }): VideoStrea
 
 const warning = (x: string, y: string) =>
   `the container declares ${x} s but the file's audio and video end at ${y} s; sheets cover the readable part`;
+
+describe("the stream rule's candidates (a bounded probe tries them in this order)", () => {
+  it('ranks without the decode test, leaving out cover art and streams of unknown size', () => {
+    const cover = stream({ index: 0, attachedPic: true });
+    const small = stream({ index: 1, width: 640, height: 360, decodes: false });
+    const large = stream({ index: 2, decodes: false });
+    const unsized = stream({ index: 3, width: 0, height: 0 });
+    const other = stream({ index: 4, isDefault: false, width: 3840, height: 2160 });
+    expect(videoCandidates([cover, small, large, unsized, other]).map((s) => s.index)).toEqual([2, 1, 4]);
+  });
+
+  it('chooses the first candidate that decodes', () => {
+    const streams = [stream({ index: 0, decodes: false }), stream({ index: 1, width: 640, height: 360 })];
+    expect(chooseVideoStream(streams)?.index).toBe(
+      videoCandidates(streams.filter((s) => s.decodes))[0]?.index,
+    );
+    expect(chooseVideoStream(streams)?.index).toBe(1);
+  });
+});
 
 describe('the stream rule', () => {
   it('never picks cover art, even the largest and the only default stream', () => {

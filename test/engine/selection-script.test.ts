@@ -44,6 +44,7 @@ const d: VideoDetails = {
   sampleTable: true,
   nal: null,
   h264: null,
+  bounds: undefined,
 };
 
 describe('a long target list', () => {

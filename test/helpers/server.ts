@@ -206,6 +206,12 @@ async function adminInProcess(args: string[], env: NodeJS.ProcessEnv) {
   }
 }
 
+/** The pid of the worker that runs the server's jobs now (the last one started). */
+export function workerPid(server: TestServer): number {
+  const started = server.logs.filter((l) => l.msg === 'job worker started');
+  return Number(started[started.length - 1]?.workerPid);
+}
+
 /** A multipart body with a `video` file part and text fields. */
 export function videoForm(
   video: { bytes: Uint8Array; filename: string } | undefined,

@@ -86,6 +86,25 @@ describe('transfer, stall and deadline variables (DESIGN §7)', () => {
   });
 });
 
+describe('decode and memory bounds (DESIGN §5a, §7)', () => {
+  it("VIDSHEET_MAX_PIXELS defaults to 8192x4320 and fits FFmpeg's int", () => {
+    expect(loadConfig({}).maxPixels).toBe(35_389_440);
+    expect(loadConfig({ VIDSHEET_MAX_PIXELS: '2073600' }).maxPixels).toBe(2_073_600);
+    expect(problemsOf({ VIDSHEET_MAX_PIXELS: '2147483648' })).toEqual([
+      'VIDSHEET_MAX_PIXELS must be an integer from 1 to 2147483647 — got "2147483648"',
+    ]);
+    expect(problemsOf({ VIDSHEET_MAX_PIXELS: '0' })).toHaveLength(1);
+  });
+
+  it('VIDSHEET_WORKER_MEMORY_MB defaults to 3072 and is at least 64', () => {
+    expect(loadConfig({}).workerMemoryMb).toBe(3072);
+    expect(loadConfig({ VIDSHEET_WORKER_MEMORY_MB: '300' }).workerMemoryMb).toBe(300);
+    expect(problemsOf({ VIDSHEET_WORKER_MEMORY_MB: '32' })).toEqual([
+      'VIDSHEET_WORKER_MEMORY_MB must be an integer from 64 to 1048576 — got "32"',
+    ]);
+  });
+});
+
 describe('configuration errors never show a password', () => {
   const PASSWORD = 'Tr0ub4dor&3-not-shown';
 

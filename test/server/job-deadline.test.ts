@@ -27,6 +27,7 @@ import {
   startServer,
   type TestServer,
   videoForm,
+  workerPid,
 } from '../helpers/server.js';
 import { serverDatabase } from '../helpers/server-database.js';
 
@@ -66,12 +67,6 @@ afterAll(async () => {
   origin.closeAllConnections();
   await new Promise((resolve) => origin.close(resolve));
 });
-
-/** The pid of the worker that runs jobs now (the last one started). */
-function workerPid(server: TestServer): number {
-  const started = server.logs.filter((l) => l.msg === 'job worker started');
-  return Number(started[started.length - 1]?.workerPid);
-}
 
 /** Every process the worker starts, collected while the job runs (ffmpeg, ffprobe for the fallback). */
 function watchChildren(worker: number) {

@@ -9,7 +9,7 @@ use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
 use crate::error::{Error, Result};
-use crate::media::{self, Container};
+use crate::media::{self, Container, Decoders, Opening};
 use crate::plan::AudioPeaks;
 
 const MAX_READ_ERRORS: u32 = 64;
@@ -272,7 +272,13 @@ fn downmix(f: &frame::Audio, out: &mut Vec<f32>) -> bool {
 /// plus the clip peak. Never fails: a file without a decodable audio stream gives `present: false`.
 fn envelope(path: &str, container: &Container, stream: Option<u32>, lo: i64, hi: i64) -> Envelope {
     let absent = || Envelope::absent(lo);
-    let Ok(mut input) = media::open_input(path, container) else {
+    // Only the local surfaces measure audio (hosted and remote jobs are visual only, src/job.ts):
+    // the open is unbounded, like theirs.
+    let opening = Opening {
+        container: container.clone(),
+        bounds: None,
+    };
+    let Ok(mut input) = media::open_input(path, &opening, Decoders::Streams(&[])) else {
         return absent();
     };
     let chosen = stream

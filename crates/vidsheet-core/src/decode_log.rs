@@ -84,6 +84,20 @@ pub(crate) fn install() {
     });
 }
 
+/// The line a demuxer logs when a file declares more streams than `max_streams` lets it open; the
+/// open then fails "out of memory" (FFmpeg's stream allocation refuses), which is the file's fault.
+const MAX_STREAMS_EXCEEDED: &[u8] = b"Number of streams exceeds max_streams";
+
+std::thread_local! {
+    /// This thread's last open met [`MAX_STREAMS_EXCEEDED`] (demuxers log on the opening thread).
+    static STREAMS_EXCEEDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a demuxer on this thread refused a stream over `max_streams` since the last call.
+pub(crate) fn streams_exceeded() -> bool {
+    STREAMS_EXCEEDED.with(|flag| flag.replace(false))
+}
+
 unsafe extern "C" fn callback(
     avcl: *mut c_void,
     level: c_int,
@@ -91,6 +105,14 @@ unsafe extern "C" fn callback(
     vl: *mut ffi::__va_list_tag,
 ) {
     // Only error and debug lines can say anything (see `classify`): the rest pass at once.
+    if level <= ffi::AV_LOG_ERROR
+        && !fmt.is_null()
+        && CStr::from_ptr(fmt)
+            .to_bytes()
+            .starts_with(MAX_STREAMS_EXCEEDED)
+    {
+        STREAMS_EXCEEDED.with(|flag| flag.set(true));
+    }
     if level <= ffi::AV_LOG_ERROR || level == ffi::AV_LOG_DEBUG {
         if let source @ Source::Decoder { id, serial } = source_of(avcl) {
             let message = if fmt.is_null() {

@@ -18,7 +18,7 @@ use ff::packet::Ref;
 use ff::Packet;
 use ffmpeg_next as ff;
 
-use crate::media::{self, Container};
+use crate::media::{self, Decoders, Opening};
 
 mod index;
 use index::{from_index, is_mov};
@@ -33,11 +33,11 @@ const MAX_STEPS: i64 = 4;
 
 /// The readable end of each stream in `streams` (indices), seconds from the container start; None
 /// where no complete packet with a timestamp was found.
-/// `container` is how the file is opened again (a fresh demuxer after a failed seek).
+/// `opening` is how the file is opened again (a fresh demuxer after a failed seek).
 pub(crate) fn readable_ends(
     input: &mut Input,
     path: &str,
-    container: &Container,
+    opening: &Opening,
     streams: &[usize],
 ) -> Vec<Option<f64>> {
     if streams.is_empty() {
@@ -54,7 +54,7 @@ pub(crate) fn readable_ends(
         // the packets just before that point are read for their presentation times.
         Some((ends, true)) => near_index_end(input, streams, &ends, file_size).unwrap_or(ends),
         Some((ends, false)) => ends,
-        None => from_packets(input, path, container, streams, file_size),
+        None => from_packets(input, path, opening, streams, file_size),
     };
     let start = media::start_us(input) as f64 / 1e6;
     streams
@@ -128,7 +128,7 @@ fn keep_only(input: &mut Input, streams: &[usize]) {
 fn from_packets(
     input: &mut Input,
     path: &str,
-    container: &Container,
+    opening: &Opening,
     streams: &[usize],
     file_size: Option<u64>,
 ) -> Vec<Option<i64>> {
@@ -154,7 +154,8 @@ fn from_packets(
         }
     }
     // From the start, on a fresh demuxer: this one may be anywhere after a failed seek.
-    match media::open_input(path, container) {
+    // Packets only: no stream needs a decoder.
+    match media::open_input(path, opening, Decoders::Streams(&[])) {
         Ok(mut fresh) => {
             keep_only(&mut fresh, streams);
             demux_to_end(&mut fresh, streams, file_size, true)

@@ -32,7 +32,7 @@ mod video;
 
 pub use audio::{audio_peaks, audio_peaks_as};
 pub use error::{Error, ErrorCode, Result};
-pub use media::Container;
+pub use media::{Bounds, Container, Opening, MAX_STREAMS};
 pub use plan::{
     AudioPeaks, AudioStreamFacts, BandPlan, CellPlan, CellRef, LabelPlan, PacketLog, ProbeInfo,
     Rect, RenderPlan, RenderResult, RenderStats, SheetPlan, Theme, VideoStreamFacts,

@@ -69,6 +69,93 @@ impl Container {
     }
 }
 
+/// What an open may cost (DESIGN §5a "Decode cost is bounded before and during a job"): a server's
+/// job passes bounds, the local surfaces none (the files are the user's own, opened as FFmpeg
+/// opens them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// FFmpeg's `max_pixels` for every decoder the open starts (and the engine's own): a picture
+    /// larger than this is refused by the decoder before its buffer is allocated.
+    pub max_pixels: i64,
+}
+
+/// FFmpeg's `max_streams` for a bounded open: a file declaring more streams is not opened.
+pub const MAX_STREAMS: u32 = 32;
+
+/// How a job opens its input: which demuxer, and within which bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opening {
+    pub container: Container,
+    pub bounds: Option<Bounds>,
+}
+
+impl Opening {
+    /// FFmpeg's detection, no bounds: the local surfaces.
+    pub fn any() -> Opening {
+        Opening {
+            container: Container::Any,
+            bounds: None,
+        }
+    }
+
+    /// What every later open of the same input uses (see [`Container::after`]).
+    pub(crate) fn after(&self, input: &Input) -> Opening {
+        Opening {
+            container: self.container.after(input),
+            bounds: self.bounds,
+        }
+    }
+
+    /// Sets the bounds on a decoder context this crate opens itself (before `avcodec_open2`).
+    ///
+    /// # Safety
+    /// `ctx` must be a valid, not yet opened codec context.
+    pub(crate) unsafe fn bound_decoder(&self, ctx: *mut ffi::AVCodecContext) {
+        if let Some(b) = self.bounds {
+            (*ctx).max_pixels = b.max_pixels;
+        }
+    }
+}
+
+/// Which streams' decoders FFmpeg's stream analysis (`avformat_find_stream_info`) may open in a
+/// bounded open; every other stream is analysed from its container and parser alone. An unbounded
+/// open lets it open them all, as FFmpeg does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Decoders<'a> {
+    /// These streams only (none: a demux-only open).
+    Streams(&'a [usize]),
+    /// This video stream and the first audio stream: the probe of one candidate.
+    Focus(usize),
+    /// The video streams whose header does not say their size (a transport stream's: only a
+    /// decoder's look at the parameter sets tells) and the first audio stream: the survey that
+    /// ranks the candidates.
+    Survey,
+}
+
+impl Decoders<'_> {
+    /// Whether stream `index` of the opened (not yet analysed) `ctx` may get a decoder.
+    unsafe fn allow(&self, ctx: *const ffi::AVFormatContext, index: usize) -> bool {
+        let st = *(*ctx).streams.add(index);
+        if st.is_null() {
+            return false;
+        }
+        let first_audio = (0..(*ctx).nb_streams as usize).find(|&i| {
+            let s = *(*ctx).streams.add(i);
+            !s.is_null() && is_audio(s)
+        });
+        match *self {
+            Decoders::Streams(list) => list.contains(&index),
+            Decoders::Focus(video) => index == video || Some(index) == first_audio,
+            Decoders::Survey => {
+                let par = (*st).codecpar;
+                let size_unknown =
+                    is_video(st) && (par.is_null() || (*par).width <= 0 || (*par).height <= 0);
+                size_unknown || Some(index) == first_audio
+            }
+        }
+    }
+}
+
 /// The name of the demuxer an open input uses, as FFmpeg names it (`mov,mp4,m4a,3gp,3g2,mj2`).
 pub(crate) fn format_name(input: &Input) -> String {
     unsafe { demuxer_name((*input.as_ptr()).iformat) }
@@ -161,7 +248,12 @@ unsafe fn choose(
 /// playlists cannot reach beyond the file protocol. `container` says which demuxer may open it;
 /// a restricted one also sets FFmpeg's format whitelist (defence in depth: FFmpeg checks it
 /// before the demuxer reads, and hands it on to any file a demuxer would open inside this one).
-pub(crate) fn open_input(path: &str, container: &Container) -> Result<Input> {
+///
+/// Bounded ([`Opening::bounds`]), the open sets `max_streams` ([`MAX_STREAMS`]) and every decoder
+/// the stream analysis starts gets `max_pixels`; only `decoders` get one at all. A file over
+/// either limit is an unreadable video; memory running out (the worker's limit) is a failure.
+pub(crate) fn open_input(path: &str, opening: &Opening, decoders: Decoders) -> Result<Input> {
+    let container = &opening.container;
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::not_found(format!("input file not found: {path}")));
@@ -196,25 +288,80 @@ pub(crate) fn open_input(path: &str, container: &Container) -> Result<Input> {
         if let Some(list) = &whitelist {
             ffi::av_dict_set(&mut opts, c"format_whitelist".as_ptr(), list.as_ptr(), 0);
         }
+        if opening.bounds.is_some() {
+            let max = CString::new(MAX_STREAMS.to_string()).unwrap_or_default();
+            ffi::av_dict_set(&mut opts, c"max_streams".as_ptr(), max.as_ptr(), 0);
+        }
         let mut ctx: *mut ffi::AVFormatContext = ptr::null_mut();
+        decode_log::streams_exceeded();
         let rc = ffi::avformat_open_input(&mut ctx, url.as_ptr(), fmt, &mut opts);
         ffi::av_dict_free(&mut opts);
         if rc < 0 {
-            return Err(Error::unreadable(format!(
-                "the file is not a readable video ({})",
-                av_error(rc)
-            )));
+            return Err(open_failure(rc, "the file is not a readable video"));
         }
-        let rc = ffi::avformat_find_stream_info(ctx, ptr::null_mut());
+        let rc = match opening.bounds {
+            None => ffi::avformat_find_stream_info(ctx, ptr::null_mut()),
+            Some(bounds) => find_stream_info_bounded(ctx, bounds, decoders),
+        };
         if rc < 0 {
             ffi::avformat_close_input(&mut ctx);
-            return Err(Error::unreadable(format!(
-                "the file's streams could not be read ({})",
-                av_error(rc)
-            )));
+            return Err(open_failure(rc, "the file's streams could not be read"));
+        }
+        // Some demuxers (MPEG-TS) skip a stream over the limit and go on: the file is still over it.
+        if decode_log::streams_exceeded() {
+            ffi::avformat_close_input(&mut ctx);
+            return Err(too_many_streams());
         }
         Ok(Input::wrap(ctx))
     }
+}
+
+/// The stream analysis with one option set per stream: `max_pixels` for the streams `decoders`
+/// allows, and for the others a `max_pixels` of -1, a value `avcodec_open2` refuses, so no decoder
+/// of theirs ever opens (FFmpeg then reads their parameters from the container and parser only,
+/// as for a codec it lacks). The refusal must hold on every attempt: the analysis opens a decoder
+/// up front and again at the stream's first packet, and an option `avcodec_open2` accepts (a codec
+/// whitelist no decoder is on, say) is taken out of the stream's options by the first attempt,
+/// so the second would open the decoder and decode.
+unsafe fn find_stream_info_bounded(
+    ctx: *mut ffi::AVFormatContext,
+    bounds: Bounds,
+    decoders: Decoders,
+) -> i32 {
+    let n = (*ctx).nb_streams as usize;
+    let pixels = CString::new(bounds.max_pixels.to_string()).unwrap_or_default();
+    let mut options: Vec<*mut ffi::AVDictionary> = vec![ptr::null_mut(); n.max(1)];
+    for (i, dict) in options.iter_mut().enumerate().take(n) {
+        let value = if decoders.allow(ctx, i) {
+            pixels.as_ptr()
+        } else {
+            c"-1".as_ptr()
+        };
+        ffi::av_dict_set(dict, c"max_pixels".as_ptr(), value, 0);
+    }
+    let rc = ffi::avformat_find_stream_info(ctx, options.as_mut_ptr());
+    for dict in options.iter_mut() {
+        ffi::av_dict_free(dict);
+    }
+    rc
+}
+
+/// An open that failed: out of memory is the job's failure (the worker's memory limit, DESIGN
+/// §5a), unless it is FFmpeg's way of refusing a file over `max_streams`, which is the file's.
+fn open_failure(rc: i32, what: &str) -> Error {
+    if decode_log::streams_exceeded() {
+        return too_many_streams();
+    }
+    let text = format!("{what} ({})", av_error(rc));
+    if rc == ffi::AVERROR(ff::util::error::ENOMEM) {
+        Error::failed(format!("out of memory: {text}"))
+    } else {
+        Error::unreadable(text)
+    }
+}
+
+fn too_many_streams() -> Error {
+    Error::unreadable(format!("the file has more than {MAX_STREAMS} streams"))
 }
 
 fn media_type(st: *const ffi::AVStream) -> Option<ffi::AVMediaType> {

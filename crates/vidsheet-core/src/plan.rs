@@ -14,7 +14,7 @@ mod js;
 
 use serde::Deserialize;
 
-use crate::media::Container;
+use crate::media::{Bounds, Container, Opening};
 
 /// A pixel rectangle on a sheet.
 #[cfg_attr(
@@ -244,6 +244,10 @@ pub struct RenderPlan {
     /// its probe detected and allowed, src/core/containers.ts); omitted: FFmpeg detects it.
     #[serde(default)]
     pub input_format: Option<String>,
+    /// FFmpeg's `max_pixels` for every decoder of the job, with `max_streams` 32 for every open
+    /// (DESIGN §5a, a server's job); omitted: FFmpeg's own limits (the local surfaces).
+    #[serde(default, deserialize_with = "read::max_pixels")]
+    pub max_pixels: Option<i64>,
     /// Index of the video stream to decode (core/probe.ts chose it from the probe's facts).
     #[serde(deserialize_with = "read::stream_index")]
     pub video_stream: u32,
@@ -260,11 +264,14 @@ pub struct RenderPlan {
 }
 
 impl RenderPlan {
-    /// How every open of the plan's input chooses its demuxer.
-    pub(crate) fn container(&self) -> Container {
-        match &self.input_format {
-            Some(name) => Container::Fixed(name.clone()),
-            None => Container::Any,
+    /// How every open of the plan's input chooses its demuxer, within the plan's bounds.
+    pub(crate) fn opening(&self) -> Opening {
+        Opening {
+            container: match &self.input_format {
+                Some(name) => Container::Fixed(name.clone()),
+                None => Container::Any,
+            },
+            bounds: self.max_pixels.map(|max_pixels| Bounds { max_pixels }),
         }
     }
 }

@@ -5,13 +5,13 @@
 
 use ff::ffi;
 use ff::format::context::Input;
-use ff::util::error::EAGAIN;
+use ff::util::error::{EAGAIN, ENOMEM};
 use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::extent;
-use crate::media::{self, Container};
+use crate::media::{self, Decoders, Opening};
 use crate::orientation::display_size;
 use crate::plan::{AudioStreamFacts, ProbeInfo, VideoStreamFacts};
 
@@ -29,15 +29,25 @@ const INDEX_SCAN: i32 = 1000;
 
 /// Opens the file (whatever FFmpeg detects) and reports its facts.
 pub fn probe(path: &str) -> Result<ProbeInfo> {
-    probe_as(path, &Container::Any)
+    probe_as(path, &Opening::any(), None)
 }
 
-/// Opens the file as `container` allows and reports its facts, `format` naming the demuxer that
+/// Opens the file as `opening` allows and reports its facts, `format` naming the demuxer that
 /// opened it (the one a restricted job fixes for its later opens).
-pub fn probe_as(path: &str, container: &Container) -> Result<ProbeInfo> {
+///
+/// Unbounded, every video stream is tried for a frame. Bounded (DESIGN §5a), decoders are opened
+/// for one video stream and the first audio stream only: with `focus`, that video stream is the
+/// one tried (src/engine/focus.ts walks the stream rule's candidates); without, nothing is tried
+/// and no end is looked for: a survey whose sizes and dispositions rank the candidates.
+pub fn probe_as(path: &str, opening: &Opening, focus: Option<u32>) -> Result<ProbeInfo> {
     media::init();
-    let mut input = media::open_input(path, container)?;
-    let reopen = container.after(&input);
+    let bounded = opening.bounds.is_some();
+    let decoders = match focus {
+        Some(i) => Decoders::Focus(i as usize),
+        None => Decoders::Survey,
+    };
+    let mut input = media::open_input(path, opening, decoders)?;
+    let reopen = opening.after(&input);
     let count = media::stream_count(&input);
     let video: Vec<usize> = (0..count)
         .filter(|&i| media::stream_ptr(&input, i).is_some_and(|st| media::is_video(st)))
@@ -48,7 +58,21 @@ pub fn probe_as(path: &str, container: &Container) -> Result<ProbeInfo> {
     let declared = media::declared_duration(&input);
     let start_time = media::start_us(&input) as f64 / 1e6;
 
-    let decodes = decode_check(&mut input, &video);
+    let tried: Vec<usize> = match (bounded, focus) {
+        (false, _) => video.clone(),
+        (true, Some(i)) => video.iter().copied().filter(|&v| v == i as usize).collect(),
+        (true, None) => Vec::new(),
+    };
+    let checked = decode_check(&mut input, &tried, opening)?;
+    let decodes: Vec<bool> = video
+        .iter()
+        .map(|v| {
+            tried
+                .iter()
+                .position(|t| t == v)
+                .is_some_and(|k| checked[k])
+        })
+        .collect();
     // Attached pictures have no extent: one picture stored once.
     let timed: Vec<usize> = video
         .iter()
@@ -56,7 +80,11 @@ pub fn probe_as(path: &str, container: &Container) -> Result<ProbeInfo> {
         .filter(|&i| media::stream_ptr(&input, i).is_some_and(|st| !media::is_attached_pic(st)))
         .chain(audio.iter().copied())
         .collect();
-    let ends = extent::readable_ends(&mut input, path, &reopen, &timed);
+    let ends = if bounded && focus.is_none() {
+        vec![None; timed.len()]
+    } else {
+        extent::readable_ends(&mut input, path, &reopen, &timed)
+    };
     let end_of = |i: usize| {
         timed
             .iter()
@@ -166,10 +194,12 @@ struct Trial {
     bytes: u64,
     decoded: bool,
     done: bool,
+    /// The decoder ran out of memory (the worker's limit): the job fails, the file is not judged.
+    out_of_memory: bool,
 }
 
 impl Trial {
-    fn open(input: &Input, index: usize) -> Trial {
+    fn open(input: &Input, index: usize, opening: &Opening) -> Trial {
         let decoder = (|| {
             let st = media::stream_ptr(input, index)?;
             if !media::has_decoder(st) {
@@ -182,6 +212,7 @@ impl Trial {
                 (*raw).pkt_timebase = (*st).time_base;
                 // One thread: a frame comes out as soon as it is decoded.
                 (*raw).thread_count = 1;
+                opening.bound_decoder(raw);
             }
             ctx.decoder().video().ok()
         })();
@@ -192,6 +223,7 @@ impl Trial {
             bytes: 0,
             decoded: false,
             done,
+            out_of_memory: false,
         }
     }
 
@@ -202,7 +234,9 @@ impl Trial {
         self.packets += 1;
         self.bytes += packet.size() as u64;
         // A packet the decoder refuses is simply not a frame; the next one may be.
-        let _ = decoder.send_packet(packet);
+        if let Err(e) = decoder.send_packet(packet) {
+            self.note(e);
+        }
         self.drain();
         if !self.done && (self.packets >= DECODE_PACKETS || self.bytes >= DECODE_BYTES) {
             self.finish();
@@ -234,11 +268,21 @@ impl Trial {
                     self.done = true;
                 }
                 Err(ff::Error::Other { errno }) if errno == EAGAIN => break,
-                Err(_) => break,
+                Err(e) => {
+                    self.note(e);
+                    break;
+                }
             }
         }
-        if self.done {
+        if self.done || self.out_of_memory {
+            self.done = true;
             self.decoder = None;
+        }
+    }
+
+    fn note(&mut self, e: ff::Error) {
+        if matches!(e, ff::Error::Other { errno } if errno == ENOMEM) {
+            self.out_of_memory = true;
         }
     }
 }
@@ -246,8 +290,11 @@ impl Trial {
 /// Whether a frame of each of `streams` decodes: the file's first packets are read (the demuxer
 /// hands back those its stream probing already read) until every stream gave a frame or read its
 /// share of packets or bytes; a stream none of whose packets came by is then given more bytes.
-fn decode_check(input: &mut Input, streams: &[usize]) -> Vec<bool> {
-    let mut trials: Vec<Trial> = streams.iter().map(|&i| Trial::open(input, i)).collect();
+fn decode_check(input: &mut Input, streams: &[usize], opening: &Opening) -> Result<Vec<bool>> {
+    let mut trials: Vec<Trial> = streams
+        .iter()
+        .map(|&i| Trial::open(input, i, opening))
+        .collect();
     // Packets of other streams are read too (interleaved audio, subtitles): bounded overall.
     let max_packets = DECODE_PACKETS as u64 * media::stream_count(input).max(1) as u64;
     let max_bytes = DECODE_BYTES * (streams.len() as u64 + 1);
@@ -257,13 +304,15 @@ fn decode_check(input: &mut Input, streams: &[usize]) -> Vec<bool> {
     if trials.iter().any(|t| !t.done && t.packets == 0) {
         read_trials(input, streams, &mut trials, u64::MAX, LATE_START_BYTES);
     }
-    trials
-        .into_iter()
-        .map(|mut t| {
-            t.finish();
-            t.decoded
-        })
-        .collect()
+    let mut decoded = Vec::with_capacity(trials.len());
+    for mut t in trials {
+        t.finish();
+        if t.out_of_memory {
+            return Err(Error::failed("out of memory while decoding a frame"));
+        }
+        decoded.push(t.decoded);
+    }
+    Ok(decoded)
 }
 
 /// Reads packets into the trials of `streams` until each is done, the file ends, or the bounds

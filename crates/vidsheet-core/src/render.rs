@@ -64,7 +64,7 @@ fn render_with(
     let font = Font::load(&plan.font_path)?;
     let cores = cores.clamp(1, 16);
     // Opened with every core for the decoder's own threads: right when the cells are dense.
-    let mut source = VideoSource::open(&plan.input, &plan.container(), plan.video_stream, cores)?;
+    let mut source = VideoSource::open(&plan.input, &plan.opening(), plan.video_stream, cores)?;
     if let Some(proofs) = proofs {
         source.share_proofs(proofs);
     }

@@ -4,9 +4,18 @@
 mod common;
 
 use common::*;
-use vidsheet_core::{audio_peaks_as, probe, probe_as, render, Container, ErrorCode};
+use vidsheet_core::{audio_peaks_as, probe, render, Container, ErrorCode, Opening, ProbeInfo};
 
 const MP4: &str = "mov,mp4,m4a,3gp,3g2,mj2";
+
+/// An unbounded probe as `container` allows.
+fn probe_as(path: &str, container: &Container) -> vidsheet_core::Result<ProbeInfo> {
+    let opening = Opening {
+        container: container.clone(),
+        bounds: None,
+    };
+    vidsheet_core::probe_as(path, &opening, None)
+}
 
 fn allowed() -> Container {
     Container::Allowed(

@@ -1,4 +1,4 @@
-//! napi-rs binding over vidsheet-core: `probe(path, allowedFormats?)`,
+//! napi-rs binding over vidsheet-core: `probe(path, options?)`,
 //! `audioPeaks(path, startMs, endMs, inputFormat?)` and `render(plan, onProgress?)`, all async tasks
 //! on the libuv pool so the event loop keeps ticking. Failures reject with an Error whose `code` is
 //! one of vidsheet-core's `ErrorCode`s (exported as the string enum `ErrorCode`); a panic in native
@@ -45,7 +45,8 @@ fn reject<T>(env: &Env, e: vidsheet_core::Error) -> Result<T> {
 
 pub struct ProbeTask {
     path: String,
-    container: vidsheet_core::Container,
+    opening: vidsheet_core::Opening,
+    stream: Option<u32>,
 }
 
 impl Task for ProbeTask {
@@ -53,8 +54,10 @@ impl Task for ProbeTask {
     type JsValue = ProbeInfo;
 
     fn compute(&mut self) -> Result<Self::Output> {
-        let (path, container) = (self.path.clone(), self.container.clone());
-        Ok(guarded(move || vidsheet_core::probe_as(&path, &container)))
+        let (path, opening, stream) = (self.path.clone(), self.opening.clone(), self.stream);
+        Ok(guarded(move || {
+            vidsheet_core::probe_as(&path, &opening, stream)
+        }))
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<Self::JsValue> {
@@ -62,18 +65,46 @@ impl Task for ProbeTask {
     }
 }
 
+/// How `probe` opens the file. All omitted: whatever FFmpeg detects, within FFmpeg's own limits
+/// (the local surfaces).
+#[napi(object)]
+pub struct ProbeOptions {
+    /// A server's job: the demuxer FFmpeg's detection picks must be one of these, or the call
+    /// rejects `unreadable_video` having opened nothing.
+    pub allowed_formats: Option<Vec<String>>,
+    /// This demuxer, without detection (a bounded job's later probes: the one its survey found).
+    pub input_format: Option<String>,
+    /// FFmpeg's `max_pixels` for every decoder, with `max_streams` 32 (DESIGN §5a): decoders are
+    /// then opened for one video stream and the first audio stream only.
+    pub max_pixels: Option<i64>,
+    /// Bounded: the video stream whose frame is tried (omitted: none, a survey of the streams).
+    pub stream: Option<u32>,
+}
+
 /// Opens a video and reports its facts: the demuxer that opened it, declared duration, start
 /// time, every video stream (size, disposition, frame count, whether it decodes, where its data
-/// ends) and where the audio ends. With `allowedFormats` (a server's job), the demuxer FFmpeg's
-/// detection picks must be one of them, or the call rejects `unreadable_video` having opened
-/// nothing.
+/// ends) and where the audio ends. See `ProbeOptions` for a server's restricted, bounded opens.
 #[napi(ts_return_type = "Promise<ProbeInfo>")]
-pub fn probe(path: String, allowed_formats: Option<Vec<String>>) -> AsyncTask<ProbeTask> {
-    let container = match allowed_formats {
-        Some(names) => vidsheet_core::Container::Allowed(names),
-        None => vidsheet_core::Container::Any,
+pub fn probe(path: String, options: Option<ProbeOptions>) -> AsyncTask<ProbeTask> {
+    let options = options.unwrap_or(ProbeOptions {
+        allowed_formats: None,
+        input_format: None,
+        max_pixels: None,
+        stream: None,
+    });
+    let container = match (options.input_format, options.allowed_formats) {
+        (Some(name), _) => vidsheet_core::Container::Fixed(name),
+        (None, Some(names)) => vidsheet_core::Container::Allowed(names),
+        (None, None) => vidsheet_core::Container::Any,
     };
-    AsyncTask::new(ProbeTask { path, container })
+    let bounds = options
+        .max_pixels
+        .map(|max_pixels| vidsheet_core::Bounds { max_pixels });
+    AsyncTask::new(ProbeTask {
+        path,
+        opening: vidsheet_core::Opening { container, bounds },
+        stream: options.stream,
+    })
 }
 
 pub struct AudioPeaksTask {

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { debuglog } from 'node:util';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
+import { EngineError } from '../types.js';
 import { troubleWatch } from './decode-log.js';
 import { mapFirstSlices } from './leading-bytes.js';
 import { input, type VideoDetails } from './media.js';
@@ -161,9 +162,14 @@ export async function extractOnce(
   const idrEntry = seek !== null && entry !== undefined && (await isIdr(req, entry)) ? entry : null;
   const watch = troubleWatch(d, seek === null ? null : new Set(packets.keyframes), idrEntry);
   const stamps = runLog(d);
+  // Out of memory (the worker's limit, DESIGN §5a) fails the job, not just these cells.
+  let outOfMemory = false;
+  let overMaxPixels = false;
   const log = lines((text) => {
     watch.line(text);
     stamps.line(text);
+    if (outOfMemoryLine(text)) outOfMemory = true;
+    if (text.includes(MAX_PIXELS_REFUSED)) overMaxPixels = true;
   });
   extractionStats.runs++;
   const exit = await run(
@@ -184,7 +190,7 @@ export async function extractOnce(
       ...(idrEntry !== null ? ['-debug', 'pict'] : []),
       '-copyts',
       ...(seek === null ? [] : ['-noaccurate_seek', '-ss', seek.toFixed(6)]),
-      ...input(req.path, d.fixed),
+      ...input(req.path, d.fixed, d.bounds),
       '-map',
       `0:${d.index}`,
       '-filter_script:v',
@@ -209,6 +215,10 @@ export async function extractOnce(
     },
   );
   log.end();
+  // A picture over max_pixels is refused before its buffer is asked for, and says so: its cells
+  // are unreadable, as any frame that does not decode.
+  if (outOfMemory && !overMaxPixels)
+    throw new EngineError('render_failed', 'ffmpeg ran out of memory decoding the video');
   debug(
     'run %s: from %s to %ss, %d frames decoded',
     dir,
@@ -231,6 +241,18 @@ export async function extractOnce(
     prints: stamps.prints,
     ...watch.found(),
   };
+}
+
+/** What FFmpeg says when a picture is over max_pixels (its buffer refused, memory to spare). */
+export const MAX_PIXELS_REFUSED = 'exceeds specified max pixel count';
+
+/**
+ * Whether an ffmpeg log line says an allocation failed (the worker's memory limit): FFmpeg's text
+ * for ENOMEM, a frame buffer that could not be had, or a filter graph (the scaler's buffers) that
+ * could not be set up for the decoded picture, which FFmpeg 5.1 reports without the errno.
+ */
+export function outOfMemoryLine(text: string): boolean {
+  return /Cannot allocate memory|get_buffer\(\) failed|Error reinitializing filters/.test(text);
 }
 
 /**

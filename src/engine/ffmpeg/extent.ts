@@ -7,8 +7,9 @@
 import { stat } from 'node:fs/promises';
 import { extentToleranceMs } from '../../core/probe.js';
 import { PacketEnds, type StreamClock } from '../packet-ends.js';
-import { run } from '../process.js';
+import { pool, run } from '../process.js';
 import { frameStep } from '../timestamps.js';
+import type { DecodeBounds } from '../types.js';
 import { input, int, num, rates, ratio, type StreamJson } from './media.js';
 
 /**
@@ -24,10 +25,15 @@ export async function readableEnds(
   path: string,
   fixed: string | undefined,
   streams: StreamJson[],
-  { declared, startTime, sampleTable }: { declared: number; startTime: number; sampleTable: boolean },
+  {
+    declared,
+    startTime,
+    sampleTable,
+    bounds,
+  }: { declared: number; startTime: number; sampleTable: boolean; bounds?: DecodeBounds | undefined },
 ): Promise<Map<number, number>> {
   const wanted = new Map(streams.map((s) => [s.index, s]));
-  const at = { startTime, sampleTable };
+  const at = { startTime, sampleTable, bounds };
   const tail = declared > 10 ? await packetEnds(path, fixed, wanted, at, startTime + declared - 10) : null;
   if (
     tail &&
@@ -50,11 +56,15 @@ async function packetEnds(
   path: string,
   fixed: string | undefined,
   streams: Map<number, StreamJson>,
-  at: { startTime: number; sampleTable: boolean },
+  at: { startTime: number; sampleTable: boolean; bounds: DecodeBounds | undefined },
   from: number | null,
 ): Promise<Map<number, number> | null> {
   const reads = at.sampleTable ? [...streams].map((s) => new Map([s])) : [streams];
-  const ends = await Promise.all(reads.map((read) => packetRead(path, fixed, read, at, from)));
+  // Bounded, one ffprobe at a time: each one's stream analysis may cost a picture per stream.
+  const ends = await pool(
+    reads.map((read) => () => packetRead(path, fixed, read, at, from)),
+    at.bounds ? 1 : Math.max(1, reads.length),
+  );
   if (ends.some((e) => e === null)) return null;
   return new Map(ends.flatMap((e) => [...(e ?? [])]));
 }
@@ -64,7 +74,7 @@ async function packetRead(
   path: string,
   fixed: string | undefined,
   streams: Map<number, StreamJson>,
-  { startTime }: { startTime: number },
+  { startTime, bounds }: { startTime: number; bounds: DecodeBounds | undefined },
   from: number | null,
 ): Promise<Map<number, number> | null> {
   const fileSize = (await stat(path).catch(() => null))?.size ?? Number.POSITIVE_INFINITY;
@@ -83,7 +93,7 @@ async function packetRead(
       'packet=stream_index,pts,dts,duration,pos,size,flags',
       '-of',
       'compact=p=0',
-      ...input(path, fixed),
+      ...input(path, fixed, bounds),
     ],
     { timeoutMs: from === null ? 300_000 : 60_000 },
   );

@@ -102,7 +102,7 @@ export async function probePackets(
 ) {
   const { stdout } = await run(
     'ffprobe',
-    ['-v', 'error', '-select_streams', String(d.index), ...args, ...input(path, d.fixed)],
+    ['-v', 'error', '-select_streams', String(d.index), ...args, ...input(path, d.fixed, d.bounds)],
     { timeoutMs: 300_000, signal },
   );
   return stdout;

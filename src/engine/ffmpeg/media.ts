@@ -5,6 +5,7 @@
  * crates/vidsheet-core/src/media.rs.
  */
 import type { FrameRates } from '../timestamps.js';
+import { type DecodeBounds, MAX_STREAMS } from '../types.js';
 import type { Sps } from './h264.js';
 import type { Layout } from './leading-bytes.js';
 
@@ -76,6 +77,8 @@ export interface VideoDetails {
   demuxer: string;
   /** The demuxer every run fixes (`-f`), when the probe was restricted (see `Opening`). */
   fixed: string | undefined;
+  /** A bounded job's limits, which every run sets (see `input`). */
+  bounds: DecodeBounds | undefined;
   /** Containers with a seek index land exactly on a keyframe; others (MPEG-TS, PS) bisect. */
   indexed: boolean;
   /**
@@ -130,20 +133,38 @@ export const int = (value: string | undefined) =>
  * `allowed` demuxers when given (a server's job; omitted: any, the user's own files), or one
  * `format` fixed without detection (the later steps of a restricted job: the one its probe found).
  */
-export type Opening = { allowed?: readonly string[] } | { format: string };
+export type Opening = ({ allowed?: readonly string[] } | { format: string }) & { bounds?: DecodeBounds };
 
 /**
  * The input arguments of every run: local files only, whatever the file's playlist or links say;
  * with `fixed`, that demuxer and no detection (the whitelist is defence in depth: it also binds
  * any file a demuxer would open inside this one).
  */
-export const input = (path: string, fixed: string | undefined) => [
+export const input = (path: string, fixed: string | undefined, bounds?: DecodeBounds) => [
   '-protocol_whitelist',
   'file',
+  ...bounded(bounds),
   ...(fixed === undefined ? [] : ['-f', fixed, '-format_whitelist', fixed]),
   '-i',
   path,
 ];
+
+/**
+ * A bounded job's input options (DESIGN §5a): `max_streams` and every decoder's `max_pixels`.
+ *
+ * Unlike the native engine, the fallback cannot keep FFmpeg's stream analysis from decoding a
+ * frame of every stream: ffprobe opens a decoder for every stream after the analysis and exits
+ * when one is refused, and in an ffmpeg run the refusal of another stream's decoder is logged at
+ * error level by a codec context, which the decode log (decode-log.ts) must read as the decoder's.
+ * So each run's analysis may cost up to `max_streams` pictures of at most `max_pixels`; what the
+ * fallback bounds is how many runs do so at once (one: the probe's frame trials and packet reads
+ * run one after another), and each run lives under the worker's memory limit, which ffprobe meets
+ * by failing that stream's decode and going on (its frames are never shown).
+ */
+function bounded(bounds: DecodeBounds | undefined): string[] {
+  if (!bounds) return [];
+  return ['-max_streams', String(MAX_STREAMS), '-max_pixels', String(bounds.maxPixels)];
+}
 
 /**
  * The probe's own run. Restricted, FFmpeg's detection picks the demuxer and its format whitelist
@@ -151,7 +172,7 @@ export const input = (path: string, fixed: string | undefined) => [
  * be refused afterwards.
  */
 export function firstInput(path: string, opening: Opening): string[] {
-  if ('format' in opening) return input(path, opening.format);
+  if ('format' in opening) return input(path, opening.format, opening.bounds);
   const whitelist = opening.allowed ? ['-format_whitelist', opening.allowed.join(',')] : [];
-  return ['-protocol_whitelist', 'file', ...whitelist, '-i', path];
+  return ['-protocol_whitelist', 'file', ...bounded(opening.bounds), ...whitelist, '-i', path];
 }

@@ -12,9 +12,11 @@
  */
 import { stat } from 'node:fs/promises';
 import { containerAllowed } from '../../core/containers.js';
+import { videoCandidates } from '../../core/probe.js';
 import { run } from '../process.js';
 import { referenceReach } from '../reach.js';
-import { EngineError, type ProbeInfo, type VideoStreamFacts } from '../types.js';
+import { type DecodeBounds, EngineError, type ProbeInfo, type VideoStreamFacts } from '../types.js';
+import { MAX_PIXELS_REFUSED, outOfMemoryLine } from './decode.js';
 import { readableEnds } from './extent.js';
 import { extradataSps, fromHexdump, type Sps } from './h264.js';
 import type { Layout } from './leading-bytes.js';
@@ -52,7 +54,8 @@ export async function probeFile(path: string, opening: Opening = {}): Promise<Pr
   const last = lastProbe;
   if (key && last?.key === key) {
     if (sameOpening(last.opening, opening)) return last.probed;
-    if ('format' in opening && (await last.probed.catch(() => null))?.fixed === opening.format) {
+    const same = last.opening.bounds?.maxPixels === opening.bounds?.maxPixels;
+    if (same && 'format' in opening && (await last.probed.catch(() => null))?.fixed === opening.format) {
       return last.probed;
     }
   }
@@ -68,6 +71,7 @@ export async function probeFile(path: string, opening: Opening = {}): Promise<Pr
 }
 
 function sameOpening(a: Opening, b: Opening): boolean {
+  if (a.bounds?.maxPixels !== b.bounds?.maxPixels) return false;
   if ('format' in a || 'format' in b) return 'format' in a && 'format' in b && a.format === b.format;
   return a.allowed?.join('\n') === b.allowed?.join('\n');
 }
@@ -80,7 +84,8 @@ export function videoDetails(probed: Probed, stream: number): VideoDetails {
 }
 
 async function probeUncached(path: string, opening: Opening): Promise<Probed> {
-  const { code, stdout } = await run(
+  const { bounds } = opening;
+  const { code, stdout, stderr } = await run(
     'ffprobe',
     [
       ...['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-show_programs'],
@@ -100,6 +105,11 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
     parsed = {};
   }
   if (code !== 0 || !parsed.format) {
+    // Out of memory (the worker's limit, DESIGN §5a) is the job's failure, not the file's; FFmpeg
+    // also says it when refusing a stream over max_streams, which is the file's.
+    if (/Cannot allocate memory/.test(stderr) && !/exceeds max_streams/.test(stderr)) {
+      throw new EngineError('render_failed', `ffprobe ran out of memory opening ${path}`);
+    }
     throw new EngineError('unreadable_video', `ffprobe could not open ${path}`);
   }
   const streams = parsed.streams ?? [];
@@ -123,10 +133,12 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
     );
 
   const [decodes, ends] = await Promise.all([
-    Promise.all(
-      video.map((s) => (s.disposition?.attached_pic ? false : decodesAFrame(path, fixed, s.index))),
-    ),
-    readableEnds(path, fixed, [...video, ...audio], { declared, startTime, sampleTable }),
+    bounds
+      ? focusedDecodes(path, fixed, bounds, video, declared)
+      : Promise.all(
+          video.map((s) => (s.disposition?.attached_pic ? false : decodesAFrame(path, fixed, s.index))),
+        ),
+    readableEnds(path, fixed, [...video, ...audio], { declared, startTime, sampleTable, bounds }),
   ]);
 
   const details = new Map<number, VideoDetails>();
@@ -153,6 +165,7 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       referenceReach: reachSeconds(s, sps),
       demuxer: formatName,
       fixed,
+      bounds,
       indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
       sampleTable,
       nal: sampleTable ? nalLayout(s) : null,
@@ -256,17 +269,54 @@ function h264Reading(
 }
 
 /**
+ * A bounded probe's decode check (DESIGN §5a, the native engine's walk is engine/focus.ts): the
+ * stream rule's candidates one at a time, best first, until one gives a frame; the streams after
+ * it are not tried (false).
+ */
+async function focusedDecodes(
+  path: string,
+  fixed: string | undefined,
+  bounds: DecodeBounds,
+  video: StreamJson[],
+  declared: number,
+): Promise<boolean[]> {
+  const facts = video.map((s) => ({
+    index: s.index,
+    ...displaySize(s),
+    isDefault: s.disposition?.default === 1,
+    attachedPic: s.disposition?.attached_pic === 1,
+    frames: frameCount(s, declared),
+    decodes: false,
+    readableEnd: null,
+    programs: [],
+  }));
+  const decodes = video.map(() => false);
+  for (const candidate of videoCandidates(facts)) {
+    if (await decodesAFrame(path, fixed, candidate.index, bounds)) {
+      decodes[facts.indexOf(candidate)] = true;
+      break;
+    }
+  }
+  return decodes;
+}
+
+/**
  * Whether a frame of `stream` decodes: its first few packets, then (a stream opening mid-GOP, as
  * broadcast captures do) up to 300, decoded until the end of that read; the decoder is flushed, so
  * B-frame delay does not hide a frame.
  */
-async function decodesAFrame(path: string, fixed: string | undefined, stream: number): Promise<boolean> {
+async function decodesAFrame(
+  path: string,
+  fixed: string | undefined,
+  stream: number,
+  bounds?: DecodeBounds,
+): Promise<boolean> {
   for (const packets of [8, 300]) {
-    const { stdout } = await run(
+    const { stdout, stderr } = await run(
       'ffprobe',
       [
         '-v',
-        'quiet',
+        'error',
         '-select_streams',
         String(stream),
         '-read_intervals',
@@ -275,11 +325,16 @@ async function decodesAFrame(path: string, fixed: string | undefined, stream: nu
         'frame=media_type',
         '-of',
         'csv=p=0',
-        ...input(path, fixed),
+        ...input(path, fixed, bounds),
       ],
       { timeoutMs: 20_000 },
     );
     if (/\S/.test(stdout.toString())) return true;
+    // No frame because memory ran out (the worker's limit) is the job's failure, not the file's; a
+    // picture over max_pixels is refused before its buffer is asked for, and says so.
+    if (bounds && outOfMemoryLine(stderr) && !stderr.includes(MAX_PIXELS_REFUSED)) {
+      throw new EngineError('render_failed', `ffprobe ran out of memory decoding ${path}`);
+    }
   }
   return false;
 }

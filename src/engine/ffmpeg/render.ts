@@ -24,9 +24,10 @@ export async function render(
   signal: AbortSignal | undefined,
   bandLevels: Promise<BandLevels> | undefined,
 ): Promise<RenderResult> {
+  const bounds = plan.maxPixels === undefined ? {} : { bounds: { maxPixels: plan.maxPixels } };
   const probed = await probeFile(
     plan.input,
-    plan.inputFormat === undefined ? {} : { format: plan.inputFormat },
+    plan.inputFormat === undefined ? bounds : { format: plan.inputFormat, ...bounds },
   );
   const d = videoDetails(probed, plan.videoStream);
   // The render's own controller: the caller's abort, or this render's first failure, stops every

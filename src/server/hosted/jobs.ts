@@ -149,6 +149,9 @@ export class HostedJobs {
         // Uploads and fetched videos open only as an allowed container (DESIGN §5a): a playlist
         // or list, whatever its bytes, would make FFmpeg open other files on the server's disk.
         containers: 'restricted',
+        // Decode cost is bounded (DESIGN §5a): a picture over the pixel bound, or more than 32
+        // streams, is an unreadable video; only the chosen stream is decoded.
+        maxPixels: config.maxPixels,
       },
     );
   }

@@ -173,6 +173,17 @@ pub(super) fn stream_index<'de, D: Deserializer<'de>>(d: D) -> std::result::Resu
     )? as u32)
 }
 
+pub(super) fn max_pixels<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<i64>, D::Error> {
+    Ok(Some(integer(
+        d,
+        "a pixel count (an integer 1..2147483647)",
+        1,
+        i32::MAX.into(),
+    )?))
+}
+
 pub(super) fn quality<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u8, D::Error> {
     Ok(integer(d, "an integer 1..100", 1, 100)? as u8)
 }

@@ -99,7 +99,7 @@ impl Worker<'_> {
                 Some(s) => Ok(s),
                 None => VideoSource::open(
                     &plan.input,
-                    &plan.container(),
+                    &plan.opening(),
                     plan.video_stream,
                     self.threads,
                 ),

@@ -7,7 +7,7 @@ use ffmpeg_next as ff;
 
 use super::{h264, timestamps};
 use crate::error::{Error, Result};
-use crate::media::{self, Container};
+use crate::media::{self, Opening};
 use crate::orientation::Orientation;
 
 /// Bytes of one picture of the stream: its size times the bits per pixel of its format (24 when
@@ -37,7 +37,7 @@ unsafe fn picture_bytes(par: *const ffi::AVCodecParameters) -> u64 {
 pub(crate) struct Facts {
     path: String,
     /// How the file is opened again (a rewind): the demuxer of the first open, when restricted.
-    container: Container,
+    container: Opening,
     index: usize,
     /// Stream time base.
     tb_num: i64,
@@ -66,7 +66,7 @@ impl Facts {
     /// The facts of stream `index` of `input` (`st`), opened from `path` as `container` allows.
     pub(super) fn read(
         path: &str,
-        container: Container,
+        container: Opening,
         input: &Input,
         index: usize,
         st: *mut ffi::AVStream,
@@ -144,7 +144,7 @@ impl Facts {
         &self.path
     }
 
-    pub(super) fn container(&self) -> &Container {
+    pub(super) fn container(&self) -> &Opening {
         &self.container
     }
 

@@ -9,7 +9,7 @@ use super::VideoSource;
 use super::{clock, late, packets, proofs, pump, recover, refs, seek, skip, watch, witness};
 use crate::decode_log::DecodeLog;
 use crate::error::{Error, Result};
-use crate::media::{self, Container};
+use crate::media::{self, Decoders, Opening};
 
 /// A decoder for stream `index` of `input` with up to `threads` threads (frame and slice
 /// threading when more than one), reporting to `log`.
@@ -18,6 +18,7 @@ fn open_decoder(
     index: usize,
     threads: usize,
     log: &DecodeLog,
+    opening: &Opening,
 ) -> Result<ff::decoder::Video> {
     let st = media::stream_ptr(input, index)
         .ok_or_else(|| Error::unreadable("the video stream vanished"))?;
@@ -38,6 +39,7 @@ fn open_decoder(
         (*raw).thread_type = ffi::FF_THREAD_FRAME | ffi::FF_THREAD_SLICE;
         // SAFETY: a fresh, unopened context; nothing else in this crate uses `opaque`.
         log.tag(raw);
+        opening.bound_decoder(raw);
     }
     ctx.decoder().video().map_err(|e| {
         Error::unreadable(format!(
@@ -52,7 +54,13 @@ impl VideoSource {
     /// last (an in-band PPS from later in the stream), which the pictures before them may not
     /// share. False when it cannot be opened again (the old one is kept).
     pub(super) fn renew_decoder(&mut self) -> bool {
-        match open_decoder(&self.input, self.facts.index(), self.threads, &self.log) {
+        match open_decoder(
+            &self.input,
+            self.facts.index(),
+            self.threads,
+            &self.log,
+            self.facts.container(),
+        ) {
             Ok(decoder) => {
                 self.decoder = decoder;
                 true
@@ -76,22 +84,22 @@ impl VideoSource {
         renewed
     }
 
-    /// Opens the video stream `stream` of `path` (as `container` allows) with a decoder using up
+    /// Opens the video stream `stream` of `path` (as `opening` allows) with a decoder using up
     /// to `threads` threads (frame and slice threading when more than one).
     pub(crate) fn open(
         path: &str,
-        container: &Container,
+        opening: &Opening,
         stream: u32,
         threads: usize,
     ) -> Result<VideoSource> {
-        let input = media::open_input(path, container)?;
-        let container = container.after(&input);
+        let input = media::open_input(path, opening, Decoders::Streams(&[stream as usize]))?;
+        let container = opening.after(&input);
         let st = media::check_video_stream(&input, stream)?;
         let index = stream as usize;
-        let facts = Facts::read(path, container, &input, index, st)?;
+        let facts = Facts::read(path, container.clone(), &input, index, st)?;
         let threads = threads.clamp(1, 16);
         let log = DecodeLog::new();
-        let decoder = open_decoder(&input, index, threads, &log)?;
+        let decoder = open_decoder(&input, index, threads, &log, &container)?;
         let decoder_id = decoder.id();
         let codecpar = unsafe { (*st).codecpar };
         let mut src = VideoSource {

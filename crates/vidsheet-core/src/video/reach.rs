@@ -22,7 +22,7 @@ pub(super) fn reference_reach(codec: &str, sps_refs: Option<u32>, delay: i64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::media::Container;
+    use crate::media::Opening;
     use crate::video::VideoSource;
 
     #[derive(serde::Deserialize)]
@@ -69,7 +69,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("temp dir");
         for ext in ["mp4", "ts"] {
             let path = one_reference_clip(&dir, ext);
-            let src = VideoSource::open(&path, &Container::Any, 0, 1).expect("open");
+            let src = VideoSource::open(&path, &Opening::any(), 0, 1).expect("open");
             let frame = src.facts.seconds_in_ts(1) / 25;
             assert_eq!(src.facts.sps_refs(), Some(1), "{ext}");
             assert_eq!(src.reference_reach(), 2 * frame, "{ext}");

@@ -773,7 +773,7 @@ mod tests {
 mod exact {
     use super::super::{fingerprint, VideoSource};
     use crate::common;
-    use crate::media::Container;
+    use crate::media::Opening;
 
     /// `seconds` of testsrc2 at 25 fps encoded with x264 `params` (cached by its arguments), GOP
     /// `gop`, 3 B-frames that always happen.
@@ -815,7 +815,7 @@ mod exact {
         skip_referenced: bool,
         threads: usize,
     ) -> (Vec<Option<u64>>, u64) {
-        let mut src = VideoSource::open(path, &Container::Any, 0, threads).expect("open");
+        let mut src = VideoSource::open(path, &Opening::any(), 0, threads).expect("open");
         src.set_skip_referenced(skip_referenced);
         let us: Vec<i64> = targets_ms
             .iter()

@@ -233,7 +233,11 @@ impl VideoSource {
     pub(super) fn rewind(&mut self) {
         self.place.seeks += 1;
         self.place.landing = false;
-        match media::open_input(self.facts.path(), self.facts.container()) {
+        match media::open_input(
+            self.facts.path(),
+            self.facts.container(),
+            media::Decoders::Streams(&[self.facts.index()]),
+        ) {
             Ok(input) => {
                 self.input = input;
                 self.discard_other_streams();

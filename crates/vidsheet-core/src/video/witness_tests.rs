@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{fingerprint, OpenGops, Verdict, VideoSource};
 use crate::common;
-use crate::media::Container;
+use crate::media::Opening;
 
 /// 16 s of testsrc2 at 25 fps, x264 as the bench's clips (ultrafast, 3 B-frames that always
 /// happen, b-pyramid) with open GOPs: a keyframe every 100 frames, those after the first
@@ -47,7 +47,7 @@ fn decoder(
     before: Option<i64>,
     frames: &[i64],
 ) -> (VideoSource, Vec<i64>) {
-    let mut src = VideoSource::open(path, &Container::Any, 0, 1).expect("open");
+    let mut src = VideoSource::open(path, &Opening::any(), 0, 1).expect("open");
     src.share_proofs(Arc::clone(gops));
     src.trust_pending_proofs();
     let start = src.facts.start_us();

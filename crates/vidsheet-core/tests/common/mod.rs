@@ -342,6 +342,7 @@ pub fn plan(input: &str, sheets: Vec<SheetPlan>, dir: &TempDir) -> RenderPlan {
     RenderPlan {
         input: input.into(),
         input_format: None,
+        max_pixels: None,
         video_stream: 0,
         font_path: font_path(),
         quality: 90,

@@ -11,7 +11,7 @@ import type { JobOptions, JobRequest } from '#vidsheet/job.js';
 /** The JobOptions that cross the process boundary (no engine, callbacks or signal). */
 export type WorkerJobOptions = Pick<
   JobOptions,
-  'audio' | 'baseName' | 'maxSheets' | 'maxDurationS' | 'workDir' | 'containers'
+  'audio' | 'baseName' | 'maxSheets' | 'maxDurationS' | 'workDir' | 'containers' | 'maxPixels'
 >;
 
 export type ToWorker =

@@ -3,8 +3,17 @@
  * it dies. A death fails the job in flight (the caller refunds it); the next job gets a new process.
  *
  * The worker runs one job at a time; callers serialise their jobs (see jobs.ts).
+ *
+ * Its memory is bounded (DESIGN §5a "Decode cost is bounded before and during a job"): it starts
+ * under an RLIMIT_DATA of `VIDSHEET_WORKER_MEMORY_MB`, which every ffmpeg and ffprobe it starts
+ * inherits. Past it an allocation fails: V8 ends the worker (its death fails the job), a native
+ * or FFmpeg allocation fails the job (`processing_failed`), and an ffmpeg child fails. Either way
+ * the job is a refunded `500` and the worker is replaced before the next job. RLIMIT_DATA (private
+ * writable memory) rather than RLIMIT_AS, which V8's address space reservations would exhaust with
+ * nothing allocated. The limit is set by `/bin/sh`'s `ulimit -d` (POSIX sh, no other dependency),
+ * which then execs node: the worker keeps the shell's pid, so killing its group still reaches it.
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runtimeErrors, VidsheetError } from '#vidsheet/core/errors.js';
 import type { JobOutcome } from '#vidsheet/core/report.js';
@@ -43,7 +52,11 @@ export class JobWorker {
   private sequence = 0;
   private closing = false;
 
-  constructor(private readonly log: WorkerLog) {}
+  /** `memoryMb`: the worker's (and each of its children's) memory limit, MB; omitted: none. */
+  constructor(
+    private readonly log: WorkerLog,
+    private readonly memoryMb?: number,
+  ) {}
 
   /** The worker's pid, once started (operators and tests can see which process runs jobs). */
   get pid(): number | undefined {
@@ -113,8 +126,21 @@ export class JobWorker {
     }).then((reply) => {
       if (reply.type !== 'failed') return reply;
       const { code, message: text, extras, detail } = reply.error;
+      // A failure of the worker's own (out of memory, most likely, or a fault in native code)
+      // leaves a process nothing vouches for: the next job gets a new one. Jobs run one at a
+      // time, so nothing else is in flight in it.
+      if (code === 'processing_failed') this.kill('a job failed inside it');
       throw new VidsheetError(code, text, extras, detail);
     });
+  }
+
+  /** What `fork(CHILD)` would run, under the memory limit when there is one. */
+  private command(): [string, string[]] {
+    const node = [...process.execArgv, CHILD];
+    if (this.memoryMb === undefined) return [process.execPath, node];
+    // `ulimit -d` takes KiB and sets the soft and hard limits; `exec` keeps the pid.
+    const kib = String(this.memoryMb * 1024);
+    return ['/bin/sh', ['-c', 'ulimit -d "$1" && shift && exec "$@"', 'sh', kib, process.execPath, ...node]];
   }
 
   private process(): ChildProcess {
@@ -123,7 +149,7 @@ export class JobWorker {
     // The worker inherits stdout/stderr (its own logs are debug output only) and speaks over IPC.
     // It leads its own process group, so its ffmpeg children can be killed with it: a worker that
     // dies must not leave orphans writing into a job directory that is being removed.
-    const child = fork(CHILD, [], {
+    const child = spawn(...this.command(), {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'advanced',
       detached: true,

@@ -1,0 +1,92 @@
+/**
+ * Files that cost far more to decode than to send (issue 40, DESIGN §5a "Decode cost is bounded
+ * before and during a job"): a picture over the pixel bound in the containers a server accepts,
+ * a huge frame size declared in a VP9 header, more streams than `max_streams`, tracks that all
+ * hold one large picture (under both limits: each decoded once costs a frame; decoded per track,
+ * the probe used to cost one frame per track), and a legitimate picture that needs more memory
+ * than a small worker limit. Built with ffmpeg and a byte patch, cached like every fixture.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import { cached, FFMPEG, run, withTemp } from './fixtures.js';
+
+/** The default `VIDSHEET_MAX_PIXELS` (8192x4320). */
+export const MAX_PIXELS = 35_389_440;
+
+/** One still picture of `w`x`h` (flat colour, so a few hundred KB at most) as PNG or JPEG. */
+function picture(w: number, h: number, codec: 'png' | 'mjpeg', tmp: string, pixFmt?: string) {
+  return run('ffmpeg', [
+    ...FFMPEG,
+    ...['-f', 'lavfi', '-i', `color=c=0x3060c0:s=${w}x${h}:d=1`],
+    ...['-frames:v', '1', '-c:v', codec],
+    ...(pixFmt ? ['-pix_fmt', pixFmt] : codec === 'mjpeg' ? ['-pix_fmt', 'yuvj420p'] : []),
+    tmp,
+  ]);
+}
+
+/**
+ * `tracks` video tracks, each a 1 s still of the same `w`x`h` picture (PNG or MJPEG), in MOV or
+ * AVI: the review's "many streams sharing one picture" with `tracks` > 1.
+ */
+export function stillTracks(opts: {
+  w: number;
+  h: number;
+  codec: 'png' | 'mjpeg';
+  container: 'mov' | 'avi';
+  tracks?: number;
+  pixFmt?: string;
+}): Promise<string> {
+  const { w, h, codec, container, tracks = 1, pixFmt } = opts;
+  return cached(`bomb-${codec}-${container}`, container, opts, (out) =>
+    withTemp(codec === 'png' ? 'png' : 'jpg', async (pic) => {
+      await picture(w, h, codec, pic, pixFmt);
+      const maps = Array.from({ length: tracks }, () => ['-map', '0']).flat();
+      await run('ffmpeg', [...FFMPEG, '-r', '1', '-i', pic, ...maps, '-c', 'copy', out]);
+    }),
+  );
+}
+
+/** H.264 (MP4) or AV1 (Matroska), one frame of `w`x`h` really encoded. */
+export function encodedFrame(codec: 'h264' | 'av1', w: number, h: number): Promise<string> {
+  const ext = codec === 'h264' ? 'mp4' : 'mkv';
+  const encoder = codec === 'h264' ? ['libx264', '-preset', 'ultrafast'] : ['libsvtav1', '-preset', '12'];
+  return cached(`bomb-${codec}`, ext, { w, h }, (out) =>
+    run('ffmpeg', [
+      ...FFMPEG,
+      ...['-f', 'lavfi', '-i', `color=c=0x3060c0:s=${w}x${h}:r=25:d=0.04`],
+      ...['-frames:v', '1', '-c:v', ...encoder],
+      out,
+    ]),
+  );
+}
+
+/**
+ * A 64x48 VP9 key frame in IVF whose headers then declare `w`x`h` (the IVF header and the frame's
+ * uncompressed header, profile 0: the frame size follows the frame marker, profile, flags, sync
+ * code and 4 bits of colour config, bit 36). A decoder that believes it allocates the whole frame.
+ */
+export function vp9DeclaredSize(w: number, h: number): Promise<string> {
+  return cached('bomb-vp9-declared', 'ivf', { w, h }, async (out) => {
+    await run('ffmpeg', [
+      ...FFMPEG,
+      ...['-f', 'lavfi', '-i', 'testsrc2=s=64x48:r=25:d=0.04'],
+      ...['-frames:v', '1', '-c:v', 'libvpx-vp9', '-deadline', 'realtime', out],
+    ]);
+    const bytes = await readFile(out);
+    bytes.writeUInt16LE(Math.min(w, 0xffff), 12);
+    bytes.writeUInt16LE(Math.min(h, 0xffff), 14);
+    const frame = 32 + 12;
+    writeBits(bytes, frame * 8 + 36, 16, w - 1);
+    writeBits(bytes, frame * 8 + 52, 16, h - 1);
+    await writeFile(out, bytes);
+  });
+}
+
+function writeBits(bytes: Buffer, at: number, count: number, value: number): void {
+  for (let i = 0; i < count; i++) {
+    const bit = (value >> (count - 1 - i)) & 1;
+    const pos = at + i;
+    const index = pos >> 3;
+    const mask = 0x80 >> (pos & 7);
+    bytes[index] = bit ? (bytes[index] as number) | mask : (bytes[index] as number) & ~mask;
+  }
+}

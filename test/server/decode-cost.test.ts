@@ -1,0 +1,169 @@
+/**
+ * DESIGN §5a "Decode cost is bounded before and during a job" (issue 40), against the built
+ * server on loopback with both engines:
+ * - a picture over `VIDSHEET_MAX_PIXELS` (PNG and MJPEG in MOV and AVI, H.264 and AV1 really
+ *   encoded, a VP9 header declaring 16384x16384) and a file of more than 32 streams are
+ *   `422 {"error":"unreadable_video"}`, nothing charged, the worker's memory never near a picture;
+ * - tracks that all hold one large picture under both limits are decoded once, not once per track:
+ *   the job succeeds and the worker (native) or each ffmpeg/ffprobe (fallback) stays near one
+ *   picture's cost;
+ * - a job that needs more than `VIDSHEET_WORKER_MEMORY_MB` fails `500`, refunded, the worker is
+ *   replaced, and the next job succeeds.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ENGINES } from '../helpers/cli.js';
+import { encodedFrame, MAX_PIXELS, stillTracks, vp9DeclaredSize } from '../helpers/decode-bombs.js';
+import { plainClip } from '../helpers/fixtures.js';
+import { processes } from '../helpers/procs.js';
+import {
+  newAccount,
+  postJob,
+  removeServerDirs,
+  showAccount,
+  startServer,
+  type TestServer,
+  videoForm,
+  workerPid,
+} from '../helpers/server.js';
+
+afterAll(removeServerDirs);
+
+const UNREADABLE = '{"error":"unreadable_video"}';
+const PROCESSING_FAILED = '{"error":"processing_failed","refunded":true}';
+const MB = 1024 * 1024;
+
+/** Over the pixel bound, each in a container the server accepts. */
+const OVER_PIXELS: Array<[string, () => Promise<string>]> = [
+  ['PNG 16000x16000 in MOV', () => stillTracks({ w: 16000, h: 16000, codec: 'png', container: 'mov' })],
+  ['PNG 9000x4000 in AVI', () => stillTracks({ w: 9000, h: 4000, codec: 'png', container: 'avi' })],
+  ['MJPEG 9000x4000 in MOV', () => stillTracks({ w: 9000, h: 4000, codec: 'mjpeg', container: 'mov' })],
+  ['MJPEG 9000x4000 in AVI', () => stillTracks({ w: 9000, h: 4000, codec: 'mjpeg', container: 'avi' })],
+  ['H.264 8200x4320 in MP4', () => encodedFrame('h264', 8200, 4320)],
+  ['AV1 8200x4320 in Matroska', () => encodedFrame('av1', 8200, 4320)],
+  ['VP9 declaring 16384x16384 in IVF', () => vp9DeclaredSize(16384, 16384)],
+  ['33 PNG tracks in MOV', () => stillTracks({ w: 16, h: 16, codec: 'png', container: 'mov', tracks: 33 })],
+];
+
+const files = new Map<string, Buffer>();
+let shared: Buffer;
+let big: Buffer;
+let small: Buffer;
+beforeAll(async () => {
+  for (const [name, make] of OVER_PIXELS) files.set(name, readFileSync(await make()));
+  // 34.8 Mpx: under the bound (8 tracks, under max_streams); 139 MB per decoded RGBA picture.
+  shared = readFileSync(await stillTracks({ w: 5900, h: 5900, codec: 'png', container: 'mov', tracks: 8 }));
+  // Legitimate, and over a small memory limit: 32 Mpx of 16-bit RGBA, 256 MB per picture.
+  big = readFileSync(
+    await stillTracks({ w: 8000, h: 4000, codec: 'png', container: 'mov', pixFmt: 'rgba64be' }),
+  );
+  small = readFileSync(await plainClip(3));
+}, 600_000);
+
+function hwmBytes(pid: number): number {
+  try {
+    const kb = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return Number(kb ?? 0) * 1024;
+  } catch {
+    return 0; // exited meanwhile
+  }
+}
+
+/**
+ * Peak resident memory while `run` runs: the worker's own (VmHWM, its lifetime peak) and the
+ * largest of the ffmpeg/ffprobe it starts (each sampled every 20 ms before it exits).
+ */
+async function peaks<T>(worker: number, run: () => Promise<T>) {
+  let child = 0;
+  const timer = setInterval(() => {
+    for (const p of processes())
+      if (p.pgrp === worker && p.pid !== worker) child = Math.max(child, hwmBytes(p.pid));
+  }, 20);
+  try {
+    const result = await run();
+    return { result, worker: hwmBytes(worker), child };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** Posts `bytes` as a job of `key`, measuring the worker's and its children's peaks meanwhile. */
+async function postMeasured(server: TestServer, key: string, bytes: Buffer, filename: string) {
+  const { result, worker, child } = await peaks(workerPid(server), async () => {
+    const response = await postJob(server, key, videoForm({ bytes, filename }));
+    return { status: response.status, body: await response.text() };
+  });
+  return { ...result, rss: worker, child };
+}
+
+describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ VIDSHEET_ENGINE: engine, VIDSHEET_MAX_PIXELS: String(MAX_PIXELS) });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it.each(OVER_PIXELS.map(([name]) => name))(
+    '%s: 422 unreadable_video, nothing charged, the worker never holds the picture',
+    async (name) => {
+      const account = await newAccount(server, 20);
+      const worker = workerPid(server);
+      const { status, body, rss, child } = await postMeasured(
+        server,
+        account.key,
+        files.get(name) as Buffer,
+        'bomb.mov',
+      );
+      expect({ status, body }).toEqual({ status: 422, body: UNREADABLE });
+      expect((await showAccount(server, account.email)).balance).toBe(20);
+      // The same worker, never near one picture of the file (the smallest here is 139 MB).
+      expect(workerPid(server)).toBe(worker);
+      expect(rss).toBeLessThan(400 * MB);
+      expect(child).toBeLessThan(400 * MB);
+    },
+    120_000,
+  );
+
+  it('tracks that share one picture under both limits are decoded once, not per track', async () => {
+    const account = await newAccount(server, 20);
+    const { status, body, rss, child } = await postMeasured(server, account.key, shared, 'tracks.mov');
+    expect(status, body).toBe(200);
+    // One picture is 139 MB; eight held at once would be over 1.1 GB.
+    if (engine === 'native') expect(rss).toBeLessThan(500 * MB);
+    // ffprobe's own stream analysis decodes every track once (see src/engine/ffmpeg/media.ts
+    // `bounded`); what the fallback adds is one ffprobe at a time, and ffmpeg decoding one track.
+    else expect(child).toBeLessThan(1400 * MB);
+    console.info(
+      `decode-cost ${engine}: 8 shared tracks: worker ${(rss / MB) | 0} MB, child ${(child / MB) | 0} MB`,
+    );
+  }, 300_000);
+});
+
+describe.each(ENGINES)('a job over the worker memory limit (engine %s)', (engine) => {
+  let server: TestServer;
+  const limitMb = 300;
+  beforeAll(async () => {
+    server = await startServer({ VIDSHEET_ENGINE: engine, VIDSHEET_WORKER_MEMORY_MB: String(limitMb) });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('fails 500 refunded, the worker is replaced, and the next job runs', async () => {
+    const account = await newAccount(server, 200);
+    const worker = workerPid(server);
+    const { status, body, rss } = await postMeasured(server, account.key, big, 'big.mov');
+    expect({ status, body }).toEqual({ status: 500, body: PROCESSING_FAILED });
+    expect(rss).toBeLessThan(limitMb * MB);
+    const shown = await showAccount(server, account.email);
+    expect(shown.balance).toBe(200);
+    // Replaced: killed now, a new one started for the next job.
+    await server.waitForLog((l) => l.msg === 'job worker exited' && Number(l.workerPid) === worker, 30_000);
+
+    const next = await postJob(server, account.key, videoForm({ bytes: small, filename: 'small.mp4' }));
+    expect(next.status, await next.clone().text()).toBe(200);
+    expect(workerPid(server)).not.toBe(worker);
+  }, 300_000);
+});
