@@ -490,45 +490,57 @@ async function badInputs(account) {
 
 // --- attackers ------------------------------------------------------------------------------------
 /**
- * A raw upload that sends 64 KiB of an 8 MiB body, then nothing (`idle`), a byte a second (`trickle`),
- * or 3 KB/s (`paced`: just above the stall pace, topped up every 100 ms).
+ * A raw POST from `from`: `head` (request line, headers and the body's first bytes) written on
+ * connect, then `feed(socket)` (returning its timer) sends the rest. Resolves with the answer's
+ * status (0: none) and the milliseconds until the socket closed. The sender gives up at a pause and
+ * at the end of the soak (a paced upload that is never cut would otherwise hold the bench open for
+ * the 46 min its body takes).
  */
-function stalledUpload(key, from, mode) {
+function rawPost(from, head, feed) {
   return new Promise((resolve) => {
-    const boundary = 'soak-stalled';
-    const head = `--${boundary}\r\nContent-Disposition: form-data; name="video"; filename="s.mp4"\r\n\r\n`;
+    const t0 = Date.now();
     const socket = connect({ port, host: '127.0.0.1', localAddress: from });
     let received = '';
     let timer;
     socket.on('error', () => {});
     socket.on('data', (c) => (received += c));
     socket.on('connect', () => {
-      socket.write(
-        `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\n` +
-          `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${8 * 1024 * 1024}\r\n\r\n${head}`,
-      );
-      socket.write(Buffer.alloc(64 * 1024, 0x2a));
-      if (mode === 'trickle') timer = setInterval(() => socket.destroyed || socket.write('x'), 1000);
-      if (mode === 'paced') {
-        // Topped up to 3 KB/s since the start at each tick, so a busy event loop does not slow it.
-        const from = Date.now();
-        let sent = 0;
-        timer = setInterval(() => {
-          const due = Math.floor((Date.now() - from) * 3);
-          if (due > sent && !socket.destroyed) socket.write(Buffer.alloc(due - sent, 0x2a));
-          sent = Math.max(sent, due);
-        }, 100);
-      }
+      socket.write(head);
+      timer = feed(socket);
     });
-    // Stop at a pause and at the end of the soak too: the attacker gives up with the bench (a paced
-    // upload that is never cut would otherwise hold the bench open for the 46 min its body takes).
     const giveUp = setInterval(() => !active() && socket.destroy(), 200);
     socket.on('close', () => {
       clearInterval(timer);
       clearInterval(giveUp);
-      resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(received)?.[1] ?? 0));
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(received)?.[1] ?? 0), ms: Date.now() - t0 });
     });
   });
+}
+
+/**
+ * A raw upload that sends 64 KiB of an 8 MiB body, then nothing (`idle`), a byte a second (`trickle`),
+ * or 3 KB/s (`paced`: just above the stall pace, topped up every 100 ms).
+ */
+async function stalledUpload(key, from, mode) {
+  const boundary = 'soak-stalled';
+  const part = `--${boundary}\r\nContent-Disposition: form-data; name="video"; filename="s.mp4"\r\n\r\n`;
+  const head =
+    `POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\n` +
+    `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${8 * 1024 * 1024}\r\n\r\n${part}`;
+  const { status } = await rawPost(from, head, (socket) => {
+    socket.write(Buffer.alloc(64 * 1024, 0x2a));
+    if (mode === 'trickle') return setInterval(() => socket.destroyed || socket.write('x'), 1000);
+    if (mode !== 'paced') return undefined;
+    // Topped up to 3 KB/s since the start at each tick, so a busy event loop does not slow it.
+    const start = Date.now();
+    let sent = 0;
+    return setInterval(() => {
+      const due = Math.floor((Date.now() - start) * 3);
+      if (due > sent && !socket.destroyed) socket.write(Buffer.alloc(due - sent, 0x2a));
+      sent = Math.max(sent, due);
+    }, 100);
+  });
+  return status;
 }
 
 async function stalledUploader(i, account) {
@@ -609,29 +621,12 @@ const SLOW_ROUTES = [
   ['/v1/videos/00000000000000000000000000000000/zoom', 'application/json'],
 ];
 
-/** One request whose body comes a byte a second; resolves with its status (0: closed) and its time. */
+/** One request whose body comes a byte a second: its status (0: closed) and its time. */
 function slowBody(from, [path, type], key) {
-  return new Promise((resolve) => {
-    const t0 = Date.now();
-    const socket = connect({ port, host: '127.0.0.1', localAddress: from });
-    let received = '';
-    let timer;
-    socket.on('error', () => {});
-    socket.on('data', (c) => (received += c));
-    socket.on('connect', () => {
-      socket.write(
-        `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\n` +
-          `Content-Type: ${type}\r\nAccept: application/json, text/event-stream\r\nContent-Length: 4096\r\n\r\n{`,
-      );
-      timer = setInterval(() => socket.destroyed || socket.write(' '), 1000);
-    });
-    const giveUp = setInterval(() => !active() && socket.destroy(), 200);
-    socket.on('close', () => {
-      clearInterval(timer);
-      clearInterval(giveUp);
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(received)?.[1] ?? 0), ms: Date.now() - t0 });
-    });
-  });
+  const head =
+    `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\n` +
+    `Content-Type: ${type}\r\nAccept: application/json, text/event-stream\r\nContent-Length: 4096\r\n\r\n{`;
+  return rawPost(from, head, (socket) => setInterval(() => socket.destroyed || socket.write(' '), 1000));
 }
 
 async function slowBodySender(i, key) {
