@@ -605,8 +605,10 @@ async function stalledFetcher(i) {
     );
     clearInterval(giveUp);
     if (result.text.startsWith('could not fetch the video')) stats.fetchesCut++;
-    else if (result.text.includes('retry')) {
-      stats.fetchesRefused++;
+    else {
+      // Refused (busy, the anonymous quota) or no answer at all: back off, as a client would,
+      // rather than spin (a spinning attacker measures the bench, not the server).
+      if (result.text.includes('retry')) stats.fetchesRefused++;
       await sleep(1000);
     }
   }
