@@ -193,6 +193,9 @@ impl Worker<'_> {
                 }
             };
             let time = pts.map(|(p, d)| (source.label_seconds(p), d));
+            if i == 0 {
+                source.first_target_settled();
+            }
             if !source.provisional() {
                 if !self.send(si, ci, out, time) {
                     return None;

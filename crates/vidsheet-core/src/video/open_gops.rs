@@ -1,7 +1,10 @@
 //! What is known of a stream's open-GOP entries, shared by the job's decoders of the stream
 //! across threads: one decoder proves at a time, the others wait for its verdict (or trust an
 //! entry provisionally and ask for it later), and which parts of the job are still decoding for a
-//! proof asked of the part before ([`super::witness`]).
+//! proof asked of the part before ([`super::witness`]). A decoder that meets an entry before the
+//! decoder of the part after has settled its first target trusts it provisionally too: that one
+//! may yet ask it for a witness (a few pictures past its last target), which is far cheaper than
+//! the proof of its own (a decode of the GOP before its entry).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -18,7 +21,7 @@ const PROOF_WAIT: Duration = Duration::from_secs(30);
 /// their first entry together do not both pay for the proof.
 #[derive(Default)]
 pub(crate) struct OpenGops {
-    state: Mutex<Proof>,
+    state: Mutex<State>,
     changed: Condvar,
     /// Times a decoder waited for another one's verdict ([`OpenGops::waits`]).
     waits: AtomicU64,
@@ -29,11 +32,21 @@ pub(crate) struct OpenGops {
     witnesses: Mutex<Witnesses>,
 }
 
-/// Which parts of the job are still decoding ([`OpenGops::start_parts`]), and a proof's first
+/// The stream's proof, and the part of the job whose first target a decoder that trusted an
+/// entry provisionally awaits before proving one itself ([`OpenGops::may_trust`]).
+#[derive(Default)]
+struct State {
+    proof: Proof,
+    awaiting: Option<usize>,
+}
+
+/// Which parts of the job are still decoding ([`OpenGops::start_parts`]), which have settled
+/// their first target (by then a part that needs a witness has asked for it), and a proof's first
 /// decode asked of the decoder of a part: (that part, the decode to compare with).
 #[derive(Default)]
 struct Witnesses {
     running: Vec<bool>,
+    settled: Vec<bool>,
     asked: Option<(usize, Verifying)>,
 }
 
@@ -60,22 +73,59 @@ pub(super) enum Proof {
 }
 
 impl OpenGops {
-    fn lock(&self) -> MutexGuard<'_, Proof> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn proven(&self) -> bool {
-        *self.lock() == Proof::Proven
+        self.lock().proof == Proof::Proven
     }
 
     /// Whether the stream's verdict is still to come.
     pub(super) fn open(&self) -> bool {
-        matches!(*self.lock(), Proof::Unknown | Proof::Proving)
+        matches!(self.lock().proof, Proof::Unknown | Proof::Proving)
     }
 
-    /// Whether a decoder is proving an entry now.
-    pub(super) fn proving(&self) -> bool {
-        *self.lock() == Proof::Proving
+    /// Whether the decoder of `part` (None: a decoder outside the job's parts), meeting an entry
+    /// of the kind, trusts it provisionally instead of proving it now: another decoder is proving
+    /// one, or the decoder of the part after is still decoding and has not settled its first
+    /// target (it may ask this one for a witness: see the module comment); the verdict is then
+    /// awaited until it has.
+    pub(super) fn may_trust(&self, part: Option<usize>) -> bool {
+        let mut state = self.lock();
+        match state.proof {
+            Proof::Proving => true,
+            Proof::Unknown => {
+                let after = part.and_then(|p| p.checked_add(1));
+                let undecided = after.is_some_and(|a| {
+                    let w = self.witnesses();
+                    w.running.get(a) == Some(&true) && w.settled.get(a) == Some(&false)
+                });
+                if undecided {
+                    state.awaiting = after;
+                }
+                undecided
+            }
+            Proof::Proven | Proof::Disproven => false,
+        }
+    }
+
+    /// The decoder of `part` has settled its first target: a proof it needs of the part before is
+    /// asked by now ([`Self::may_trust`]).
+    pub(crate) fn first_target_settled(&self, part: usize) {
+        if let Some(settled) = self.witnesses().settled.get_mut(part) {
+            *settled = true;
+        }
+        self.stop_awaiting(part);
+    }
+
+    /// Nothing more is to come from `part` for a decoder awaiting it.
+    fn stop_awaiting(&self, part: usize) {
+        let mut state = self.lock();
+        if state.awaiting == Some(part) {
+            state.awaiting = None;
+            self.changed.notify_all();
+        }
     }
 
     /// The verdict for what a decoder trusted provisionally while another one was proving; with
@@ -84,9 +134,12 @@ impl OpenGops {
         let deadline = Instant::now() + PROOF_WAIT;
         let mut state = self.lock();
         loop {
-            match *state {
+            // A decoder proving, or a part that may yet ask for a witness.
+            let coming = state.proof == Proof::Proving
+                || (state.proof == Proof::Unknown && state.awaiting.is_some());
+            match state.proof {
                 Proof::Proven => return Verdict::Proven,
-                Proof::Proving if wait => {
+                _ if coming && wait => {
                     let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                         return Verdict::NotProven;
                     };
@@ -98,8 +151,8 @@ impl OpenGops {
                         .0;
                     self.holding.fetch_sub(1, Ordering::Relaxed);
                 }
-                Proof::Proving => return Verdict::Pending,
-                Proof::Unknown | Proof::Disproven => return Verdict::NotProven,
+                _ if coming => return Verdict::Pending,
+                Proof::Unknown | Proof::Proving | Proof::Disproven => return Verdict::NotProven,
             }
         }
     }
@@ -110,7 +163,9 @@ impl OpenGops {
 
     /// The job decodes its cells in `parts` parts, each by its own decoder, all starting now.
     pub(crate) fn start_parts(&self, parts: usize) {
-        self.witnesses().running = vec![true; parts];
+        let mut w = self.witnesses();
+        w.running = vec![true; parts];
+        w.settled = vec![false; parts];
     }
 
     /// The decoder of `part` is done: an ask left for it is given up (the claim released).
@@ -129,6 +184,7 @@ impl OpenGops {
             }
         };
         drop(dropped);
+        self.stop_awaiting(part);
     }
 
     /// Hands `v` to the decoder of `part` while it is still decoding; else gives it back.
@@ -145,17 +201,23 @@ impl OpenGops {
     /// The proof's first decode asked of the decoder of `part`, if any; else `part` is done (at
     /// once, so that no ask comes in between).
     pub(super) fn asked_of(&self, part: usize) -> Option<Verifying> {
-        let mut w = self.witnesses();
-        match w.asked.take() {
-            Some((to, v)) if to == part => Some(v),
-            other => {
-                w.asked = other;
-                if let Some(running) = w.running.get_mut(part) {
-                    *running = false;
+        let asked = {
+            let mut w = self.witnesses();
+            match w.asked.take() {
+                Some((to, v)) if to == part => Some(v),
+                other => {
+                    w.asked = other;
+                    if let Some(running) = w.running.get_mut(part) {
+                        *running = false;
+                    }
+                    None
                 }
-                None
             }
+        };
+        if asked.is_none() {
+            self.stop_awaiting(part);
         }
+        asked
     }
 
     /// Times a decoder of the job waited for another one's verdict in [`OpenGops::claim`]
@@ -171,9 +233,9 @@ impl OpenGops {
         let deadline = Instant::now() + PROOF_WAIT;
         let mut state = self.lock();
         loop {
-            match *state {
+            match state.proof {
                 Proof::Unknown if can_prove => {
-                    *state = Proof::Proving;
+                    state.proof = Proof::Proving;
                     return Some(Claim(Arc::clone(self)));
                 }
                 Proof::Unknown => return None,
@@ -225,15 +287,15 @@ pub(super) struct Claim(Arc<OpenGops>);
 
 impl Claim {
     pub(super) fn settle(self, verdict: Proof) {
-        *self.0.lock() = verdict;
+        self.0.lock().proof = verdict;
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
         let mut state = self.0.lock();
-        if *state == Proof::Proving {
-            *state = Proof::Unknown;
+        if state.proof == Proof::Proving {
+            state.proof = Proof::Unknown;
         }
         self.0.changed.notify_all();
     }
@@ -264,5 +326,42 @@ mod tests {
             claim.settle(Proof::Disproven);
         }
         assert!(!gops.proven() && gops.claim(true).is_none());
+    }
+
+    #[test]
+    fn an_entry_is_trusted_until_the_part_after_settles_its_first_target() {
+        let gops = Arc::new(OpenGops::default());
+        gops.start_parts(2);
+        // The last part has no part after to wait for; the first waits for the second.
+        assert!(!gops.may_trust(Some(1)));
+        assert!(gops.may_trust(Some(0)));
+        assert_eq!(gops.verdict(false), Verdict::Pending);
+        // A waiting verdict wakes when the part after settles without asking for a witness.
+        let other = Arc::clone(&gops);
+        let waiter = std::thread::spawn(move || {
+            let t = Instant::now();
+            (other.verdict(true), t.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        gops.first_target_settled(1);
+        let (verdict, waited) = waiter.join().expect("the waiter");
+        assert_eq!(verdict, Verdict::NotProven);
+        assert!(waited < PROOF_WAIT / 2, "woke after {waited:?}");
+        // Settled: nothing left to wait for, the entry is proven by its own decoder.
+        assert!(!gops.may_trust(Some(0)));
+        // Another decoder proving: trusted again, whatever the part after does.
+        let claim = gops.claim(true).expect("a claim");
+        assert!(gops.may_trust(Some(0)) && gops.may_trust(None));
+        claim.settle(Proof::Proven);
+        assert!(!gops.may_trust(Some(0)));
+        assert_eq!(gops.verdict(false), Verdict::Proven);
+        // A part after that stops before settling releases the wait too.
+        let gops = Arc::new(OpenGops::default());
+        gops.start_parts(3);
+        assert!(gops.may_trust(Some(1)));
+        gops.part_done(2);
+        assert_eq!(gops.verdict(true), Verdict::NotProven);
+        // Outside a job's parts nothing is awaited.
+        assert!(!OpenGops::default().may_trust(Some(0)) && !gops.may_trust(None));
     }
 }

@@ -172,11 +172,12 @@ impl VideoSource {
             && self.recovery.current.is_none()
             && !self.proving.verifying()
             && self.proving.may_trust_pending()
-            && self.proving.gops().proving()
+            && self.may_trust_entry()
         {
-            // Another decoder is proving the stream's entries: this one is trusted as a proven
-            // one would be, provisionally; the caller holds back what is decoded from here until
-            // the verdict (see the module comment).
+            // Another decoder is proving the stream's entries, or the part after may ask this
+            // decoder for a witness: this one is trusted as a proven one would be,
+            // provisionally; the caller holds back what is decoded from here until the verdict
+            // (see the module comment).
             self.proving.trust_provisionally();
             self.settle();
             return false;

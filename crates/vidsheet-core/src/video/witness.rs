@@ -24,6 +24,19 @@ impl VideoSource {
         self.part.before = before.map(|us| self.facts.ts_floor(us));
     }
 
+    /// Whether an entry met now is trusted provisionally ([`super::OpenGops::may_trust`]).
+    pub(super) fn may_trust_entry(&self) -> bool {
+        self.proving.gops().may_trust(self.part.part)
+    }
+
+    /// This decoder's first target is settled: a witness it needs of the part before is asked
+    /// by now ([`super::OpenGops::first_target_settled`]).
+    pub(crate) fn first_target_settled(&self) {
+        if let Some(part) = self.part.part {
+            self.proving.gops().first_target_settled(part);
+        }
+    }
+
     /// The proof's first decode `v` (an entry met just past its keyframe, decoded on past the
     /// reach: [`Self::decode_on_to_prove`]) needs a decode from the keyframe before. The decoder of
     /// the part before decodes that GOP for its own last targets: asked while it still decodes, it

@@ -120,3 +120,58 @@ fn the_part_before_serves_the_proof_also_when_its_last_picture_out_leads_the_key
         assert!(b.decoded_frames() < 50, "{} pictures", b.decoded_frames());
     }
 }
+
+/// The part before meets its own entry (a target far past its keyframe, which it could prove by
+/// decoding the GOP before) while the part after has not settled its first target: it trusts the
+/// entry provisionally, and the witness it then serves the part after proves the stream; neither
+/// decodes a GOP before its entry. (In a render, which decoder meets its entry first is timing:
+/// the 10 s open-GOP window of `npm run bench` took either order.)
+#[test]
+fn the_part_before_trusts_its_entry_while_the_part_after_may_still_ask() {
+    let path = open_gop_clip();
+    let (mut every, all) = decoder(
+        &path,
+        &Arc::default(),
+        0,
+        None,
+        &(0..400).collect::<Vec<_>>(),
+    );
+    let truth = shown(&mut every, &all);
+    let want = |frames: &[i64]| -> Vec<Option<u64>> {
+        frames.iter().map(|&f| truth[f as usize]).collect()
+    };
+    let (before, after) = ([110, 165, 185], [202, 230, 260, 290]);
+    // The same part before proving its entry itself: the part after settled already.
+    let alone = Arc::new(OpenGops::default());
+    alone.start_parts(2);
+    alone.first_target_settled(1);
+    let (mut proving, targets) = decoder(&path, &alone, 0, None, &before);
+    assert_eq!(shown(&mut proving, &targets), want(&before));
+    assert!(!proving.provisional() && alone.proven());
+    // Its proof decoded from the keyframe before (here the start).
+    let own_entry = proving.place.entry();
+
+    let gops = Arc::new(OpenGops::default());
+    gops.start_parts(2);
+    let (mut a, targets) = decoder(&path, &gops, 0, None, &before);
+    let a_shows = shown(&mut a, &targets);
+    assert!(a.provisional(), "the part before waits for the part after");
+    assert_eq!(a.provisional_verdict(false), Verdict::Pending);
+    let (mut b, targets) = decoder(&path, &gops, 1, Some(185), &after);
+    let b_shows = shown(&mut b, &targets);
+    b.first_target_settled();
+    assert!(b.provisional(), "the part after asked the part before");
+    a.serve_witness();
+    assert_eq!(a.provisional_verdict(false), Verdict::Proven);
+    assert_eq!(b.provisional_verdict(false), Verdict::Proven);
+    assert_eq!(a_shows, want(&before));
+    assert_eq!(b_shows, want(&after));
+    // It entered once, at its keyframe, never at the one before.
+    assert_eq!(a.seeks(), 1);
+    assert!(
+        a.place.entry() > own_entry,
+        "entered at {:?}; proving alone at {own_entry:?}",
+        a.place.entry()
+    );
+    assert!(b.decoded_frames() < 50, "{} pictures", b.decoded_frames());
+}
