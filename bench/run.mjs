@@ -158,6 +158,8 @@ for (const c of CASES) {
   const path = clips[c.clip]();
   const times = Object.fromEntries(METHODS.map((m) => [m, []]));
   const cpu = Object.fromEntries(METHODS.map((m) => [m, []]));
+  // Pictures each native run decoded: a count the machine's load cannot blur.
+  const decoded = Object.fromEntries(METHODS.map((m) => [m, []]));
   let nativeRss = 0;
   let decode = null;
   for (let run = 0; run < RUNS; run++) {
@@ -165,6 +167,7 @@ for (const c of CASES) {
       const m = measure(method, c, path);
       times[method].push(m.ms);
       cpu[method].push(m.cpuMs);
+      if (m.decode) decoded[method].push(m.decode.decoded);
       if (method === 'native') {
         nativeRss = Math.max(nativeRss, m.maxRssMb);
         decode = m.decode ?? decode;
@@ -173,20 +176,31 @@ for (const c of CASES) {
   }
   const med = Object.fromEntries(METHODS.map((m) => [m, median(times[m])]));
   const medCpu = Object.fromEntries(METHODS.map((m) => [m, median(cpu[m])]));
-  rows.push({ c, med, medCpu, nativeRss, decode, times, cpu });
+  rows.push({ c, med, medCpu, nativeRss, decode, decoded, times, cpu });
   console.error(`bench: ${c.name} done`);
 }
 
 if (Object.keys(BINDINGS).length) {
   const [a, b] = METHODS;
   console.log(`\nvidsheet native binding builds: median of ${RUNS} runs each, alternated (2 cores)\n`);
-  console.log(`| case | ${METHODS.join(' | ')} | ${a} / ${b} |`);
-  console.log(`|---|${METHODS.map(() => '---|').join('')}---|`);
-  for (const { c, med } of rows) {
-    const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
+  console.log(
+    `| case | measure | ${METHODS.join(' | ')} | ${a} / ${b} |\n|---|---|${METHODS.map(() => '---|').join('')}---|`,
+  );
+  const s = (ms) => `${(ms / 1000).toFixed(2)} s`;
+  // Decoded pictures per run as "least-most (runs at the most)": a race shows as a spread.
+  const spread = (xs) => {
+    const most = Math.max(...xs);
+    const least = Math.min(...xs);
+    return least === most ? `${most}` : `${least}-${most} (${xs.filter((x) => x === most).length}x)`;
+  };
+  for (const { c, med, medCpu, decoded } of rows) {
     console.log(
-      `| ${c.name} | ${METHODS.map((m) => s(med[m])).join(' | ')} | ${(med[a] / med[b]).toFixed(3)} |`,
+      `| ${c.name} | wall | ${METHODS.map((m) => s(med[m])).join(' | ')} | ${(med[a] / med[b]).toFixed(3)} |`,
     );
+    console.log(
+      `| | CPU | ${METHODS.map((m) => s(medCpu[m])).join(' | ')} | ${(medCpu[a] / medCpu[b]).toFixed(3)} |`,
+    );
+    console.log(`| | pictures | ${METHODS.map((m) => spread(decoded[m])).join(' | ')} | |`);
   }
   process.exit(0);
 }
@@ -248,14 +262,14 @@ const fmt = (ms) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(2)} s`);
 const ratio = (x, y) => (x && y ? `${(x / y).toFixed(2)}x` : '-');
 console.log(`\nvidsheet engine benchmark: median of ${RUNS} runs each, alternated (2 cores)\n`);
 console.log(
-  '| case | (a) native | (b) ffmpeg | (c) peer | c/a | b/a | c/b | native peak RSS | native decoded / unavoidable frames |',
+  '| case | (a) native | (b) ffmpeg | (c) peer | c/a | b/a | c/b | CPU: c/a, b/a | native peak RSS | native decoded / unavoidable frames |',
 );
-console.log('|---|---|---|---|---|---|---|---|---|');
-for (const { c, med, nativeRss, decode } of rows) {
+console.log('|---|---|---|---|---|---|---|---|---|---|');
+for (const { c, med, medCpu, nativeRss, decode } of rows) {
   const work = decode
     ? `${decode.decoded} / ${decode.unavoidable} (${(decode.decoded / decode.unavoidable).toFixed(2)}x)`
     : '-';
   console.log(
-    `| ${c.name} | ${fmt(med.native)} | ${fmt(med.ffmpeg)} | ${fmt(med.peer)} | ${ratio(med.peer, med.native)} | ${ratio(med.ffmpeg, med.native)} | ${ratio(med.peer, med.ffmpeg)} | ${nativeRss ? `${nativeRss.toFixed(0)} MB` : '-'} | ${work} |`,
+    `| ${c.name} | ${fmt(med.native)} | ${fmt(med.ffmpeg)} | ${fmt(med.peer)} | ${ratio(med.peer, med.native)} | ${ratio(med.ffmpeg, med.native)} | ${ratio(med.peer, med.ffmpeg)} | ${ratio(medCpu.peer, medCpu.native)}, ${ratio(medCpu.ffmpeg, medCpu.native)} | ${nativeRss ? `${nativeRss.toFixed(0)} MB` : '-'} | ${work} |`,
   );
 }

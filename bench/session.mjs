@@ -16,8 +16,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { openAsBlob, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { clip, ROOT } from './clip.mjs';
-import { freePort } from './free-port.mjs';
 import { cleanUp, sleep, startServer, tempDir } from './server.mjs';
+import { MOTO_ENV, startMoto } from './moto.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -83,36 +83,6 @@ function cli(file, step) {
   return ms(t0);
 }
 
-async function startMoto() {
-  const port = await freePort();
-  const child = spawn('python3', ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], {
-    stdio: 'ignore',
-  });
-  children.push(child);
-  const endpoint = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
-    if (
-      await fetch(`${endpoint}/moto-api/`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
-    await sleep(100);
-  }
-  // Create the bucket with the SDK the server itself uses.
-  const { S3Client, CreateBucketCommand } = await import('@aws-sdk/client-s3');
-  const s3 = new S3Client({
-    endpoint,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-  });
-  await s3.send(new CreateBucketCommand({ Bucket: 'bench' }));
-  s3.destroy();
-  return `s3://bench/sheets?endpoint=${endpoint}&region=us-east-1`;
-}
-
 const file = clip(`${SIZE.split('x')[1]}p-${MINUTES}min`, { seconds: MINUTES * 60, size: SIZE });
 const mb = (statSync(file).size / 1024 / 1024).toFixed(0);
 try {
@@ -133,8 +103,9 @@ try {
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 
   if (!argv.includes('--no-s3')) {
-    const storage = await startMoto();
-    const env = { VIDSHEET_STORAGE_URL: storage, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' };
+    const moto = await startMoto();
+    children.push(moto.child);
+    const env = { VIDSHEET_STORAGE_URL: moto.url, ...MOTO_ENV };
     // One instance over the bucket: its first zoom is what any other instance's cold zoom pays (one
     // download into its cache), its second a warm one. The sharing itself is tested with PostgreSQL
     // and two instances (test/server/sessions-scale-out.test.ts).

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Soak bench (`npm run bench -- --soak [minutes]`, default 2; `--postgres <url>` for a PostgreSQL
- * ledger; `--stalled-uploads N`, `--paced-uploads N`, `--abandoned N`, `--stalled-fetches N`,
+ * ledger; `--s3` for sheets and kept videos in S3-compatible storage (moto on loopback); `--stalled-uploads N`, `--paced-uploads N`, `--abandoned N`, `--stalled-fetches N`,
  * `--slow-bodies N` change the attackers' mix, default 4, 2, 2, 4, 16): one `vidsheet-server` on loopback with its default limits (real
  * stall timings: cut after 20 s idle, or 64 KiB short in 30 s after 10 s), under a mixed load for N
  * minutes (issue #21 "Soak"):
@@ -52,12 +52,14 @@ import { corpusDir, loadManifest } from '../fixtures/corpus.mjs';
 import { ROOT } from './clip.mjs';
 import { openFds, procStatus, sleep, startServer, upload } from './server.mjs';
 import { ledgerBalances, slope } from './soak-checks.mjs';
+import { MOTO_ENV, startMoto } from './moto.mjs';
 
 const argv = process.argv.slice(2);
 const minutesArg = argv[0] !== undefined && /^\d+(\.\d+)?$/.test(argv[0]) ? argv[0] : undefined;
 const MINUTES = Number(minutesArg ?? '2');
 const pgIndex = argv.indexOf('--postgres');
 const DATABASE_URL = pgIndex >= 0 ? argv[pgIndex + 1] : undefined;
+const moto = argv.includes('--s3') ? await startMoto('soak') : undefined;
 const count = (name, fallback) => {
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? Number(argv[i + 1]) : fallback;
@@ -170,6 +172,7 @@ const server = await startServer({
     VIDSHEET_SMTP_URL: `smtp://127.0.0.1:${smtp.server.address().port}`,
     VIDSHEET_MAIL_FROM: 'vidsheet soak <noreply@vidsheet.test>',
     ...(DATABASE_URL ? { VIDSHEET_DATABASE_URL: DATABASE_URL } : {}),
+    ...(moto ? { VIDSHEET_STORAGE_URL: moto.url, ...MOTO_ENV } : {}),
   },
 });
 const { url, port } = server;
@@ -701,7 +704,7 @@ const [honest, [honestMcp, bad, ...stalled]] = await Promise.all([
 const began = Date.now();
 until = began + MINUTES * 60_000;
 console.log(
-  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}); honest files: ${FILES.map((f) => f.name).join(', ')}; attackers: ${STALLED_UPLOADERS} stalled uploads, ${PACED_UPLOADERS} paced uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches, ${SLOW_BODIES} slow bodies; a sign-in every ${SIGN_IN_EVERY_MS / 1000} s, a bad input every ${BAD_INPUT_EVERY_MS / 1000} s; load average at start ${loadavg()
+  `soak: ${MINUTES} min against ${url} (${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}${moto ? ' + S3' : ''}); honest files: ${FILES.map((f) => f.name).join(', ')}; attackers: ${STALLED_UPLOADERS} stalled uploads, ${PACED_UPLOADERS} paced uploads, ${ABANDONERS} abandoned, ${STALLED_FETCHERS} stalled fetches, ${SLOW_BODIES} slow bodies; a sign-in every ${SIGN_IN_EVERY_MS / 1000} s, a bad input every ${BAD_INPUT_EVERY_MS / 1000} s; load average at start ${loadavg()
     .map((l) => l.toFixed(2))
     .join(' ')}`,
 );
@@ -920,4 +923,5 @@ await server.stop();
 origin.closeAllConnections();
 origin.close();
 await new Promise((resolve) => smtp.close(resolve));
+moto?.child.kill('SIGTERM');
 process.exit(verdicts.every(([, ok]) => ok) ? 0 : 1);
