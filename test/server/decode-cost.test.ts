@@ -130,11 +130,10 @@ describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
     const account = await newAccount(server, 20);
     const { status, body, rss, child } = await postMeasured(server, account.key, shared, 'tracks.mov');
     expect(status, body).toBe(200);
-    // One picture is 139 MB; eight held at once would be over 1.1 GB.
-    if (engine === 'native') expect(rss).toBeLessThan(500 * MB);
-    // ffprobe's own stream analysis decodes every track once (see src/engine/ffmpeg/media.ts
-    // `bounded`); what the fallback adds is one ffprobe at a time, and ffmpeg decoding one track.
-    else expect(child).toBeLessThan(1400 * MB);
+    // One picture is 139 MB; eight held at once would be over 1.1 GB. Every ffprobe and ffmpeg
+    // run of the fallback decodes one track too (src/engine/ffmpeg/media.ts `bounded`).
+    expect(rss).toBeLessThan(500 * MB);
+    expect(child).toBeLessThan(500 * MB);
     console.info(
       `decode-cost ${engine}: 8 shared tracks: worker ${(rss / MB) | 0} MB, child ${(child / MB) | 0} MB`,
     );
