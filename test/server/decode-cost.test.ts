@@ -13,7 +13,13 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINES } from '../helpers/cli.js';
-import { encodedFrame, MAX_PIXELS, stillTracks, vp9DeclaredSize } from '../helpers/decode-bombs.js';
+import {
+  encodedFrame,
+  growingPictures,
+  MAX_PIXELS,
+  stillTracks,
+  vp9DeclaredSize,
+} from '../helpers/decode-bombs.js';
 import { plainClip } from '../helpers/fixtures.js';
 import { processes } from '../helpers/procs.js';
 import {
@@ -49,6 +55,7 @@ const files = new Map<string, Buffer>();
 let shared: Buffer;
 let big: Buffer;
 let small: Buffer;
+let growing: Buffer;
 beforeAll(async () => {
   for (const [name, make] of OVER_PIXELS) files.set(name, readFileSync(await make()));
   // 34.8 Mpx: under the bound (8 tracks, under max_streams); 139 MB per decoded RGBA picture.
@@ -58,6 +65,8 @@ beforeAll(async () => {
     await stillTracks({ w: 8000, h: 4000, codec: 'png', container: 'mov', pixFmt: 'rgba64be' }),
   );
   small = readFileSync(await plainClip(3));
+  // Ten 64x64 pictures, then ten like `big`: the probe's frame is small, the render's are not.
+  growing = readFileSync(await growingPictures({ w: 8000, h: 4000, small: 10, big: 10 }));
 }, 600_000);
 
 function hwmBytes(pid: number): number {
@@ -150,19 +159,26 @@ describe.each(ENGINES)('a job over the worker memory limit (engine %s)', (engine
     await server?.stop();
   });
 
-  it('fails 500 refunded, the worker is replaced, and the next job runs', async () => {
-    const account = await newAccount(server, 200);
-    const worker = workerPid(server);
-    const { status, body, rss } = await postMeasured(server, account.key, big, 'big.mov');
-    expect({ status, body }).toEqual({ status: 500, body: PROCESSING_FAILED });
-    expect(rss).toBeLessThan(limitMb * MB);
-    const shown = await showAccount(server, account.email);
-    expect(shown.balance).toBe(200);
-    // Replaced: killed now, a new one started for the next job.
-    await server.waitForLog((l) => l.msg === 'job worker exited' && Number(l.workerPid) === worker, 30_000);
+  it.each([
+    ['at the probe', () => big],
+    ['in the middle of the render', () => growing],
+  ])(
+    'out of memory %s: 500 refunded, the worker is replaced, and the next job runs',
+    async (_, file) => {
+      const account = await newAccount(server, 200);
+      const worker = workerPid(server);
+      const { status, body, rss } = await postMeasured(server, account.key, file(), 'big.mov');
+      expect({ status, body }).toEqual({ status: 500, body: PROCESSING_FAILED });
+      expect(rss).toBeLessThan(limitMb * MB);
+      const shown = await showAccount(server, account.email);
+      expect(shown.balance).toBe(200);
+      // Replaced: killed now, a new one started for the next job.
+      await server.waitForLog((l) => l.msg === 'job worker exited' && Number(l.workerPid) === worker, 30_000);
 
-    const next = await postJob(server, account.key, videoForm({ bytes: small, filename: 'small.mp4' }));
-    expect(next.status, await next.clone().text()).toBe(200);
-    expect(workerPid(server)).not.toBe(worker);
-  }, 300_000);
+      const next = await postJob(server, account.key, videoForm({ bytes: small, filename: 'small.mp4' }));
+      expect(next.status, await next.clone().text()).toBe(200);
+      expect(workerPid(server)).not.toBe(worker);
+    },
+    300_000,
+  );
 });
