@@ -122,7 +122,10 @@ describe.each(FILES.map(([name]) => name))('the bounded fallback on %s', (name) 
 
 describe('the refused decoders in a bounded ffmpeg run', () => {
   /** The decoder errors (decode-log.ts's rule) and allocation failures of an ffmpeg decode of stream 1. */
-  async function decodeLog(bounds: { maxPixels: number; video: number[] } | undefined, filter: boolean) {
+  async function decodeLog(
+    bounds: { maxPixels: number; video: number[]; audio: number } | undefined,
+    filter: boolean,
+  ) {
     const path = paths.get('two H.264 tracks in MP4') as string;
     const { stderr } = await promisify(execFile)(
       'ffmpeg',
@@ -145,8 +148,9 @@ describe('the refused decoders in a bounded ffmpeg run', () => {
   it("are not the decode's errors: filtered, the log says what the unbounded run's says", async () => {
     const unbounded = await decodeLog(undefined, false);
     expect(unbounded).toEqual({ errors: 0, outOfMemory: false });
-    const bounds = { maxPixels: MAX_PIXELS, video: [1] };
-    // The refused stream 0 logs errors, and a failed buffer that reads as memory running out.
+    const bounds = { maxPixels: MAX_PIXELS, video: [1], audio: 2 };
+    // The refused streams (video 0, audio 3) log errors, and failed buffers that read as memory
+    // running out.
     expect(await decodeLog(bounds, false)).not.toEqual(unbounded);
     expect(await decodeLog(bounds, true)).toEqual(unbounded);
   }, 60_000);

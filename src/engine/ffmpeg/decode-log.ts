@@ -156,4 +156,4 @@ export function withoutRefused(log: string): string {
 }
 
 /** FFmpeg's words for a picture over `max_pixels` when the bound is 0 (imgutils.c). */
-const REFUSAL = /exceeds specified max pixel count 0\b/;
+const REFUSAL = /exceeds specified max pixel count 0\b|exceeds max_samples 0\b/;

@@ -155,6 +155,8 @@ export const input = (path: string, fixed: string | undefined, bounds?: RunBound
  */
 export interface RunBounds extends DecodeBounds {
   video?: readonly number[];
+  /** With `video`: the one audio stream whose decoder may run (every other one's is refused). */
+  audio?: number | undefined;
   /** Or these streams refused by name, every other decoder allowed (the probe's survey). */
   refuse?: readonly number[];
 }
@@ -164,11 +166,14 @@ export interface RunBounds extends DecodeBounds {
  * as a picture "exceeding" this count; decode-log.ts `refusedDecoders` knows those lines by it.
  */
 export const REFUSED_PIXELS = 0;
+/** The `max_samples` that refuses an audio stream's decoder the same way (FFmpeg's default is the other). */
+const REFUSED_SAMPLES = 0;
+const MAX_SAMPLES = 2147483647;
 
 /**
  * A bounded job's input options (DESIGN §5a): `max_streams` and every decoder's `max_pixels`; with
- * `video`, a `max_pixels` of {@link REFUSED_PIXELS} for every other video stream (with `refuse`,
- * for those streams only).
+ * `video`, a `max_pixels` of {@link REFUSED_PIXELS} for every other video stream and a
+ * `max_samples` of 0 for every audio stream but `audio` (with `refuse`, those video streams only).
  *
  * FFmpeg's stream analysis (in every ffprobe and ffmpeg run) decodes a frame of each stream it
  * lacks parameters for: eight tracks of one 5900x5900 PNG cost 855 MB per run. The native engine
@@ -180,15 +185,23 @@ export const REFUSED_PIXELS = 0;
  * size back (H.264 from its parameter sets) ffprobe's own open then fails, and the probe allows
  * that stream again (probe.ts `show`): it costs what it did before the bound, one picture of at
  * most `max_pixels`. The refused decoders log errors, which decode-log.ts `refusedDecoders` tells
- * from the decoded stream's. Audio decoders are not refused (the native engine's are, but for the
- * first): an audio frame costs no picture, and every audio stream's end counts in the clip extent.
+ * from the decoded stream's. With `audio`, every other audio stream's decoder is refused the same
+ * way, by a `max_samples` of 0 (the native engine decodes the file's first audio stream only too).
  */
 function bounded(bounds: RunBounds | undefined): string[] {
   if (!bounds) return [];
   const pixels = String(bounds.maxPixels);
   // Later options win for the streams they name: every video stream refused, then the allowed ones.
+  const audio = bounds.audio === undefined ? [] : [`-max_samples:${bounds.audio}`, String(MAX_SAMPLES)];
   const refused = bounds.video
-    ? ['-max_pixels:v', String(REFUSED_PIXELS), ...bounds.video.flatMap((i) => [`-max_pixels:${i}`, pixels])]
+    ? [
+        ...[
+          '-max_pixels:v',
+          String(REFUSED_PIXELS),
+          ...bounds.video.flatMap((i) => [`-max_pixels:${i}`, pixels]),
+        ],
+        ...['-max_samples:a', String(REFUSED_SAMPLES), ...audio],
+      ]
     : (bounds.refuse ?? []).flatMap((i) => [`-max_pixels:${i}`, String(REFUSED_PIXELS)]);
   return ['-max_streams', String(MAX_STREAMS), '-max_pixels', pixels, ...refused];
 }

@@ -221,8 +221,10 @@ async function probeBounded(path: string, opening: Opening, bounds: RunBounds): 
       (s) => s.index,
     );
   }
+  // The one audio stream decoded with it: the file's first, as the native engine's.
+  const audio = (survey.audio[0] ?? headers.audio[0])?.index;
   for (const index of order) {
-    const focused = await show(path, later({ ...bounds, video: [index] }), true);
+    const focused = await show(path, later({ ...bounds, video: [index], audio }), true);
     const s = focused.video.find((v) => v.index === index);
     const { width, height } = s ? displaySize(s) : { width: 0, height: 0 };
     if (!s || s.disposition?.attached_pic === 1 || width <= 0 || height <= 0) continue;
