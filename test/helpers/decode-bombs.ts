@@ -6,7 +6,9 @@
  * the probe used to cost one frame per track), and a legitimate picture that needs more memory
  * than a small worker limit. Built with ffmpeg and a byte patch, cached like every fixture.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { cached, FFMPEG, run, withTemp } from './fixtures.js';
 
 /** The default `VIDSHEET_MAX_PIXELS` (8192x4320). */
@@ -89,4 +91,37 @@ function writeBits(bytes: Buffer, at: number, count: number, value: number): voi
     const mask = 0x80 >> (pos & 7);
     bytes[index] = bit ? (bytes[index] as number) | mask : (bytes[index] as number) & ~mask;
   }
+}
+
+/**
+ * One video track whose first `small` frames are 64x64 and whose next `big` frames are `w`x`h`
+ * of 16-bit RGBA (PNG in MOV, 1 fps): the probe decodes a small picture, the render the big ones.
+ * Under a small worker memory limit, memory runs out in the middle of the render.
+ */
+export function growingPictures(opts: { w: number; h: number; small: number; big: number }): Promise<string> {
+  const { w, h, small, big } = opts;
+  return cached('bomb-growing', 'mov', opts, async (out) => {
+    const dir = await mkdtemp(join(tmpdir(), 'vs-growing-'));
+    try {
+      const frame = (i: number) => join(dir, `f${String(i).padStart(4, '0')}.png`);
+      await picture(64, 64, 'png', frame(1));
+      await picture(w, h, 'png', frame(small + 1), 'rgba64be');
+      for (let i = 2; i <= small; i++) await copyFile(frame(1), frame(i));
+      for (let i = small + 2; i <= small + big; i++) await copyFile(frame(small + 1), frame(i));
+      await run('ffmpeg', [
+        ...FFMPEG,
+        '-r',
+        '1',
+        '-f',
+        'image2',
+        '-i',
+        join(dir, 'f%04d.png'),
+        '-c',
+        'copy',
+        out,
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 }

@@ -5,6 +5,7 @@ use std::ptr;
 use std::sync::Arc;
 
 use ffmpeg_next::ffi;
+use ffmpeg_next::util::error::ENOMEM;
 
 use crate::orientation::Orientation;
 
@@ -31,6 +32,8 @@ struct Key {
 pub(crate) struct Scaler {
     ctx: *mut ffi::SwsContext,
     key: Option<Key>,
+    /// An allocation failed (the worker's memory limit, DESIGN §5a): the job fails.
+    out_of_memory: bool,
 }
 
 // The context is only ever used by the thread that owns the Scaler.
@@ -64,6 +67,7 @@ impl Scaler {
         Scaler {
             ctx: ptr::null_mut(),
             key: None,
+            out_of_memory: false,
         }
     }
 
@@ -152,7 +156,12 @@ impl Scaler {
 
             let row = dst_w as usize * 3;
             let stride = (row + 63) & !63;
-            let mut buf = vec![0u8; stride * dst_h as usize + 64];
+            let mut buf = Vec::new();
+            if buf.try_reserve_exact(stride * dst_h as usize + 64).is_err() {
+                self.out_of_memory = true;
+                return None;
+            }
+            buf.resize(stride * dst_h as usize + 64, 0u8);
             let dst: [*mut u8; 4] = [
                 buf.as_mut_ptr(),
                 ptr::null_mut(),
@@ -170,9 +179,14 @@ impl Scaler {
                 dst_strides.as_ptr(),
             );
             if out <= 0 {
+                self.out_of_memory |= out == ffi::AVERROR(ENOMEM);
                 return None;
             }
-            let mut data = Vec::with_capacity(row * dst_h as usize);
+            let mut data = Vec::new();
+            if data.try_reserve_exact(row * dst_h as usize).is_err() {
+                self.out_of_memory = true;
+                return None;
+            }
             for y in 0..dst_h as usize {
                 data.extend_from_slice(&buf[y * stride..y * stride + row]);
             }
@@ -182,6 +196,13 @@ impl Scaler {
                 data,
             })
         }
+    }
+}
+
+impl Scaler {
+    /// Whether an allocation failed in a conversion (see [`Scaler::out_of_memory`]'s field).
+    pub(crate) fn out_of_memory(&self) -> bool {
+        self.out_of_memory
     }
 }
 
@@ -200,6 +221,11 @@ impl ScaleCache {
             last: None,
             orientation,
         }
+    }
+
+    /// Whether an allocation failed while scaling: the job fails (DESIGN §5a).
+    pub(crate) fn out_of_memory(&self) -> bool {
+        self.scaler.out_of_memory()
     }
 
     /// Picture `serial` (`frame`, whose pixels may be gone once scaled) as `w x h` upright. None

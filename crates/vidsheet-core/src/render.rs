@@ -199,6 +199,7 @@ fn render_with(
                     continue;
                 }
                 Msg::Crashed => return Err(Error::failed("the video decoder crashed")),
+                Msg::Failed(e) => return Err(e),
             };
             let sheet = &plan.sheets[si];
             let rect = sheet.cells[ci].rect;

@@ -124,3 +124,36 @@ export function troubleWatch(d: VideoDetails, keyframes: Set<bigint> | null, idr
 
 /** The H.264 decoder's `-debug pict` line for an IDR slice (h264_slice.c: "slice:%d %c mb:%d %c%s%s"). */
 const IDR_SLICE = /^slice:\d+ \w mb:\d+ \w(?: fix)? IDR /;
+
+/**
+ * Tells a bounded run's refused decoders (media.ts `bounded`) from the one it decodes with: a codec
+ * context that logs a picture over a `max_pixels` of 0 is refused, and every line it logs from then
+ * on (its failed buffer, slice and frame errors) is the refusal's, not the decode's. Its lines
+ * before that one are what its analysis logged before the bound existed, and still count.
+ * `keep(line)` is false for the refusal's lines.
+ */
+export function refusedDecoders() {
+  const refused = new Set<string>();
+  return {
+    keep(text: string): boolean {
+      const context = /^\[[^\]@]+ @ (0x[0-9a-f]+)\] /.exec(text)?.[1];
+      if (context === undefined) return true;
+      if (refused.has(context)) return false;
+      if (!REFUSAL.test(text)) return true;
+      refused.add(context);
+      return false;
+    },
+  };
+}
+
+/** A whole log (ffprobe's stderr) without its refused decoders' lines (see refusedDecoders). */
+export function withoutRefused(log: string): string {
+  const { keep } = refusedDecoders();
+  return log
+    .split('\n')
+    .filter((l) => keep(l))
+    .join('\n');
+}
+
+/** FFmpeg's words for a picture over `max_pixels` when the bound is 0 (imgutils.c). */
+const REFUSAL = /exceeds specified max pixel count 0\b|exceeds max_samples 0\b/;

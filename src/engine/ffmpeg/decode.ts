@@ -12,7 +12,7 @@ import { debuglog } from 'node:util';
 import { run } from '../process.js';
 import { parsePpm, ppmHeader } from '../raster.js';
 import { EngineError } from '../types.js';
-import { troubleWatch } from './decode-log.js';
+import { refusedDecoders, troubleWatch } from './decode-log.js';
 import { mapFirstSlices } from './leading-bytes.js';
 import { input, type VideoDetails } from './media.js';
 import { matchOutputs, PRINTS, runLog } from './outputs.js';
@@ -165,7 +165,10 @@ export async function extractOnce(
   // Out of memory (the worker's limit, DESIGN §5a) fails the job, not just these cells.
   let outOfMemory = false;
   let overMaxPixels = false;
+  const refusal = refusedDecoders();
   const log = lines((text) => {
+    // The other video streams' decoders, refused in a bounded run, are not this decode's.
+    if (!refusal.keep(text)) return;
     watch.line(text);
     stamps.line(text);
     if (outOfMemoryLine(text)) outOfMemory = true;

@@ -9,8 +9,7 @@ import { extentToleranceMs } from '../../core/probe.js';
 import { PacketEnds, type StreamClock } from '../packet-ends.js';
 import { pool, run } from '../process.js';
 import { frameStep } from '../timestamps.js';
-import type { DecodeBounds } from '../types.js';
-import { input, int, num, rates, ratio, type StreamJson } from './media.js';
+import { input, int, num, type RunBounds, rates, ratio, type StreamJson } from './media.js';
 
 /**
  * Where each stream's data ends (seconds from the container start): the latest pts + duration of
@@ -30,7 +29,7 @@ export async function readableEnds(
     startTime,
     sampleTable,
     bounds,
-  }: { declared: number; startTime: number; sampleTable: boolean; bounds?: DecodeBounds | undefined },
+  }: { declared: number; startTime: number; sampleTable: boolean; bounds?: RunBounds | undefined },
 ): Promise<Map<number, number>> {
   const wanted = new Map(streams.map((s) => [s.index, s]));
   const at = { startTime, sampleTable, bounds };
@@ -56,7 +55,7 @@ async function packetEnds(
   path: string,
   fixed: string | undefined,
   streams: Map<number, StreamJson>,
-  at: { startTime: number; sampleTable: boolean; bounds: DecodeBounds | undefined },
+  at: { startTime: number; sampleTable: boolean; bounds: RunBounds | undefined },
   from: number | null,
 ): Promise<Map<number, number> | null> {
   const reads = at.sampleTable ? [...streams].map((s) => new Map([s])) : [streams];
@@ -74,7 +73,7 @@ async function packetRead(
   path: string,
   fixed: string | undefined,
   streams: Map<number, StreamJson>,
-  { startTime, bounds }: { startTime: number; bounds: DecodeBounds | undefined },
+  { startTime, bounds }: { startTime: number; bounds: RunBounds | undefined },
   from: number | null,
 ): Promise<Map<number, number> | null> {
   const fileSize = (await stat(path).catch(() => null))?.size ?? Number.POSITIVE_INFINITY;

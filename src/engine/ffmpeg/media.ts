@@ -77,8 +77,8 @@ export interface VideoDetails {
   demuxer: string;
   /** The demuxer every run fixes (`-f`), when the probe was restricted (see `Opening`). */
   fixed: string | undefined;
-  /** A bounded job's limits, which every run sets (see `input`). */
-  bounds: DecodeBounds | undefined;
+  /** A bounded job's limits, which every run sets, decoding this stream only (see `input`). */
+  bounds: RunBounds | undefined;
   /** Containers with a seek index land exactly on a keyframe; others (MPEG-TS, PS) bisect. */
   indexed: boolean;
   /**
@@ -133,14 +133,14 @@ export const int = (value: string | undefined) =>
  * `allowed` demuxers when given (a server's job; omitted: any, the user's own files), or one
  * `format` fixed without detection (the later steps of a restricted job: the one its probe found).
  */
-export type Opening = ({ allowed?: readonly string[] } | { format: string }) & { bounds?: DecodeBounds };
+export type Opening = ({ allowed?: readonly string[] } | { format: string }) & { bounds?: RunBounds };
 
 /**
  * The input arguments of every run: local files only, whatever the file's playlist or links say;
  * with `fixed`, that demuxer and no detection (the whitelist is defence in depth: it also binds
  * any file a demuxer would open inside this one).
  */
-export const input = (path: string, fixed: string | undefined, bounds?: DecodeBounds) => [
+export const input = (path: string, fixed: string | undefined, bounds?: RunBounds) => [
   '-protocol_whitelist',
   'file',
   ...bounded(bounds),
@@ -150,20 +150,60 @@ export const input = (path: string, fixed: string | undefined, bounds?: DecodeBo
 ];
 
 /**
- * A bounded job's input options (DESIGN §5a): `max_streams` and every decoder's `max_pixels`.
- *
- * Unlike the native engine, the fallback cannot keep FFmpeg's stream analysis from decoding a
- * frame of every stream: ffprobe opens a decoder for every stream after the analysis and exits
- * when one is refused, and in an ffmpeg run the refusal of another stream's decoder is logged at
- * error level by a codec context, which the decode log (decode-log.ts) must read as the decoder's.
- * So each run's analysis may cost up to `max_streams` pictures of at most `max_pixels`; what the
- * fallback bounds is how many runs do so at once (one: the probe's frame trials and packet reads
- * run one after another), and each run lives under the worker's memory limit, which ffprobe meets
- * by failing that stream's decode and going on (its frames are never shown).
+ * A bounded run's limits: the job's (`DecodeBounds`) and, when given, the video streams whose
+ * decoders the run may start (`video`): every other video stream's decoder refuses every picture.
  */
-function bounded(bounds: DecodeBounds | undefined): string[] {
+export interface RunBounds extends DecodeBounds {
+  video?: readonly number[];
+  /** With `video`: the one audio stream whose decoder may run (every other one's is refused). */
+  audio?: number | undefined;
+  /** Or these streams refused by name, every other decoder allowed (the probe's survey). */
+  refuse?: readonly number[];
+}
+
+/**
+ * The `max_pixels` that refuses a video stream's decoder (see `bounded`). FFmpeg logs the refusal
+ * as a picture "exceeding" this count; decode-log.ts `refusedDecoders` knows those lines by it.
+ */
+export const REFUSED_PIXELS = 0;
+/** The `max_samples` that refuses an audio stream's decoder the same way (FFmpeg's default is the other). */
+const REFUSED_SAMPLES = 0;
+const MAX_SAMPLES = 2147483647;
+
+/**
+ * A bounded job's input options (DESIGN §5a): `max_streams` and every decoder's `max_pixels`; with
+ * `video`, a `max_pixels` of {@link REFUSED_PIXELS} for every other video stream and a
+ * `max_samples` of 0 for every audio stream but `audio` (with `refuse`, those video streams only).
+ *
+ * FFmpeg's stream analysis (in every ffprobe and ffmpeg run) decodes a frame of each stream it
+ * lacks parameters for: eight tracks of one 5900x5900 PNG cost 855 MB per run. The native engine
+ * refuses a stream's decoder at open (a `max_pixels` of -1); ffprobe cannot be told so, as it opens
+ * a decoder for every stream after the analysis and exits when one fails. A `max_pixels` of 0
+ * instead lets the analysis open the decoder and refuses every picture before its buffer is asked
+ * for: the stream is then read from its container and parser alone, and the analysis zeroes the
+ * size it had (the probe takes it from a run without analysis). Where the decoder itself puts a
+ * size back (H.264 from its parameter sets) ffprobe's own open then fails, and the probe allows
+ * that stream again (probe.ts `show`): it costs what it did before the bound, one picture of at
+ * most `max_pixels`. The refused decoders log errors, which decode-log.ts `refusedDecoders` tells
+ * from the decoded stream's. With `audio`, every other audio stream's decoder is refused the same
+ * way, by a `max_samples` of 0 (the native engine decodes the file's first audio stream only too).
+ */
+function bounded(bounds: RunBounds | undefined): string[] {
   if (!bounds) return [];
-  return ['-max_streams', String(MAX_STREAMS), '-max_pixels', String(bounds.maxPixels)];
+  const pixels = String(bounds.maxPixels);
+  // Later options win for the streams they name: every video stream refused, then the allowed ones.
+  const audio = bounds.audio === undefined ? [] : [`-max_samples:${bounds.audio}`, String(MAX_SAMPLES)];
+  const refused = bounds.video
+    ? [
+        ...[
+          '-max_pixels:v',
+          String(REFUSED_PIXELS),
+          ...bounds.video.flatMap((i) => [`-max_pixels:${i}`, pixels]),
+        ],
+        ...['-max_samples:a', String(REFUSED_SAMPLES), ...audio],
+      ]
+    : (bounds.refuse ?? []).flatMap((i) => [`-max_pixels:${i}`, String(REFUSED_PIXELS)]);
+  return ['-max_streams', String(MAX_STREAMS), '-max_pixels', pixels, ...refused];
 }
 
 /**

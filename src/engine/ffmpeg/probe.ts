@@ -9,14 +9,17 @@
  * - per video stream (cover art aside), its first packets decoded until a frame comes out
  *   (`decodes`), so a codec this FFmpeg lacks or a broken bitstream is known before planning;
  * - the packet listings that find where the data really ends (extent.ts).
+ * A server's job probes within bounds, one run at a time and decoding the candidates' pictures
+ * only (probeBounded).
  */
 import { stat } from 'node:fs/promises';
 import { containerAllowed } from '../../core/containers.js';
 import { videoCandidates } from '../../core/probe.js';
 import { run } from '../process.js';
 import { referenceReach } from '../reach.js';
-import { type DecodeBounds, EngineError, type ProbeInfo, type VideoStreamFacts } from '../types.js';
+import { EngineError, type ProbeInfo, type VideoStreamFacts } from '../types.js';
 import { MAX_PIXELS_REFUSED, outOfMemoryLine } from './decode.js';
+import { withoutRefused } from './decode-log.js';
 import { readableEnds } from './extent.js';
 import { extradataSps, fromHexdump, type Sps } from './h264.js';
 import type { Layout } from './leading-bytes.js';
@@ -26,6 +29,7 @@ import {
   input,
   num,
   type Opening,
+  type RunBounds,
   rates,
   ratio,
   type StreamJson,
@@ -85,11 +89,45 @@ export function videoDetails(probed: Probed, stream: number): VideoDetails {
 
 async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   const { bounds } = opening;
+  if (bounds) return probeBounded(path, opening, bounds);
+  const shown = await show(path, opening, true);
+  const { video, audio } = shown;
+  const [decodes, ends] = await Promise.all([
+    Promise.all(
+      video.map((s) => (s.disposition?.attached_pic ? false : decodesAFrame(path, shown.fixed, s.index))),
+    ),
+    readableEnds(path, shown.fixed, [...video, ...audio], { ...shown, bounds }),
+  ]);
+  return build(shown, (index) => decodes[video.findIndex((s) => s.index === index)] === true, ends);
+}
+
+/** What one ffprobe `-show_streams` run found. */
+interface Shown {
+  streams: StreamJson[];
+  video: StreamJson[];
+  audio: StreamJson[];
+  programs: Array<{ program_id?: number; streams?: Array<{ index?: number }> }>;
+  declared: number;
+  startTime: number;
+  formatName: string;
+  /** The demuxer every later run fixes (`-f`): set when the probe was restricted. */
+  fixed: string | undefined;
+  sampleTable: boolean;
+  bounds: RunBounds | undefined;
+}
+
+/**
+ * One ffprobe `-show_format -show_streams -show_programs` run. `analyse`: with FFmpeg's stream
+ * analysis (decoding a frame of each stream it is allowed to, see media.ts `bounded`), and the
+ * codec extradata; without, only what the container's headers state.
+ */
+async function show(path: string, opening: Opening, analyse: boolean): Promise<Shown> {
   const { code, stdout, stderr } = await run(
     'ffprobe',
     [
-      ...['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '-show_programs'],
-      '-show_data',
+      // Warnings too: ffprobe says at that level which stream's decoder it could not open.
+      ...['-v', 'warning', '-print_format', 'json', '-show_format', '-show_streams', '-show_programs'],
+      ...(analyse ? ['-show_data'] : ['-nofind_stream_info']),
       ...firstInput(path, opening),
     ],
     { timeoutMs: 60_000 },
@@ -97,7 +135,7 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
   let parsed: {
     streams?: StreamJson[];
     format?: { duration?: string; start_time?: string; format_name?: string };
-    programs?: Array<{ program_id?: number; streams?: Array<{ index?: number }> }>;
+    programs?: Shown['programs'];
   };
   try {
     parsed = JSON.parse(stdout.toString() || '{}');
@@ -105,44 +143,120 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
     parsed = {};
   }
   if (code !== 0 || !parsed.format) {
+    // ffprobe opens a decoder for every stream after the analysis and exits if one fails. A video
+    // stream refused with a max_pixels of 0 (media.ts `bounded`) fails there when its decoder
+    // gave it back a size (H.264 does, from its parameter sets; a PNG's analysis zeroes it): that
+    // stream is then allowed its decoder, as without the refusal, and the run made again.
+    const failed = Number(/Could not open codec for input stream (\d+)/.exec(stderr)?.[1] ?? Number.NaN);
+    // (An audio stream that fails there fails again, now listed: no third run.)
+    const bounds = opening.bounds;
+    if (analyse && bounds?.video && Number.isInteger(failed) && !bounds.video.includes(failed)) {
+      return show(path, { ...opening, bounds: { ...bounds, video: [...bounds.video, failed] } }, analyse);
+    }
+    if (analyse && bounds?.refuse?.includes(failed)) {
+      return show(
+        path,
+        { ...opening, bounds: { ...bounds, refuse: bounds.refuse.filter((i) => i !== failed) } },
+        analyse,
+      );
+    }
     // Out of memory (the worker's limit, DESIGN §5a) is the job's failure, not the file's; FFmpeg
     // also says it when refusing a stream over max_streams, which is the file's.
-    if (/Cannot allocate memory/.test(stderr) && !/exceeds max_streams/.test(stderr)) {
+    const log = withoutRefused(stderr);
+    if (/Cannot allocate memory/.test(log) && !/exceeds max_streams/.test(log)) {
       throw new EngineError('render_failed', `ffprobe ran out of memory opening ${path}`);
     }
     throw new EngineError('unreadable_video', `ffprobe could not open ${path}`);
   }
   const streams = parsed.streams ?? [];
-  const declared = num(parsed.format.duration) ?? 0;
-  const startTime = num(parsed.format.start_time) ?? 0;
   const formatName = parsed.format.format_name ?? '';
   // FFmpeg's whitelist refused any other demuxer before it read the file; this is the rule itself.
   const allowed = 'allowed' in opening ? opening.allowed : undefined;
   if (!containerAllowed(formatName, allowed)) {
     throw new EngineError('unreadable_video', `the container format (${formatName}) is not allowed here`);
   }
-  // Restricted: every later run fixes the demuxer this probe detected, never detecting again.
-  const fixed = 'format' in opening ? opening.format : allowed ? formatName : undefined;
-  const sampleTable = /\b(mov|mp4)\b/.test(formatName);
-  const video = streams.filter((s) => s.codec_type === 'video');
-  const audio = streams.filter((s) => s.codec_type === 'audio');
+  return {
+    streams,
+    video: streams.filter((s) => s.codec_type === 'video'),
+    audio: streams.filter((s) => s.codec_type === 'audio'),
+    programs: parsed.programs ?? [],
+    declared: num(parsed.format.duration) ?? 0,
+    startTime: num(parsed.format.start_time) ?? 0,
+    formatName,
+    // Restricted: every later run fixes the demuxer this probe detected, never detecting again.
+    fixed: 'format' in opening ? opening.format : allowed ? formatName : undefined,
+    sampleTable: /\b(mov|mp4)\b/.test(formatName),
+    bounds: opening.bounds,
+  };
+}
+
+/**
+ * A bounded probe (DESIGN §5a; the native engine's walk is engine/focus.ts), with no picture
+ * decoded but the stream rule's candidates', one at a time:
+ * - the container's headers alone (no stream analysis): the streams and the sizes they state;
+ * - with more than one video stream to choose from, the survey that ranks them: the stream
+ *   analysis with a decoder for the video streams whose size no header states only (a transport
+ *   stream's: the decoder's look at the parameter sets tells it), the others' sizes the headers';
+ * - for each candidate, best first, until one gives a frame: the stream analysis decoding that
+ *   stream only, its frame trial, and then the packet listings that find where the data ends.
+ * Every run after the first fixes the demuxer the first found (when restricted).
+ */
+async function probeBounded(path: string, opening: Opening, bounds: RunBounds): Promise<Probed> {
+  // No decoder refused here: nothing decodes without the analysis, and ffprobe opens every
+  // stream's decoder, which a stated size over a max_pixels of 0 would fail.
+  const headers = await show(path, opening, false);
+  const later = (focus: RunBounds): Opening =>
+    headers.fixed === undefined ? { ...opening, bounds: focus } : { format: headers.fixed, bounds: focus };
+  const stated = new Map(headers.video.map((s) => [s.index, s]));
+  const pool = headers.video.filter((s) => s.disposition?.attached_pic !== 1);
+  let survey = headers;
+  let order = pool.map((s) => s.index);
+  const sized = headers.video.filter((s) => (s.width ?? 0) > 0 && (s.height ?? 0) > 0).map((s) => s.index);
+  // One stream whose size the headers state needs no ranking. A demuxer that finds its streams as
+  // it reads them (MPEG-TS past its first program, MPEG-PS, FLV) states no size: the survey's
+  // analysis finds them all, and decodes them (their size is known no other way).
+  if (pool.length !== 1 || !sized.includes(pool[0]?.index as number)) {
+    survey = await show(path, later({ ...bounds, refuse: sized }), true);
+    order = videoCandidates(build(survey, () => false, new Map(), stated).info.videoStreams).map(
+      (s) => s.index,
+    );
+  }
+  // The one audio stream decoded with it: the file's first, as the native engine's.
+  const audio = (survey.audio[0] ?? headers.audio[0])?.index;
+  for (const index of order) {
+    const focused = await show(path, later({ ...bounds, video: [index], audio }), true);
+    const s = focused.video.find((v) => v.index === index);
+    const { width, height } = s ? displaySize(s) : { width: 0, height: 0 };
+    if (!s || s.disposition?.attached_pic === 1 || width <= 0 || height <= 0) continue;
+    if (!(await decodesAFrame(path, focused.fixed, index, focused.bounds))) continue;
+    const ends = await readableEnds(path, focused.fixed, [...focused.video, ...focused.audio], focused);
+    return build(focused, (i) => i === index, ends, stated);
+  }
+  return build(survey, () => false, new Map(), stated);
+}
+
+/**
+ * The probe's facts and every stream's details from one analysed run, which streams gave a frame,
+ * and where their data ends. `stated`: the headers' streams, whose sizes stand for the ones a
+ * bounded run's analysis zeroed (a refused decoder's, media.ts `bounded`).
+ */
+function build(
+  shown: Shown,
+  decodes: (index: number) => boolean,
+  ends: Map<number, number>,
+  stated?: Map<number, StreamJson>,
+): Probed {
+  const { video, audio, declared, startTime, formatName, fixed, sampleTable, bounds } = shown;
   // The ids of the programs (MPEG-TS services) that list each stream.
   const programs = (index: number) =>
-    (parsed.programs ?? []).flatMap((p) =>
+    shown.programs.flatMap((p) =>
       p.program_id !== undefined && p.streams?.some((s) => s.index === index) ? [p.program_id] : [],
     );
-
-  const [decodes, ends] = await Promise.all([
-    bounds
-      ? focusedDecodes(path, fixed, bounds, video, declared)
-      : Promise.all(
-          video.map((s) => (s.disposition?.attached_pic ? false : decodesAFrame(path, fixed, s.index))),
-        ),
-    readableEnds(path, fixed, [...video, ...audio], { declared, startTime, sampleTable, bounds }),
-  ]);
-
   const details = new Map<number, VideoDetails>();
-  const facts: VideoStreamFacts[] = video.map((s, i) => {
+  const facts: VideoStreamFacts[] = video.map((analysed) => {
+    const header = stated?.get(analysed.index);
+    const sized = (analysed.width ?? 0) > 0 && (analysed.height ?? 0) > 0;
+    const s = sized || !header ? analysed : { ...analysed, width: header.width, height: header.height };
     const tb = ratio(s.time_base) ?? [1, 1_000_000];
     const readableEnd = ends.get(s.index) ?? null;
     // The codec extradata as the demuxer filled it while probing (Annex B parameter sets in
@@ -165,7 +279,9 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       referenceReach: reachSeconds(s, sps),
       demuxer: formatName,
       fixed,
-      bounds,
+      // A bounded render of this stream decodes it alone (with the streams ffprobe could not be
+      // kept from decoding, see `show`).
+      bounds: bounds && { ...bounds, video: [s.index, ...(bounds.video ?? []).filter((i) => i !== s.index)] },
       indexed: /\b(mov|mp4|matroska|webm|avi|flv)\b/.test(formatName),
       sampleTable,
       nal: sampleTable ? nalLayout(s) : null,
@@ -177,7 +293,7 @@ async function probeUncached(path: string, opening: Opening): Promise<Probed> {
       isDefault: s.disposition?.default === 1,
       attachedPic: s.disposition?.attached_pic === 1,
       frames: frameCount(s, declared),
-      decodes: decodes[i] === true,
+      decodes: decodes(s.index),
       readableEnd,
       programs: programs(s.index),
     };
@@ -269,38 +385,6 @@ function h264Reading(
 }
 
 /**
- * A bounded probe's decode check (DESIGN §5a, the native engine's walk is engine/focus.ts): the
- * stream rule's candidates one at a time, best first, until one gives a frame; the streams after
- * it are not tried (false).
- */
-async function focusedDecodes(
-  path: string,
-  fixed: string | undefined,
-  bounds: DecodeBounds,
-  video: StreamJson[],
-  declared: number,
-): Promise<boolean[]> {
-  const facts = video.map((s) => ({
-    index: s.index,
-    ...displaySize(s),
-    isDefault: s.disposition?.default === 1,
-    attachedPic: s.disposition?.attached_pic === 1,
-    frames: frameCount(s, declared),
-    decodes: false,
-    readableEnd: null,
-    programs: [],
-  }));
-  const decodes = video.map(() => false);
-  for (const candidate of videoCandidates(facts)) {
-    if (await decodesAFrame(path, fixed, candidate.index, bounds)) {
-      decodes[facts.indexOf(candidate)] = true;
-      break;
-    }
-  }
-  return decodes;
-}
-
-/**
  * Whether a frame of `stream` decodes: its first few packets, then (a stream opening mid-GOP, as
  * broadcast captures do) up to 300, decoded until the end of that read; the decoder is flushed, so
  * B-frame delay does not hide a frame.
@@ -309,7 +393,7 @@ async function decodesAFrame(
   path: string,
   fixed: string | undefined,
   stream: number,
-  bounds?: DecodeBounds,
+  bounds?: RunBounds,
 ): Promise<boolean> {
   for (const packets of [8, 300]) {
     const { stdout, stderr } = await run(
@@ -332,7 +416,9 @@ async function decodesAFrame(
     if (/\S/.test(stdout.toString())) return true;
     // No frame because memory ran out (the worker's limit) is the job's failure, not the file's; a
     // picture over max_pixels is refused before its buffer is asked for, and says so.
-    if (bounds && outOfMemoryLine(stderr) && !stderr.includes(MAX_PIXELS_REFUSED)) {
+    // The other video streams' decoders, refused (media.ts `bounded`), log their own refusals.
+    const log = withoutRefused(stderr);
+    if (bounds && outOfMemoryLine(log) && !log.includes(MAX_PIXELS_REFUSED)) {
       throw new EngineError('render_failed', `ffprobe ran out of memory decoding ${path}`);
     }
   }

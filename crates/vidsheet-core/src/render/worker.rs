@@ -10,6 +10,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 use crate::convert::{Image, ScaleCache};
+use crate::error::{Error, ErrorCode, Result};
 use crate::plan::{PacketLog, RenderPlan, RenderStats};
 use crate::video::{Decoded, Verdict, VideoSource};
 
@@ -28,6 +29,8 @@ pub(super) enum Msg {
     },
     /// The worker finished its cells; its decoder's counters and the packets it recorded.
     Done(RenderStats, PacketLog),
+    /// The job cannot go on: memory ran out (DESIGN §5a), never a cell's failure.
+    Failed(Error),
     /// The worker panicked.
     Crashed,
 }
@@ -74,7 +77,8 @@ impl Worker<'_> {
     pub(super) fn run(mut self) {
         let tx = self.tx.clone();
         let msg = match catch_unwind(AssertUnwindSafe(|| self.decode())) {
-            Ok((stats, packets)) => Msg::Done(stats, packets),
+            Ok(Ok((stats, packets))) => Msg::Done(stats, packets),
+            Ok(Err(e)) => Msg::Failed(e),
             Err(_) => Msg::Crashed,
         };
         // Whatever ended the work, a proof asked of this part is not given by it.
@@ -82,7 +86,7 @@ impl Worker<'_> {
         let _ = tx.send(msg);
     }
 
-    fn decode(&mut self) -> (RenderStats, PacketLog) {
+    fn decode(&mut self) -> Result<(RenderStats, PacketLog)> {
         let plan = self.plan;
         let mut stats = RenderStats {
             workers: 1,
@@ -106,6 +110,8 @@ impl Worker<'_> {
             };
             let mut source = match opened {
                 Ok(s) => s,
+                // Out of memory opening it again (media.rs `open_failure`): the job's failure.
+                Err(e) if e.code == ErrorCode::RenderFailed => return Err(e),
                 Err(_) => {
                     // Opened once already, failing now: these cells have no frame.
                     for &(_, si, ci) in &self.cells[from..] {
@@ -127,7 +133,7 @@ impl Worker<'_> {
                 source.trust_pending_proofs();
                 source.set_part(self.part, self.before);
             }
-            let again = self.decode_from(&mut source, from, &mut stats);
+            let again = self.decode_from(&mut source, from, &mut stats)?;
             stats.decoded_frames += source.decoded_frames();
             stats.seeks += source.seeks();
             stats.skippable_packets += source.skippable_sent();
@@ -142,19 +148,20 @@ impl Worker<'_> {
                 None => break,
             }
         }
-        (stats, packets)
+        Ok((stats, packets))
     }
 
     /// Decodes the cells from `from` on with `source` and sends them, holding back those decoded
     /// after an open-GOP entry trusted provisionally until the stream's verdict (see
     /// [`VideoSource::provisional`]). Some(the first held-back cell) when the verdict did not
-    /// prove the entry: those cells and the rest are to be decoded again.
+    /// prove the entry: those cells and the rest are to be decoded again. An error when memory ran
+    /// out decoding or scaling: the cell it left without a picture is not sent as unreadable.
     fn decode_from(
         &self,
         source: &mut VideoSource,
         from: usize,
         stats: &mut RenderStats,
-    ) -> Option<usize> {
+    ) -> Result<Option<usize>> {
         let plan = self.plan;
         let cells = &self.cells[from..];
         let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
@@ -192,13 +199,16 @@ impl Worker<'_> {
                     None => (CellOut::Unreadable, None),
                 }
             };
+            if source.out_of_memory() || scaled.out_of_memory() {
+                return Err(Error::failed("out of memory while decoding the video"));
+            }
             let time = pts.map(|(p, d)| (source.label_seconds(p), d));
             if i == 0 {
                 source.first_target_settled();
             }
             if !source.provisional() {
                 if !self.send(si, ci, out, time) {
-                    return None;
+                    return Ok(None);
                 }
                 continue;
             }
@@ -213,24 +223,24 @@ impl Worker<'_> {
                 Verdict::Pending => {}
                 Verdict::Proven => {
                     if !self.release(&mut held, stats) {
-                        return None;
+                        return Ok(None);
                     }
                 }
-                Verdict::NotProven => return Some(discard(held, stats)),
+                Verdict::NotProven => return Ok(Some(discard(held, stats))),
             }
         }
         // A proof asked of this decoder comes before waiting for one (it may be that one).
         source.serve_witness();
         if held.is_empty() {
-            return None;
+            return Ok(None);
         }
-        match source.provisional_verdict(true) {
+        Ok(match source.provisional_verdict(true) {
             Verdict::Proven => {
                 self.release(&mut held, stats);
                 None
             }
             Verdict::Pending | Verdict::NotProven => Some(discard(held, stats)),
-        }
+        })
     }
 
     /// Sends the cells held back, their entry proven. False when the render is being abandoned.

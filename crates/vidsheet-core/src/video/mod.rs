@@ -130,6 +130,12 @@ impl VideoSource {
         self.feed.decoded()
     }
 
+    /// An allocation failed while decoding (the worker's memory limit, DESIGN §5a): the source
+    /// gives no more pictures, and the job fails rather than show the cells it could not decode.
+    pub(crate) fn out_of_memory(&self) -> bool {
+        self.feed.out_of_memory()
+    }
+
     fn stream(&self) -> *mut ff::ffi::AVStream {
         unsafe { *(*self.input.as_ptr()).streams.add(self.facts.index()) }
     }

@@ -3,7 +3,7 @@
 //! to it (see [`super::recover`]).
 
 use ff::ffi;
-use ff::util::error::EAGAIN;
+use ff::util::error::{EAGAIN, ENOMEM};
 use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
@@ -19,6 +19,12 @@ fn is_eagain(e: &ff::Error) -> bool {
     matches!(e, ff::Error::Other { errno } if *errno == EAGAIN)
 }
 
+/// FFmpeg could not allocate (the worker's memory limit, DESIGN §5a): the job's failure, never a
+/// cell's. The decoder's picture buffer, a packet, the demuxer's read.
+fn is_enomem(e: &ff::Error) -> bool {
+    matches!(e, ff::Error::Other { errno } if *errno == ENOMEM)
+}
+
 /// The decoder's input and output since the last repositioning.
 #[derive(Default)]
 pub(super) struct Feed {
@@ -31,6 +37,8 @@ pub(super) struct Feed {
     packet_serial: u64,
     /// Pictures decoded (the serial of the latest).
     decoded: u64,
+    /// An allocation failed: decoding stopped, and the job fails (see `is_enomem`).
+    out_of_memory: bool,
 }
 
 impl Feed {
@@ -40,6 +48,10 @@ impl Feed {
 
     pub(super) fn decoded(&self) -> u64 {
         self.decoded
+    }
+
+    pub(super) fn out_of_memory(&self) -> bool {
+        self.out_of_memory
     }
 
     /// Decoding was repositioned (the decoder flushed).
@@ -54,7 +66,7 @@ impl VideoSource {
     /// The next decoded picture in presentation order, or None at the end of the stream (or when
     /// the decoder makes no progress).
     pub(super) fn next_frame(&mut self) -> Option<Decoded> {
-        if self.feed.drained || self.place.dead() {
+        if self.feed.drained || self.feed.out_of_memory || self.place.dead() {
             return None;
         }
         let mut idle = 0u32;
@@ -69,6 +81,7 @@ impl VideoSource {
                     return None;
                 }
                 Err(e) if is_eagain(&e) => {}
+                Err(e) if is_enomem(&e) => return self.ran_out_of_memory(),
                 Err(_) => {
                     // With frame threading, a failure surfaces one packet per other thread later.
                     let lag = self.threads.saturating_sub(1) as u64;
@@ -108,6 +121,7 @@ impl VideoSource {
                     match self.decoder.send_packet(&p) {
                         Ok(()) => {}
                         Err(e) if is_eagain(&e) => self.feed.stash = Some((p, serial, discard)),
+                        Err(e) if is_enomem(&e) => return self.ran_out_of_memory(),
                         Err(_) => self.note_failure(serial),
                     }
                     break;
@@ -188,6 +202,7 @@ impl VideoSource {
                             Err(e) if is_eagain(&e) => {
                                 self.feed.stash = Some((packet, serial, discard));
                             }
+                            Err(e) if is_enomem(&e) => return self.ran_out_of_memory(),
                             Err(_) => {
                                 // Corrupt packet: skip it.
                                 self.note_failure(serial);
@@ -196,6 +211,7 @@ impl VideoSource {
                         }
                         break;
                     }
+                    Err(e) if is_enomem(&e) => return self.ran_out_of_memory(),
                     Err(ff::Error::Eof) => {
                         self.packets.end();
                         let _ = self.decoder.send_eof();
@@ -213,6 +229,14 @@ impl VideoSource {
                 }
             }
         }
+    }
+
+    /// Memory ran out: no more pictures from this source, and the job fails
+    /// ([`VideoSource::out_of_memory`]).
+    fn ran_out_of_memory(&mut self) -> Option<Decoded> {
+        self.feed.out_of_memory = true;
+        self.feed.drained = true;
+        None
     }
 
     /// The decoder refused or failed on the packet `serial`.
