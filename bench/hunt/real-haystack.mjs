@@ -32,6 +32,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { corpusDir } from '../../fixtures/corpus.mjs';
+import { prng } from '../../fixtures/prng.mjs';
 import { CACHE, x264 } from '../clip.mjs';
 import { BRIEF_FRAMES_30, SIZE, SQUARE } from './haystack.mjs';
 
@@ -86,18 +87,6 @@ export const REAL_ENCODES = {
 };
 
 const hex = ([r, g, b]) => `0x${[r, g, b].map((v) => v.toString(16).padStart(2, '0')).join('')}`;
-
-/** A small deterministic PRNG (mulberry32): the timeline is the same on every machine. */
-export function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * The timeline (pure): pieces `{ source, from, frames }` (source index, first frame in it, length)

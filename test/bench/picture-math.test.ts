@@ -11,7 +11,8 @@ import {
   pictureScores,
   THUMB,
 } from '../../bench/hunt/picture-math.mjs';
-import { prng, timeline } from '../../bench/hunt/real-haystack.mjs';
+import { timeline } from '../../bench/hunt/real-haystack.mjs';
+import { prng } from '../../fixtures/prng.mjs';
 
 const PIXELS = THUMB.w * THUMB.h;
 const flat = (v: number) => new Uint8Array(PIXELS).fill(v);

@@ -22,6 +22,7 @@
  */
 import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
+import { prng } from '../../fixtures/prng.mjs';
 import { BITEXACT, cached, FFMPEG, run, withTemp } from './fixtures.js';
 
 export const EVENT_CLIP = { seconds: 100, fps: 30, width: 320, height: 180 } as const;
@@ -54,18 +55,6 @@ export const EVENT_ENCODINGS: readonly EventEncoding[] = [
   'hevc',
   'vfr-screen',
 ];
-
-/** A small deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A scene: textured blocks (camera) or flat windows (screen), rgb24. */
 function scene(seed: number, screen: boolean): Buffer {
