@@ -16,8 +16,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { openAsBlob, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { clip, ROOT } from './clip.mjs';
-import { cleanUp, sleep, startServer, tempDir } from './server.mjs';
 import { MOTO_ENV, startMoto } from './moto.mjs';
+import { cleanUp, sleep, startServer, tempDir } from './server.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (name, fallback) => {

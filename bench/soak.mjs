@@ -50,9 +50,9 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { openDatabase } from '../dist/server/db/open.js';
 import { corpusDir, loadManifest } from '../fixtures/corpus.mjs';
 import { ROOT } from './clip.mjs';
+import { MOTO_ENV, startMoto } from './moto.mjs';
 import { openFds, procStatus, sleep, startServer, upload } from './server.mjs';
 import { ledgerBalances, slope } from './soak-checks.mjs';
-import { MOTO_ENV, startMoto } from './moto.mjs';
 
 const argv = process.argv.slice(2);
 const minutesArg = argv[0] !== undefined && /^\d+(\.\d+)?$/.test(argv[0]) ? argv[0] : undefined;

@@ -21,9 +21,7 @@ import {
   vp9DeclaredSize,
 } from '../helpers/decode-bombs.js';
 import { plainClip } from '../helpers/fixtures.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { processes } from '../helpers/procs.js';
-import { startS3, TEST_AWS_ENV, type TestS3 } from '../helpers/s3.js';
 import {
   newAccount,
   postJob,
@@ -34,6 +32,7 @@ import {
   videoForm,
   workerPid,
 } from '../helpers/server.js';
+import { scaledOutServer } from '../helpers/server-database.js';
 
 afterAll(removeServerDirs);
 
@@ -191,51 +190,38 @@ describe.each(ENGINES)('a job over the worker memory limit (engine %s)', (engine
  * running out mid-render a refunded `500` with the worker replaced and the next job's sheets stored.
  */
 describe.each(ENGINES)('decode cost on PostgreSQL + S3 (engine %s)', (engine) => {
-  let pg: TestPostgres;
-  let s3: TestS3;
-  let server: TestServer;
   const limitMb = 300;
-  beforeAll(async () => {
-    [pg, s3] = await Promise.all([startPostgres(), startS3('sheets')]);
-    server = await startServer({
-      ...TEST_AWS_ENV,
-      VIDSHEET_ENGINE: engine,
-      VIDSHEET_DATABASE_URL: pg.url,
-      VIDSHEET_STORAGE_URL: s3.url,
-      VIDSHEET_WORKER_MEMORY_MB: String(limitMb),
-    });
-  }, 120_000);
-  afterAll(async () => {
-    await server?.stop();
-    await Promise.all([pg?.stop(), s3?.stop()]);
-  });
+  const held = scaledOutServer({ VIDSHEET_ENGINE: engine, VIDSHEET_WORKER_MEMORY_MB: String(limitMb) });
 
   it('a picture over the bound: 422 unreadable_video, nothing charged', async () => {
-    const account = await newAccount(server, 20);
+    const account = await newAccount(held.server, 20);
     const { status, body } = await postMeasured(
-      server,
+      held.server,
       account.key,
       files.get('PNG 16000x16000 in MOV') as Buffer,
       'bomb.mov',
     );
     expect({ status, body }).toEqual({ status: 422, body: UNREADABLE });
-    expect((await showAccount(server, account.email)).balance).toBe(20);
+    expect((await showAccount(held.server, account.email)).balance).toBe(20);
   }, 120_000);
 
   it('shared tracks decoded once; memory out mid-render: 500 refunded, the next job stored', async () => {
-    const account = await newAccount(server, 200);
-    const shared1 = await postMeasured(server, account.key, shared, 'tracks.mov');
+    const account = await newAccount(held.server, 200);
+    const shared1 = await postMeasured(held.server, account.key, shared, 'tracks.mov');
     expect(shared1.status, shared1.body).toBe(200);
     expect(Math.max(shared1.rss, shared1.child)).toBeLessThan(limitMb * MB);
-    const charged = (await showAccount(server, account.email)).balance;
+    const charged = (await showAccount(held.server, account.email)).balance;
 
-    const worker = workerPid(server);
-    const { status, body } = await postMeasured(server, account.key, growing, 'big.mov');
+    const worker = workerPid(held.server);
+    const { status, body } = await postMeasured(held.server, account.key, growing, 'big.mov');
     expect({ status, body }).toEqual({ status: 500, body: PROCESSING_FAILED });
-    expect((await showAccount(server, account.email)).balance).toBe(charged);
-    await server.waitForLog((l) => l.msg === 'job worker exited' && Number(l.workerPid) === worker, 30_000);
+    expect((await showAccount(held.server, account.email)).balance).toBe(charged);
+    await held.server.waitForLog(
+      (l) => l.msg === 'job worker exited' && Number(l.workerPid) === worker,
+      30_000,
+    );
 
-    const next = await postJob(server, account.key, videoForm({ bytes: small, filename: 'small.mp4' }));
+    const next = await postJob(held.server, account.key, videoForm({ bytes: small, filename: 'small.mp4' }));
     const result = (await next.json()) as { files: string[] };
     expect(next.status).toBe(200);
     // The sheet is served from the store.

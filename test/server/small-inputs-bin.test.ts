@@ -9,8 +9,6 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINES } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { startS3, TEST_AWS_ENV, type TestS3 } from '../helpers/s3.js';
 import {
   newAccount,
   postJob,
@@ -20,6 +18,7 @@ import {
   type TestServer,
   videoForm,
 } from '../helpers/server.js';
+import { scaledOutServer } from '../helpers/server-database.js';
 
 afterAll(removeServerDirs);
 
@@ -31,38 +30,23 @@ beforeAll(async () => {
 }, 300_000);
 
 describe.each(ENGINES)('small inputs stay small on PostgreSQL + S3 (engine %s)', (engine) => {
-  let pg: TestPostgres;
-  let s3: TestS3;
-  let server: TestServer;
-  beforeAll(async () => {
-    [pg, s3] = await Promise.all([startPostgres(), startS3('sheets')]);
-    server = await startServer({
-      ...TEST_AWS_ENV,
-      VIDSHEET_ENGINE: engine,
-      VIDSHEET_DATABASE_URL: pg.url,
-      VIDSHEET_STORAGE_URL: s3.url,
-    });
-  }, 120_000);
-  afterAll(async () => {
-    await server?.stop();
-    await Promise.all([pg?.stop(), s3?.stop()]);
-  });
+  const held = scaledOutServer({ VIDSHEET_ENGINE: engine });
 
   const auth = (key: string) => ({ authorization: `Bearer ${key}` });
   async function keptVideo() {
-    const account = await newAccount(server, 50);
-    const res = await fetch(`${server.url}/v1/videos`, {
+    const account = await newAccount(held.server, 50);
+    const res = await fetch(`${held.server.url}/v1/videos`, {
       method: 'POST',
       headers: auth(account.key),
       body: videoForm({ bytes: clip, filename: 'clip.mp4' }),
     });
     const text = await res.text();
     expect(res.status, text).toBe(201);
-    const balance = (await showAccount(server, account.email)).balance;
+    const balance = (await showAccount(held.server, account.email)).balance;
     return { account, videoId: (JSON.parse(text) as { video_id: string }).video_id, balance };
   }
   async function zoom(key: string, videoId: string, body: string, contentType = 'application/json') {
-    const res = await fetch(`${server.url}/v1/videos/${videoId}/sheets`, {
+    const res = await fetch(`${held.server.url}/v1/videos/${videoId}/sheets`, {
       method: 'POST',
       headers: { ...auth(key), 'content-type': contentType },
       body,
@@ -79,8 +63,8 @@ describe.each(ENGINES)('small inputs stay small on PostgreSQL + S3 (engine %s)',
         status: 422,
         body: `{"error":"bad_request","message":"${field} is longer than 2048 characters"}`,
       });
-      expect(JSON.stringify(server.logs)).not.toContain('x'.repeat(65));
-      expect((await showAccount(server, account.email)).balance).toBe(balance);
+      expect(JSON.stringify(held.server.logs)).not.toContain('x'.repeat(65));
+      expect((await showAccount(held.server, account.email)).balance).toBe(balance);
     },
     120_000,
   );
@@ -93,21 +77,21 @@ describe.each(ENGINES)('small inputs stay small on PostgreSQL + S3 (engine %s)',
     async (_name, body, contentType) => {
       const { account, videoId, balance } = await keptVideo();
       expect(await zoom(account.key, videoId, body, contentType)).toEqual({ status: 415, body: NOT_JSON });
-      expect((await showAccount(server, account.email)).balance).toBe(balance);
+      expect((await showAccount(held.server, account.email)).balance).toBe(balance);
     },
     120_000,
   );
 
   it('the hosted form ignores start and end, however long', async () => {
-    const account = await newAccount(server, 20);
+    const account = await newAccount(held.server, 20);
     const form = videoForm(
       { bytes: clip, filename: 'clip.mp4' },
       { start: 'z'.repeat(100_000), end: 'z'.repeat(3000) },
     );
-    const res = await postJob(server, account.key, form);
+    const res = await postJob(held.server, account.key, form);
     const text = await res.text();
     expect(res.status, text).toBe(200);
     expect(text).not.toContain('z'.repeat(65));
-    expect(JSON.stringify(server.logs)).not.toContain('z'.repeat(65));
+    expect(JSON.stringify(held.server.logs)).not.toContain('z'.repeat(65));
   }, 120_000);
 });
