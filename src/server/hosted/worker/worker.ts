@@ -12,6 +12,11 @@
  * writable memory) rather than RLIMIT_AS, which V8's address space reservations would exhaust with
  * nothing allocated. The limit is set by `/bin/sh`'s `ulimit -d` (POSIX sh, no other dependency),
  * which then execs node: the worker keeps the shell's pid, so killing its group still reaches it.
+ *
+ * It runs with two glibc malloc arenas unless the operator set `MALLOC_ARENA_MAX`: by default each
+ * decoding thread gets an arena of its own (up to 8 per core), and freed memory scattered across
+ * them creeps the resident size up job after job (120 to 140 MB over 2000 small jobs, still
+ * rising) where two arenas hold it flat (about 85 MB), at no measurable CPU cost.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -150,6 +155,7 @@ export class JobWorker {
     // It leads its own process group, so its ffmpeg children can be killed with it: a worker that
     // dies must not leave orphans writing into a job directory that is being removed.
     const child = spawn(...this.command(), {
+      env: { MALLOC_ARENA_MAX: '2', ...process.env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'advanced',
       detached: true,
