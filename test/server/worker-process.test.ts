@@ -47,10 +47,7 @@ function dataLimit(pid: number): string[] {
 describe('the job worker process', () => {
   it('runs under RLIMIT_DATA of the memory limit, soft and hard', async () => {
     const pid = await started(1536);
-    expect(dataLimit(pid)).toEqual([
-      String(1536 * 1024 * 1024),
-      String(1536 * 1024 * 1024),
-    ]);
+    expect(dataLimit(pid)).toEqual([String(1536 * 1024 * 1024), String(1536 * 1024 * 1024)]);
   });
 
   it('runs with two malloc arenas unless the operator chose', async () => {
