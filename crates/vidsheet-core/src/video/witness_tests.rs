@@ -69,11 +69,10 @@ fn shown(src: &mut VideoSource, targets: &[i64]) -> Vec<Option<u64>> {
         .collect()
 }
 
-#[test]
-fn the_part_before_serves_the_proof_also_when_its_last_picture_out_leads_the_keyframe() {
-    let path = open_gop_clip();
+/// The oracle: the digest of every frame of the clip, one decoder showing each in turn.
+fn sequential_truth(path: &str) -> Vec<Option<u64>> {
     let (mut every, all) = decoder(
-        &path,
+        path,
         &Arc::default(),
         0,
         None,
@@ -81,6 +80,13 @@ fn the_part_before_serves_the_proof_also_when_its_last_picture_out_leads_the_key
     );
     let truth = shown(&mut every, &all);
     assert!(truth.iter().all(Option::is_some));
+    truth
+}
+
+#[test]
+fn the_part_before_serves_the_proof_also_when_its_last_picture_out_leads_the_keyframe() {
+    let path = open_gop_clip();
+    let truth = sequential_truth(&path);
     let want = |frames: &[i64]| -> Vec<Option<u64>> {
         frames.iter().map(|&f| truth[f as usize]).collect()
     };
@@ -129,14 +135,7 @@ fn the_part_before_serves_the_proof_also_when_its_last_picture_out_leads_the_key
 #[test]
 fn the_part_before_trusts_its_entry_while_the_part_after_may_still_ask() {
     let path = open_gop_clip();
-    let (mut every, all) = decoder(
-        &path,
-        &Arc::default(),
-        0,
-        None,
-        &(0..400).collect::<Vec<_>>(),
-    );
-    let truth = shown(&mut every, &all);
+    let truth = sequential_truth(&path);
     let want = |frames: &[i64]| -> Vec<Option<u64>> {
         frames.iter().map(|&f| truth[f as usize]).collect()
     };
