@@ -13,11 +13,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/server/db/open.js';
 import { BACKENDS, type BackendName } from '../helpers/databases.js';
@@ -32,6 +29,12 @@ import {
   workerPid,
 } from '../helpers/server.js';
 import { scaledOutServer } from '../helpers/server-database.js';
+import {
+  type StripeDouble,
+  sessionEvent,
+  startStripeDouble,
+  stripeSignature,
+} from '../helpers/stripe-double.js';
 import { visitor } from '../helpers/visitor.js';
 
 afterAll(removeServerDirs);
@@ -40,8 +43,8 @@ const WEBHOOK_SECRET = 'whsec_small_inputs_bin';
 const BAD_SIGNATURE = '{"error":"bad_signature"}';
 const RECEIVED = '{"received":true}';
 
-/** The Stripe API test double (as payments.test.ts): Checkout Sessions only. */
-let stripeApi: Server;
+/** The Stripe API test double: Checkout Sessions. */
+let stripe: StripeDouble;
 /**
  * What each server is started with. The double's address is added before any server starts (this
  * file's beforeAll runs before a suite's; scaledOutServer reads `env` only then).
@@ -57,40 +60,12 @@ const env: Record<string, string> = {
 let clip: Buffer;
 
 beforeAll(async () => {
-  stripeApi = createServer((req, res) => {
-    let body = '';
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/v1/checkout/sessions') {
-        res.writeHead(404, { 'content-type': 'application/json' });
-        return res.end('{"error":{"type":"invalid_request_error","message":"not in the double"}}');
-      }
-      const form = new URLSearchParams(body);
-      const id = `cs_test_${randomBytes(12).toString('hex')}`;
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          id,
-          object: 'checkout.session',
-          mode: 'payment',
-          status: 'open',
-          payment_status: 'unpaid',
-          client_reference_id: form.get('client_reference_id'),
-          metadata: { pack: form.get('metadata[pack]') },
-          url: `${env.VIDSHEET_STRIPE_API_URL}/pay/${id}`,
-        }),
-      );
-    });
-  });
-  await new Promise<void>((resolve) => stripeApi.listen(0, '127.0.0.1', resolve));
-  env.VIDSHEET_STRIPE_API_URL = `http://127.0.0.1:${(stripeApi.address() as AddressInfo).port}`;
+  stripe = await startStripeDouble();
+  env.VIDSHEET_STRIPE_API_URL = stripe.url;
   clip = readFileSync(await plainClip(3));
 }, 300_000);
 
-afterAll(async () => {
-  stripeApi?.closeAllConnections();
-  await new Promise<void>((resolve) => stripeApi?.close(() => resolve()));
-});
+afterAll(() => stripe?.close());
 
 /** Inside a suite: one real server on `backend` (PostgreSQL means PostgreSQL + S3), started with `env`. */
 function serverOn(backend: BackendName): { server: TestServer } {
@@ -293,22 +268,12 @@ describe.each(BACKENDS)('a zoom that cannot pay, and Stripe timestamps, on %s', 
 
     /** Delivers `checkout.session.completed` for `session`, signed `offsetS` from now (seconds). */
     const deliver = async (session: string, offsetS: number) => {
-      const payload = JSON.stringify({
-        id: `evt_${session}`,
-        object: 'event',
-        type: 'checkout.session.completed',
-        api_version: Stripe.API_VERSION,
-        created: Math.floor(Date.now() / 1000),
-        livemode: false,
-        data: {
-          object: { id: session, object: 'checkout.session', payment_status: 'paid', mode: 'payment' },
-        },
-      });
+      const payload = sessionEvent({ id: `evt_${session}`, sessionId: session });
       // Whole seconds rounded away from now: 301 s means at least 301 s (ahead, until a second has
       // passed: the delivery follows at once, on loopback).
       const now = Date.now() / 1000;
       const timestamp = offsetS < 0 ? Math.floor(now) + offsetS : Math.ceil(now) + offsetS;
-      const header = Stripe.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET, timestamp });
+      const header = stripeSignature(payload, WEBHOOK_SECRET, timestamp);
       const res = await fetch(`${server.url}/stripe/webhook`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'stripe-signature': header },

@@ -5,12 +5,8 @@
  * instances) and a database failure on either side of the credit, on SQLite and on a real PostgreSQL
  * (DESIGN §8); bad signatures and stale timestamps change nothing.
  */
-import { randomBytes } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 import { type Kysely, sql } from 'kysely';
-import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKS, type PackId } from '../../../src/core/packs.js';
 import { Ledger } from '../../../src/server/billing/ledger.js';
@@ -18,76 +14,21 @@ import { Payments, type PaymentsDeps } from '../../../src/server/billing/payment
 import type { Database } from '../../../src/server/db/schema.js';
 import { stripeWebhookRoutes } from '../../../src/server/routes/stripe-webhook.js';
 import { BACKENDS, type TestBackend, useBackend } from '../../helpers/databases.js';
+import {
+  type StripeDouble,
+  sessionEvent,
+  startStripeDouble,
+  stripeEventId,
+  stripeSignature,
+} from '../../helpers/stripe-double.js';
 
 const SECRET_KEY = 'sk_test_vidsheet_double';
 const WEBHOOK_SECRET = 'whsec_vidsheet_test_secret';
 const BASE_URL = 'https://vidsheet.example';
 const FLOOR = 7;
 
-// ---------------------------------------------------------------------------------------------------
-// The Stripe API test double: POST /v1/checkout/sessions only, recording every request it saw.
-
-interface SeenRequest {
-  method: string;
-  path: string;
-  authorization: string | undefined;
-  contentType: string | undefined;
-  form: URLSearchParams;
-}
-
-const seen: SeenRequest[] = [];
-/** When set, the double answers this Stripe error once instead of a session. */
-let failNext: { status: number; body: object } | undefined;
-let double: Server;
-let apiUrl = '';
-
-const readBody = async (request: IncomingMessage): Promise<string> => {
-  const chunks: Buffer[] = [];
-  for await (const chunk of request) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-};
-
-async function startDouble(): Promise<void> {
-  double = createServer(async (request, response) => {
-    const form = new URLSearchParams(await readBody(request));
-    seen.push({
-      method: request.method ?? '',
-      path: request.url ?? '',
-      authorization: request.headers.authorization,
-      contentType: request.headers['content-type'],
-      form,
-    });
-    const answer = (status: number, body: object) => {
-      response.writeHead(status, { 'content-type': 'application/json' });
-      response.end(JSON.stringify(body));
-    };
-    if (request.method !== 'POST' || request.url !== '/v1/checkout/sessions') {
-      return answer(404, { error: { type: 'invalid_request_error', message: 'not in the double' } });
-    }
-    if (failNext !== undefined) {
-      const { status, body } = failNext;
-      failNext = undefined;
-      return answer(status, body);
-    }
-    const id = `cs_test_${randomBytes(12).toString('hex')}`;
-    answer(200, {
-      id,
-      object: 'checkout.session',
-      url: `${apiUrl}/pay/${id}`,
-      mode: 'payment',
-      status: 'open',
-      payment_status: 'unpaid',
-      client_reference_id: form.get('client_reference_id'),
-      metadata: { pack: form.get('metadata[pack]'), account_id: form.get('metadata[account_id]') },
-      amount_total: Number(form.get('line_items[0][price_data][unit_amount]')),
-      currency: 'usd',
-      success_url: form.get('success_url'),
-      cancel_url: form.get('cancel_url'),
-    });
-  });
-  await new Promise<void>((resolve) => double.listen(0, '127.0.0.1', resolve));
-  apiUrl = `http://127.0.0.1:${(double.address() as AddressInfo).port}`;
-}
+/** The Stripe API test double, started before the tests. */
+let stripe: StripeDouble;
 
 // ---------------------------------------------------------------------------------------------------
 // A fresh database, ledger and Payments per test.
@@ -119,7 +60,7 @@ async function fresh(options: { configured?: boolean; databases?: TestBackend } 
     baseUrl: BASE_URL,
     stripeSecretKey: configured ? SECRET_KEY : undefined,
     stripeWebhookSecret: configured ? WEBHOOK_SECRET : undefined,
-    stripeApiUrl: apiUrl,
+    stripeApiUrl: stripe.url,
   };
   const deps = { config, db, ledger, clock, log };
   const payments = new Payments(deps);
@@ -152,48 +93,10 @@ async function snapshot(db: Kysely<Database>, accountId: number) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Webhook events, signed the way Stripe signs them.
-
-let events = 0;
-const eventId = () => `evt_test_${++events}_${randomBytes(6).toString('hex')}`;
-
-function sessionEvent(options: {
-  sessionId: string;
-  id?: string;
-  type?: string;
-  paymentStatus?: 'paid' | 'unpaid' | 'no_payment_required';
-  metadata?: Record<string, string>;
-  clientReferenceId?: string;
-}): string {
-  return JSON.stringify({
-    id: options.id ?? eventId(),
-    object: 'event',
-    api_version: Stripe.API_VERSION,
-    created: Math.floor(Date.now() / 1000),
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type: options.type ?? 'checkout.session.completed',
-    data: {
-      object: {
-        id: options.sessionId,
-        object: 'checkout.session',
-        mode: 'payment',
-        status: 'complete',
-        payment_status: options.paymentStatus ?? 'paid',
-        client_reference_id: options.clientReferenceId ?? null,
-        metadata: options.metadata ?? {},
-      },
-    },
-  });
-}
+// Webhook deliveries, signed the way Stripe signs them (the events: sessionEvent).
 
 const sign = (payload: string, options: { secret?: string; timestamp?: number } = {}): string =>
-  Stripe.webhooks.generateTestHeaderString({
-    payload,
-    secret: options.secret ?? WEBHOOK_SECRET,
-    ...(options.timestamp === undefined ? {} : { timestamp: options.timestamp }),
-  });
+  stripeSignature(payload, options.secret ?? WEBHOOK_SECRET, options.timestamp);
 
 /** Delivers a signed payload straight to `handleWebhook`, as the route does. */
 const deliver = (payments: Payments, payload: string, header = sign(payload)) =>
@@ -206,12 +109,11 @@ async function checkout(payments: Payments, accountId: number, packId: PackId = 
   return { url, sessionId };
 }
 
-beforeAll(startDouble);
-
-afterAll(async () => {
-  double.closeAllConnections();
-  await new Promise((resolve) => double.close(resolve));
+beforeAll(async () => {
+  stripe = await startStripeDouble();
 });
+
+afterAll(() => stripe?.close());
 
 /**
  * Makes every insert into `table` fail with `message` (a failing disk, a crash at that step) until the
@@ -244,13 +146,13 @@ describe('creating a Checkout Session', () => {
     'sends the %s pack as one usd line item in payment mode and records the session',
     async (_id, pack) => {
       const { payments, account, db } = await fresh();
-      seen.length = 0;
+      stripe.seen.length = 0;
       const { url, sessionId } = await checkout(payments, account.id, pack.id);
 
-      expect(url).toBe(`${apiUrl}/pay/${sessionId}`);
+      expect(url).toBe(`${stripe.url}/pay/${sessionId}`);
       expect(sessionId).toMatch(/^cs_test_[0-9a-f]{24}$/);
-      expect(seen).toHaveLength(1);
-      const request = seen[0];
+      expect(stripe.seen).toHaveLength(1);
+      const request = stripe.seen[0];
       if (request === undefined) throw new Error('the double saw no request');
       expect(request.method).toBe('POST');
       expect(request.path).toBe('/v1/checkout/sessions');
@@ -286,19 +188,18 @@ describe('creating a Checkout Session', () => {
 
   it('throws and records nothing when Stripe refuses', async () => {
     const { payments, account, db } = await fresh();
-    failNext = {
-      status: 400,
-      body: { error: { type: 'invalid_request_error', message: 'No such thing (from the double)' } },
-    };
+    stripe.failNext(400, {
+      error: { type: 'invalid_request_error', message: 'No such thing (from the double)' },
+    });
     await expect(payments.createCheckout(account.id, 'p120')).rejects.toThrow(/from the double/);
     expect(await db.selectFrom('checkout_sessions').selectAll().execute()).toEqual([]);
   });
 
   it('refuses an unknown pack without calling Stripe', async () => {
     const { payments, account } = await fresh();
-    seen.length = 0;
+    stripe.seen.length = 0;
     await expect(payments.createCheckout(account.id, 'p999' as PackId)).rejects.toThrow(/unknown pack/);
-    expect(seen).toEqual([]);
+    expect(stripe.seen).toEqual([]);
   });
 });
 
@@ -306,11 +207,11 @@ describe('without Stripe configured', () => {
   it('is not enabled, createCheckout says buying is unavailable, and webhooks are refused', async () => {
     const { payments, account, db } = await fresh({ configured: false });
     expect(payments.enabled).toBe(false);
-    seen.length = 0;
+    stripe.seen.length = 0;
     await expect(payments.createCheckout(account.id, 'p30')).rejects.toThrow(
       /buying is unavailable: VIDSHEET_STRIPE_SECRET_KEY and VIDSHEET_STRIPE_WEBHOOK_SECRET are not set/,
     );
-    expect(seen).toEqual([]);
+    expect(stripe.seen).toEqual([]);
     const before = await snapshot(db, account.id);
     expect(await deliver(payments, sessionEvent({ sessionId: 'cs_test_x' }))).toEqual({
       status: 400,
@@ -613,7 +514,12 @@ describe.each(BACKENDS)('payments that confirm later (async) on %s', (backend) =
     expect(await snapshot(db, account.id)).toEqual(before);
     expect(logs.some((line) => line.level === 'warn' && /payment failed/.test(line.message))).toBe(true);
     // Signed but without a session id, an async event is malformed like a completion would be.
-    const payload = JSON.stringify({ id: eventId(), object: 'event', type: SUCCEEDED, data: { object: {} } });
+    const payload = JSON.stringify({
+      id: stripeEventId(),
+      object: 'event',
+      type: SUCCEEDED,
+      data: { object: {} },
+    });
     expect(await deliver(payments, payload)).toEqual({ status: 400, outcome: 'malformed' });
     expect(await snapshot(db, account.id)).toEqual(before);
   });

@@ -18,6 +18,7 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../helpers/net.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
+import { type StripeDouble, startStripeDouble } from '../../helpers/stripe-double.js';
 import { type Visitor, visitor } from '../../helpers/visitor.js';
 
 const SAMPLE = readFileSync(join(import.meta.dirname, '..', '..', '..', 'fixtures', 'sample.mp4'));
@@ -47,29 +48,6 @@ async function startElsewhere(): Promise<Elsewhere> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server };
-}
-
-/** The Stripe API double: creates Checkout Sessions whose payment page it serves itself. */
-async function startStripeDouble(): Promise<{ url: string; server: Server }> {
-  let sessions = 0;
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const port = (server.address() as AddressInfo).port;
-      if (req.method === 'POST' && req.url === '/v1/checkout/sessions') {
-        const id = `cs_test_${++sessions}`;
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({ id, object: 'checkout.session', url: `http://127.0.0.1:${port}/pay/${id}` }),
-        );
-      } else {
-        res.writeHead(200, { 'content-type': 'text/html' });
-        res.end('<!doctype html><title>Test checkout</title><h1>Stripe test checkout</h1>');
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
 /** The code the server logged for `email` after log line `from` (no SMTP: the development log mailer). */
@@ -131,7 +109,7 @@ function expectPageHeaders(headers: Headers, csp: string) {
 }
 
 let elsewhere: Elsewhere;
-let stripe: { url: string; server: Server };
+let stripe: StripeDouble;
 /** http base URL, Stripe configured (the double). */
 let plain: TestServer;
 /** https base URL served over loopback http, no Stripe. */
@@ -162,10 +140,9 @@ afterAll(async () => {
   await browser?.close();
   await plain?.stop();
   await tls?.stop();
-  for (const server of [elsewhere?.server, stripe?.server]) {
-    server?.closeAllConnections();
-    await new Promise((resolve) => server?.close(resolve));
-  }
+  elsewhere?.server.closeAllConnections();
+  await new Promise((resolve) => elsewhere?.server.close(resolve));
+  await stripe?.close();
   removeServerDirs();
 });
 

@@ -5,17 +5,21 @@
  * Stripe SDK itself. Controls are found by the accessible names DESIGN §7 fixes.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { simpleParser } from 'mailparser';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { SMTPServer } from 'smtp-server';
-import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../../dist/server/billing/ledger.js';
 import { openDatabase } from '../../../dist/server/db/open.js';
 import { removeServerDirs, startServer, type TestServer } from '../../helpers/server.js';
+import {
+  type StripeDouble,
+  sessionEvent,
+  startStripeDouble,
+  stripeSignature,
+} from '../../helpers/stripe-double.js';
 import { visitor } from '../../helpers/visitor.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
@@ -33,9 +37,7 @@ const mails: Mail[] = [];
 let smtp: SMTPServer;
 let smtpPort: number;
 /** The Stripe API test double: records Checkout Sessions, serves a stand-in payment page. */
-let stripeApi: Server;
-let stripePort: number;
-const checkoutRequests: URLSearchParams[] = [];
+let stripe: StripeDouble;
 let browser: Browser;
 let server: TestServer;
 
@@ -70,45 +72,14 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
   smtpPort = (smtp.server.address() as AddressInfo).port;
 
-  stripeApi = createServer((req, res) => {
-    let body = '';
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      if (req.method === 'POST' && req.url === '/v1/checkout/sessions') {
-        const form = new URLSearchParams(body);
-        checkoutRequests.push(form);
-        const id = `cs_test_${checkoutRequests.length}_${Date.now()}`;
-        res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_${id}` });
-        res.end(
-          JSON.stringify({
-            id,
-            object: 'checkout.session',
-            mode: 'payment',
-            payment_status: 'unpaid',
-            status: 'open',
-            client_reference_id: form.get('client_reference_id'),
-            metadata: { pack: form.get('metadata[pack]') },
-            url: `http://127.0.0.1:${stripePort}/pay/${id}`,
-          }),
-        );
-      } else if (req.method === 'GET' && req.url?.startsWith('/pay/')) {
-        res.writeHead(200, { 'content-type': 'text/html' });
-        res.end('<!doctype html><title>Test checkout</title><h1>Stripe test checkout</h1>');
-      } else {
-        res.writeHead(404, { 'content-type': 'application/json' });
-        res.end('{"error":{"message":"not found"}}');
-      }
-    });
-  });
-  await new Promise<void>((resolve) => stripeApi.listen(0, '127.0.0.1', resolve));
-  stripePort = (stripeApi.address() as AddressInfo).port;
+  stripe = await startStripeDouble();
 
   server = await startServer({
     VIDSHEET_SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
     VIDSHEET_MAIL_FROM: 'vidsheet <noreply@vidsheet.test>',
     VIDSHEET_STRIPE_SECRET_KEY: 'sk_test_vidsheet',
     VIDSHEET_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
-    VIDSHEET_STRIPE_API_URL: `http://127.0.0.1:${stripePort}`,
+    VIDSHEET_STRIPE_API_URL: stripe.url,
   });
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -120,8 +91,7 @@ afterAll(async () => {
   await browser?.close();
   await server?.stop();
   await new Promise<void>((resolve) => smtp?.close(() => resolve()));
-  stripeApi?.closeAllConnections();
-  await new Promise<void>((resolve) => stripeApi?.close(() => resolve()));
+  await stripe?.close();
   removeServerDirs();
 });
 
@@ -154,27 +124,15 @@ async function postJob(key: string) {
 }
 
 /** A webhook delivery as Stripe would send it, signed with the endpoint's secret. */
-async function deliver(event: object, secret = WEBHOOK_SECRET) {
-  const payload = JSON.stringify(event);
-  const header = new Stripe('sk_test_vidsheet').webhooks.generateTestHeaderString({ payload, secret });
+async function deliver(payload: string, secret = WEBHOOK_SECRET) {
   return fetch(`${server.url}/stripe/webhook`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'stripe-signature': header },
+    headers: { 'content-type': 'application/json', 'stripe-signature': stripeSignature(payload, secret) },
     body: payload,
   });
 }
 
-const completed = (eventId: string, sessionId: string, paymentStatus = 'paid') => ({
-  id: eventId,
-  object: 'event',
-  type: 'checkout.session.completed',
-  api_version: '2025-01-27.acacia',
-  created: Math.floor(Date.now() / 1000),
-  livemode: false,
-  data: {
-    object: { id: sessionId, object: 'checkout.session', payment_status: paymentStatus, mode: 'payment' },
-  },
-});
+const completed = (id: string, sessionId: string) => sessionEvent({ id, sessionId });
 
 describe('the keys page in a real browser', () => {
   it('sign in (a wrong code is refused), create a key and use it, reload, buy a pack, usage, revoke, sign out', async () => {
@@ -256,7 +214,8 @@ describe('the keys page in a real browser', () => {
 
     await page.getByRole('button', { name: /^Buy 30 credits/ }).click();
     await page.waitForURL(/\/pay\/cs_test_/);
-    const checkout = checkoutRequests.at(-1) as URLSearchParams;
+    const checkout = stripe.seen.filter((r) => r.path === '/v1/checkout/sessions').at(-1)
+      ?.form as URLSearchParams;
     expect(checkout.get('mode')).toBe('payment');
     expect(checkout.get('metadata[pack]')).toBe('p30');
     expect(checkout.get('line_items[0][price_data][unit_amount]')).toBe('300');
