@@ -278,6 +278,36 @@ describe('downloads from the allowed origin', () => {
     expect(statSync(file).size).toBe(readFileSync(SAMPLE).length);
   });
 
+  it('completes a body whose server closes the connection as soon as it is sent', async () => {
+    // The whole response and the FIN arrive while the body still waits for its file to open: a
+    // client whose parser is paused then must finish it, not fail (undici 7 threw an uncatchable
+    // assertion there and the server process died: nodejs/undici#5360).
+    const body = Buffer.alloc(8 * MB, 0x61);
+    const closer = createServer((socket) => {
+      socket.once('data', () => {
+        socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+        socket.end(body);
+      });
+    });
+    await listen(closer, 0, '127.0.0.1');
+    const port = (closer.address() as AddressInfo).port;
+    try {
+      for (let i = 0; i < 5; i++) {
+        const file = fresh();
+        const got = await downloadVideo(
+          `http://127.0.0.1:${port}/v.mp4`,
+          file,
+          options({ allow: [`127.0.0.1:${port}`] }),
+        );
+        expect(got.bytes).toBe(body.length);
+        expect(readFileSync(file).equals(body)).toBe(true);
+        rmSync(file);
+      }
+    } finally {
+      closer.close();
+    }
+  });
+
   it('follows exactly 5 redirects and refuses the 6th', async () => {
     const file = fresh();
     const got = await downloadVideo(`http://127.0.0.1:${A}/chain/5`, file, options());

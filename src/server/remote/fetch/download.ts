@@ -6,7 +6,7 @@
  * - each hop (the URL, then at most 5 redirects, followed by hand) is checked from scratch: parsed
  *   by WHATWG `new URL()` (which normalises `2130706433`, `0x7f000001`, `0177.0.0.1` and `127.1` to
  *   `127.0.0.1`), http(s) only, no user name or password, an IP literal judged before the request
- *   and again in the connector;
+ *   (the socket connects to it as written: no lookup);
  * - a name is resolved once, at connect time, inside the socket's own `lookup`: the addresses that
  *   were judged are the ones the socket connects to, so DNS rebinding has no second lookup to
  *   change. If ANY address of the name is refused the host is refused (before any connect);
@@ -21,10 +21,11 @@
 
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { open, rm } from 'node:fs/promises';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { Agent, buildConnector, request } from 'undici';
 import { type StallWatch, watchTransfer } from '../../hosted/stall.js';
 import { refusedAddress } from './address-policy.js';
 
@@ -141,31 +142,30 @@ function notFound(hostname: string): Error {
   return Object.assign(new Error(`no usable address for ${hostname}`), { code: 'ENOTFOUND' });
 }
 
-/** What one hop's dispatcher found out while connecting (errors may reach us wrapped). */
+/** What one hop's connection found out while connecting (errors may reach us wrapped). */
 interface HopState {
   refused: boolean;
 }
 
 /**
- * The hop's Agent: its connector refuses a refused IP literal, and its `lookup` (used by
- * net/tls.connect for names) resolves once, refuses the host when ANY address is refused, and
- * hands exactly the judged addresses to the socket.
+ * The hop's `lookup` (net/tls.connect call it for a name; an IP literal was judged before the
+ * request): resolves once, refuses the host when ANY address is refused, and hands exactly the
+ * judged addresses to the socket.
  */
-function hopAgent(
+function hopLookup(
   allowed: boolean,
   resolve: NonNullable<DownloadOptions['resolve']>,
   state: HopState,
-): Agent {
-  const refuse = () => {
-    state.refused = true;
-    return new FetchError('private_address', messages.privateAddress);
-  };
-  const lookup = ((hostname, options, callback) => {
+): LookupFunction {
+  return ((hostname, options, callback) => {
     resolve(hostname)
       .then((found) => {
         const addresses = found.map((a) => ({ address: a.address, family: isIP(a.address) }));
         if (addresses.length === 0 || addresses.some((a) => a.family === 0)) throw notFound(hostname);
-        if (!allowed && addresses.some((a) => refusedAddress(a.address) !== undefined)) throw refuse();
+        if (!allowed && addresses.some((a) => refusedAddress(a.address) !== undefined)) {
+          state.refused = true;
+          throw new FetchError('private_address', messages.privateAddress);
+        }
         const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
         const usable =
           family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
@@ -176,32 +176,31 @@ function hopAgent(
       })
       .catch((error: NodeJS.ErrnoException) => callback(error, ''));
   }) as LookupFunction;
-  const base = buildConnector({ lookup, timeout: 10_000 });
-  return new Agent({
-    connections: 1,
-    connect: (options, callback) => {
-      // net.connect skips `lookup` for IP literals: judge them here, at connect time too.
-      const host = bare(options.hostname);
-      if (!allowed && isIP(host) && refusedAddress(host) !== undefined) {
-        callback(refuse(), null);
-        return;
-      }
-      base(options, callback);
-    },
+}
+
+/**
+ * One GET on its own connection (no pooling: each hop is judged afresh), resolved with the
+ * response once its headers are in. Node's own client rather than undici's: undici 7 (the last
+ * major for Node 20) throws an uncatchable assertion, ending the process, when a server closes the
+ * connection while the body waits for a slow reader (nodejs/undici#5360, fixed only in 8).
+ */
+function get(url: URL, lookup: LookupFunction, signal: AbortSignal): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const req = send(url, { method: 'GET', headers: HEADERS, lookup, agent: false, signal }, resolve);
+    req.once('error', reject);
+    req.end();
   });
 }
 
 /**
- * Drops a response body unread. undici's body errors when destroyed before its end; with no
- * listener that error would be an uncaught exception (a process crash in the server).
+ * Drops a response body unread. A body destroyed before its end errors; with no listener that
+ * error would be an uncaught exception (a process crash in the server).
  */
 function discard(body: NodeJS.ReadableStream & { destroy(): void }): void {
   body.on('error', () => {});
   body.destroy();
 }
-
-/** The undici error codes that mean "too slow" rather than "broken". */
-const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** Counts the body's bytes; errors once there are more than `maxBytes`. */
 function byteCap(maxBytes: number, counted: { bytes: number }): Transform {
@@ -242,8 +241,8 @@ export async function downloadVideo(
   let writeError: unknown;
   // Body bytes received so far (redirect bodies are dropped unread and count for nothing).
   const counted = { bytes: 0 };
-  // DESIGN §5a: the same stall rule as an upload, from the first request on. An idle cut reads as
-  // the idle timeouts below do (whichever fires first, the caller sees the same).
+  // DESIGN §5a: the same stall rule as an upload, from the first request on; its idle cut (no byte
+  // for `idle`, connecting, waiting for the headers or between body chunks) is the fetch's timeout.
   const watch = watchTransfer(
     idle,
     () => counted.bytes,
@@ -265,28 +264,20 @@ export async function downloadVideo(
         throw new FetchError('private_address', messages.privateAddress);
       }
       const state: HopState = { refused: false };
-      const agent = hopAgent(allowed, resolve, state);
+      let body: IncomingMessage | undefined;
       try {
-        let response: Awaited<ReturnType<typeof request>>;
         try {
-          response = await request(target, {
-            dispatcher: agent,
-            method: 'GET',
-            headers: HEADERS,
-            signal: stop.signal,
-            headersTimeout: idle,
-            bodyTimeout: idle,
-          });
+          body = await get(target, hopLookup(allowed, resolve, state), stop.signal);
         } catch (error) {
           if (state.refused) throw new FetchError('private_address', messages.privateAddress);
           throw error;
         }
-        const { statusCode, headers, body } = response;
+        const { statusCode = 0, headers } = body;
         const location = headers.location;
         if (REDIRECT_STATUSES.has(statusCode) && location !== undefined) {
           discard(body);
           if (redirects >= MAX_REDIRECTS) throw new FetchError('too_many_redirects', messages.redirects);
-          target = checkUrl(Array.isArray(location) ? (location[0] ?? '') : location, target);
+          target = checkUrl(location, target);
           continue;
         }
         if (statusCode < 200 || statusCode > 299) {
@@ -325,7 +316,9 @@ export async function downloadVideo(
           ...(typeof type === 'string' ? { contentType: type } : {}),
         };
       } finally {
-        await agent.destroy().catch(() => {});
+        // The connection goes with its response (a redirect's, a refusal's, or a failed body's).
+        if (body && !body.complete) discard(body);
+        body?.socket?.destroy();
       }
     }
   } catch (error) {
@@ -351,10 +344,6 @@ function translate(
     if (context.signal?.aborted) return context.signal.reason;
   }
   if (context.writeError !== undefined) return context.writeError;
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
-    return new FetchError('timeout', messages.slow, { cause: error });
-  }
   return new FetchError('unreachable', context.headersSeen ? messages.broken : messages.unreachable, {
     cause: error,
   });
