@@ -91,7 +91,9 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     trustProxy: trustProxyOption(config.trustProxy),
     // Unique across instances and restarts, so a log line finds its request anywhere.
     genReqId: () => randomBytes(8).toString('hex'),
-    // DESIGN §5a: headers must arrive within 30 s (checked often enough for the cut to be on time).
+    // DESIGN §5a: headers must arrive within 30 s (checked often enough for the cut to be on time),
+    // the next request's on a kept-alive connection too (Fastify's own keep-alive is 72 s).
+    keepAliveTimeout: STALL_RULE.headersMs,
     http: {
       headersTimeout: STALL_RULE.headersMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1000, STALL_RULE.headersMs / 10)),

@@ -3,9 +3,12 @@
  * and raw sockets: DESIGN §5a "Malformed requests are 4xx" (a multipart body cut before its closing
  * boundary is `422 bad_request`, never `500`), and a cut or stalled upload leaves nothing open: no file
  * descriptor of the server process (counted in /proc/<pid>/fd) points into its work directory and the
- * count comes back to where it was, the partial file deleted, nothing charged.
+ * count comes back to where it was, the partial file deleted, nothing charged. And the headers'
+ * deadline the same server keeps on every connection: a kept-alive one waits no longer for its next
+ * request than a new one for its first.
  */
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
@@ -117,5 +120,24 @@ describe.each(UPLOAD_ROUTES)('%s: cut and stalled uploads', (path) => {
     done.destroy();
     expect(answer?.status, answer?.body).toBe(path === '/v1/videos' ? 201 : 200);
     expect(JSON.parse(answer?.body ?? '{}').input).toBe('slow.mp4');
+  });
+});
+
+describe('headers must arrive within 30 s (DESIGN §5a; here scaled to 3 s)', () => {
+  it('a kept-alive connection idle after its answer is closed when the next headers are overdue', async () => {
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk) => (received += chunk));
+    const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: keep-alive\r\n\r\n`);
+    await waitFor(() => /\r\n\r\n/.test(received), 'the answer');
+    const answered = Date.now();
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    // Fastify's keep-alive alone held such a connection 72 s.
+    const at = await Promise.race([closed, new Promise<number>((r) => setTimeout(() => r(0), 10_000))]);
+    socket.destroy();
+    expect(at, 'closed within the headers deadline').toBeGreaterThan(0);
+    expect(at - answered).toBeLessThan(3000 + 1500);
   });
 });
