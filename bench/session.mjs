@@ -12,7 +12,7 @@
  * cold (one download into the instance's cache, what another instance's first zoom pays) and then warm
  * (from the copy). Everything goes to 127.0.0.1 only.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { openAsBlob, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { clip, ROOT } from './clip.mjs';

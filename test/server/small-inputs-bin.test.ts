@@ -2,22 +2,15 @@
  * DESIGN §5a "Small inputs stay small", black-box on the real bin over PostgreSQL and an
  * S3-compatible store (both on loopback), with each engine: a zoom field over 2048 characters is
  * `422` naming it and never echoed (response and log), a zoom body that is not JSON is `415` and
- * not charged, and the hosted form ignores `start` and `end` however long. (app.test.ts holds the
+ * not charged, the hosted form ignores `start` and `end` however long, and a kept video's file name
+ * is shown and stored by 64 characters at most. (app.test.ts holds the
  * same sentences through `inject`, with the remote tool's.)
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINES } from '../helpers/cli.js';
 import { plainClip } from '../helpers/fixtures.js';
-import {
-  newAccount,
-  postJob,
-  removeServerDirs,
-  showAccount,
-  startServer,
-  type TestServer,
-  videoForm,
-} from '../helpers/server.js';
+import { newAccount, postJob, removeServerDirs, showAccount, videoForm } from '../helpers/server.js';
 import { scaledOutServer } from '../helpers/server-database.js';
 
 afterAll(removeServerDirs);
@@ -81,6 +74,24 @@ describe.each(ENGINES)('small inputs stay small on PostgreSQL + S3 (engine %s)',
     },
     120_000,
   );
+
+  it("a kept video's file name is shown and stored by 64 characters at most", async () => {
+    const account = await newAccount(held.server, 20);
+    const name = `${'n'.repeat(60_000)}.mp4`;
+    const res = await fetch(`${held.server.url}/v1/videos`, {
+      method: 'POST',
+      headers: auth(account.key),
+      body: videoForm({ bytes: clip, filename: name }),
+    });
+    const kept = (await res.json()) as { video_id: string; input: string };
+    expect(res.status).toBe(201);
+    expect(kept.input).toBe(`${'n'.repeat(64)}…`);
+    const listed = await fetch(`${held.server.url}/v1/videos/${kept.video_id}`, {
+      headers: auth(account.key),
+    });
+    expect(((await listed.json()) as { input: string }).input).toBe(kept.input);
+    expect(JSON.stringify(held.server.logs)).not.toContain('n'.repeat(65));
+  }, 120_000);
 
   it('the hosted form ignores start and end, however long', async () => {
     const account = await newAccount(held.server, 20);

@@ -16,7 +16,7 @@ import { rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hostedErrors, transportAnswers } from '#vidsheet/core/errors.js';
-import { shortJobId } from '#vidsheet/core/redact.js';
+import { excerpt, shortJobId } from '#vidsheet/core/redact.js';
 import { CONTRACTS, hostedReport } from '#vidsheet/core/report.js';
 import { explainedWindowError, parseSessionFields } from '#vidsheet/core/request.js';
 import type { ProbeInfo } from '#vidsheet/engine/types.js';
@@ -150,7 +150,9 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
           error: quotaError,
         });
         if (!received) return reply;
-        const probed = await jobs.probe({ file: received.path, workDir, inputName: received.filename, log });
+        // DESIGN §5a: the name as any answer may show it, cut once and stored so.
+        const input = excerpt(received.filename);
+        const probed = await jobs.probe({ file: received.path, workDir, inputName: input, log });
         request.releaseAdmission?.();
         const fileName = basename(received.path);
         const limits = await limitsOf(account.id);
@@ -160,7 +162,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
             {
               videoId,
               accountId: account.id,
-              input: received.filename,
+              input,
               fileName,
               bytes: received.bytes,
               durationMs: probed.durationMs,
@@ -182,7 +184,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
         return reply.code(201).send(
           videoBody({
             videoId,
-            input: received.filename,
+            input,
             durationMs: probed.durationMs,
             expiresAt: added.expiresAt,
           }),
