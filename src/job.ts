@@ -24,6 +24,7 @@ import { resolveWindow, type Window } from './core/window.js';
 import { reportedFrameTime, zoomHints } from './core/zoom.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
+import { refuseCompressedMovieHeader } from './engine/movie-header.js';
 import {
   ENGINE_ERROR_CODES,
   type Engine,
@@ -69,7 +70,8 @@ export interface JobOptions {
    * FFmpeg's `max_pixels` for every decoder of the job, `max_streams` 32, decoders for the chosen
    * streams only (DESIGN §5a, engine/types.ts `DecodeBounds`): the hosted server and the remote
    * endpoint pass `VIDSHEET_MAX_PIXELS`; local surfaces leave it unset (their files are the
-   * user's own, opened as the user's FFmpeg opens them, like the containers above).
+   * user's own, opened as the user's FFmpeg opens them, like the containers above). With it, a
+   * file holding a compressed movie header is refused before any open (core/movie-header.ts).
    */
   maxPixels?: number;
   onProgress?: (done: number, total: number) => void;
@@ -113,7 +115,12 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
   const bounds = options.maxPixels === undefined ? undefined : { maxPixels: options.maxPixels };
   const probe =
     request.probe ??
-    (await engine.probe(input, allowed, bounds).catch((error) => {
+    (await (async () => {
+      // A compressed movie header would make FFmpeg inflate what the file declares on every open:
+      // refused before either engine opens the file (DESIGN §5a, core/movie-header.ts).
+      if (bounds) await refuseCompressedMovieHeader(input);
+      return engine.probe(input, allowed, bounds);
+    })().catch((error) => {
       throw engineFailure(error, inputName);
     }));
   // Restricted: every later open fixes the demuxer the probe detected and allowed.

@@ -9,7 +9,9 @@
 import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cached, FFMPEG, run, withTemp } from './fixtures.js';
+import { pipeline } from 'node:stream/promises';
+import { createDeflate } from 'node:zlib';
+import { cached, FFMPEG, plainClip, run, withTemp } from './fixtures.js';
 
 /** The default `VIDSHEET_MAX_PIXELS` (8192x4320). */
 export const MAX_PIXELS = 35_389_440;
@@ -124,4 +126,92 @@ export function growingPictures(opts: { w: number; h: number; small: number; big
       await rm(dir, { recursive: true, force: true });
     }
   });
+}
+
+/** What FFmpeg's mov demuxer allocates and inflates for {@link compressedMovieHeader}: just under 2 GiB. */
+export const CMOV_DECLARED = 0x7ff00000;
+
+/**
+ * The review's `cmov` bomb (DESIGN §5a): a MOV whose `moov` holds only a compressed movie header
+ * (`cmov` > `dcom` 'zlib' + `cmvd`) declaring {@link CMOV_DECLARED} bytes, about 2 MB of zlib.
+ * `readable`: the `moov` of a real 3 s clip, then a `free` box of zeros up to the declared size
+ * (FFmpeg reads the clip); `empty`: zeros only (unreadable, after the whole inflate). Built in
+ * process with node's zlib (a few seconds once, then cached).
+ */
+export function compressedMovieHeader(kind: 'readable' | 'empty'): Promise<string> {
+  return cached(`bomb-cmov-${kind}`, 'mov', { declared: CMOV_DECLARED }, async (out) => {
+    const top = kind === 'readable' ? topLevelBoxes(await readFile(await plainClip(3))) : emptyMovie();
+    const moov = top.find((b) => b.type === 'moov')?.bytes ?? Buffer.alloc(0);
+    const zlib = await deflatedZeros(moov, CMOV_DECLARED);
+    const dcom = Buffer.concat([u32(12), Buffer.from('dcomzlib', 'latin1')]);
+    const cmvd = Buffer.concat([
+      u32(12 + zlib.length),
+      Buffer.from('cmvd', 'latin1'),
+      u32(CMOV_DECLARED),
+      zlib,
+    ]);
+    const cmov = Buffer.concat([
+      u32(8 + dcom.length + cmvd.length),
+      Buffer.from('cmov', 'latin1'),
+      dcom,
+      cmvd,
+    ]);
+    const wrapped = Buffer.concat([u32(8 + cmov.length), Buffer.from('moov', 'latin1'), cmov]);
+    await writeFile(out, Buffer.concat(top.map((b) => (b.type === 'moov' ? wrapped : b.bytes))));
+  });
+}
+
+/** The same 3 s clip remuxed into a QuickTime MOV (an ordinary MOV a server must still open). */
+export function plainMov(): Promise<string> {
+  return cached('plain-mov', 'mov', { seconds: 3 }, async (out) =>
+    run('ffmpeg', [...FFMPEG, '-i', await plainClip(3), '-c', 'copy', '-f', 'mov', out]),
+  );
+}
+
+function u32(value: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(value);
+  return b;
+}
+
+/** A file's top-level boxes (32-bit sizes, as ffmpeg writes a short clip). */
+function topLevelBoxes(file: Buffer): Array<{ type: string; bytes: Buffer }> {
+  const boxes: Array<{ type: string; bytes: Buffer }> = [];
+  for (let i = 0; i + 8 <= file.length; ) {
+    const size = file.readUInt32BE(i);
+    if (size < 8) throw new Error(`unexpected box size ${size} at ${i}`);
+    boxes.push({ type: file.toString('latin1', i + 4, i + 8), bytes: file.subarray(i, i + size) });
+    i += size;
+  }
+  return boxes;
+}
+
+function emptyMovie(): Array<{ type: string; bytes: Buffer }> {
+  const ftyp = Buffer.concat([
+    u32(20),
+    Buffer.from('ftypqt  ', 'latin1'),
+    u32(0),
+    Buffer.from('qt  ', 'latin1'),
+  ]);
+  return [
+    { type: 'ftyp', bytes: ftyp },
+    { type: 'moov', bytes: Buffer.alloc(0) },
+  ];
+}
+
+/** zlib of `head`, then a `free` box of zeros up to `total` bytes in all. */
+async function deflatedZeros(head: Buffer, total: number): Promise<Buffer> {
+  const pad = total - head.length;
+  const zeros = Buffer.alloc(16 * 1024 * 1024);
+  async function* plain() {
+    yield head;
+    yield Buffer.concat([u32(pad), Buffer.from('free', 'latin1')]);
+    for (let left = pad - 8; left > 0; left -= zeros.length)
+      yield zeros.subarray(0, Math.min(left, zeros.length));
+  }
+  const chunks: Buffer[] = [];
+  await pipeline(plain, createDeflate({ level: 9, memLevel: 9 }), async (deflated: AsyncIterable<Buffer>) => {
+    for await (const chunk of deflated) chunks.push(chunk);
+  });
+  return Buffer.concat(chunks);
 }
