@@ -224,6 +224,32 @@ describe.each(BACKENDS)('on %s', (backend) => {
       ).toMatchObject({ ok: true });
     });
 
+    it("a code is its session's: another session's new code or wrong tries leave it live, and cannot use it", async () => {
+      const { signIn, lastCode, db } = await fresh(databases);
+      await signIn.sendCode('olga@example.com', '192.0.2.1', BROWSER);
+      const mine = lastCode();
+      // Another browser asks for the same mailbox, under two spellings: it does not supersede mine.
+      await signIn.sendCode('olga+x@example.com', '198.51.100.9', 'other-browser');
+      await signIn.sendCode('Olga@example.com', '198.51.100.9', 'other-browser');
+      const theirs = lastCode();
+      // Its wrong tries, and my right code from it (or from no session), are wrong codes...
+      for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
+        await signIn.verify('olga@example.com', wrong(theirs, i), '198.51.100.9', 'other-browser');
+      }
+      for (const session of ['other-browser', 'a-third-browser', undefined]) {
+        expect(await signIn.verify('olga@example.com', mine, '198.51.100.9', session)).toEqual({
+          ok: false,
+          reason: 'wrong_code',
+        });
+      }
+      // ...that burn only the other browser's newest code, never touching mine.
+      const attempts = await db.selectFrom('sign_in_codes').select('attempts').orderBy('id').execute();
+      expect(attempts.map((r) => r.attempts)).toEqual([0, 0, MAX_TRIES_PER_CODE]);
+      expect(await signIn.verify('olga+phone@example.com', mine, '192.0.2.1', BROWSER)).toMatchObject({
+        ok: true,
+      });
+    });
+
     it('only the newest code counts: sending a new one supersedes the older', async () => {
       const { signIn, lastCode } = await fresh(databases);
       await signIn.sendCode('frank@example.com', '192.0.2.1', BROWSER);
