@@ -1,7 +1,7 @@
 /**
  * Sign-in by e-mail code (DESIGN §5 "Keys page"): 6 digits from a secure random source, valid 10
  * minutes, single use, stored only as an HMAC, at most 5 wrong tries per code; sending limited per
- * address and per IP, submitting per IP. Every limit is counted in the database, not in memory, so it
+ * address and IP and per IP, submitting per IP. Every limit is counted in the database, not in memory, so it
  * holds across server instances (DESIGN §8).
  *
  * No account enumeration: `sendCode` never looks accounts up (an account is created at the first
