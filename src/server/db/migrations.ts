@@ -315,6 +315,27 @@ const mailboxes: Migration = {
   },
 };
 
+/**
+ * DESIGN §5a "Sign-in cannot be locked by others": a code belongs to the browser that asked for it.
+ * `sign_in_codes.session_hash` is the SHA-256 of that browser's sign-in session; codes already stored
+ * keep null, which no session matches (they were at most 10 minutes from expiring anyway). The index
+ * serves the one lookup by mailbox and session, and the send limit by mailbox and client.
+ */
+const codeSessions: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema.alterTable('sign_in_codes').addColumn('session_hash', 'text').execute();
+    await db.schema
+      .createIndex('sign_in_codes_session')
+      .on('sign_in_codes')
+      .columns(['email', 'session_hash', 'created_at'])
+      .execute();
+  },
+  async down(db: Kysely<unknown>) {
+    await db.schema.dropIndex('sign_in_codes_session').execute();
+    await db.schema.alterTable('sign_in_codes').dropColumn('session_hash').execute();
+  },
+};
+
 /** Every migration by name; kysely's Migrator runs the missing ones in name order. */
 export const migrationProvider: MigrationProvider = {
   async getMigrations() {
@@ -326,6 +347,7 @@ export const migrationProvider: MigrationProvider = {
       '0005_sign_in_wrong_codes': signInWrongCodes,
       '0006_videos': videos,
       '0007_mailboxes': mailboxes,
+      '0008_sign_in_code_sessions': codeSessions,
     };
   },
 };

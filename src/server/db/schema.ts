@@ -103,6 +103,11 @@ export interface SignInCodesTable {
   code_hmac: string;
   /** Who asked for it (send limits per IP). */
   ip: string;
+  /**
+   * SHA-256 of the sign-in session (browser) that asked for it: only that session can use or burn it.
+   * Null on codes from before migration 0008, which no session can use (they expire within 10 minutes).
+   */
+  session_hash: string | null;
   attempts: Generated<number>;
   created_at: string;
   expires_at: string;

@@ -1,29 +1,39 @@
 /**
  * Sign-in by e-mail code (DESIGN §5 "Keys page"): 6 digits from a secure random source, valid 10
  * minutes, single use, stored only as an HMAC, at most 5 wrong tries per code; sending limited per
- * address and per IP, submitting per IP. Every limit is counted in the database, not in memory, so it
+ * address and IP and per IP, submitting per IP. Every limit is counted in the database, not in memory, so it
  * holds across server instances (DESIGN §8).
  *
  * No account enumeration: `sendCode` never looks accounts up (an account is created at the first
  * successful sign-in), so it does the same work and gives the same answer for every address; and it
  * does not wait for the mail server, so its time does not depend on where (or whether) mail goes.
  *
- * Which code counts: only the newest code sent to an address. Sending a new code supersedes the older
- * ones at once (a code mailed earlier stops working, even if it is still within its 10 minutes), so at
- * any moment one code is guessable per address, and its 5 tries are the only ones.
+ * Whose code it is (DESIGN §5a "Sign-in cannot be locked by others"): a code belongs to the browser
+ * that asked for it. `sendCode` takes that browser's sign-in session (a random token the keys page
+ * keeps in a cookie, renewed at every send, see `newSignInSession`) and stores its SHA-256 with the
+ * code; `verify` looks only at the newest code of the session presenting it. So another client never
+ * touches the owner's code: asking a new code for the same mailbox (any spelling) leaves it live, and
+ * wrong tries from elsewhere neither count against it nor burn it. Within one session the newest code
+ * is the only one, and its 5 tries are the only ones.
  *
  * Over a day, sending new codes would renew those tries, so wrong codes are also counted per address,
  * client and UTC day, across codes (DESIGN §5a): after 20 from one client (IPv6 per /64), every try for
  * that address from that client is refused, the right code included, until 00:00 UTC; another client's
  * tries are not (DESIGN §5a "Sign-in cannot be locked by others": a correct, unexpired, unburned code is
- * never refused because of someone else's wrong ones).
+ * never refused because of someone else's wrong ones). A session is free to make, so brute force stays
+ * bounded by these per-client counts, not by sessions.
+ *
+ * Sending is limited per mailbox and client (5 per 10 minutes from one client address, IPv6 per /64)
+ * and per client (30 per 10 minutes, whatever the mailbox): others cannot spend the owner's sends,
+ * and no one client can mail any one mailbox more than 5 times in 10 minutes.
  *
  * An address is one mailbox by the one rule (src/core/mailbox.ts): the mailer is handed exactly the
  * address typed, normalised, while codes, the per-address send limit and the wrong-code count are kept
- * per mailbox key (DESIGN §5a "An account is a mailbox"), so `a+1@`, `a+2@`, ... share one count and a
- * code mailed to any spelling signs in with any other spelling of that mailbox, to its one account.
+ * per mailbox key (DESIGN §5a "An account is a mailbox"), so `a+1@`, `a+2@`, ... from one client share
+ * one count and a code mailed to any spelling signs in with any other spelling of that mailbox, to its
+ * one account.
  */
-import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { addressKey } from '#vidsheet/core/client-address.js';
 import { mailboxKey, normalizeMailbox } from '#vidsheet/core/mailbox.js';
@@ -37,7 +47,10 @@ import type { Mailer, MailLog } from './mail.js';
 export const CODE_TTL_S = 600;
 /** Wrong tries that burn a code (DESIGN §5). */
 export const MAX_TRIES_PER_CODE = 5;
-/** Codes sent per address and per IP within a sliding window (DESIGN §5). */
+/**
+ * Codes sent within a sliding window (DESIGN §5): `perEmail` per mailbox from one client (IPv6 per
+ * /64), so nobody else can spend the owner's sends; `perIp` per client, whatever the mailbox.
+ */
 export const SEND_LIMITS = { perEmail: 5, perIp: 30, windowS: 600 } as const;
 /** Codes submitted per IP within a sliding window (DESIGN §5), whatever the address. */
 export const TRY_LIMIT = { perIp: 60, windowS: 600 } as const;
@@ -70,6 +83,17 @@ export class InvalidEmailError extends Error {
 /** Whether the address is one mailbox (src/core/mailbox.ts, the spelling accounts use); for form checks. */
 export const isValidEmail = (email: string): boolean => normalizeMailbox(email) !== undefined;
 
+/**
+ * A new sign-in session: 32 random bytes, base64url. The keys page gives one to the browser at every
+ * "Send code" (in a cookie living as long as a code), so a code can be checked only from the browser
+ * that asked for it, and a session planted before that is never the one that holds a code.
+ */
+export const newSignInSession = (): string => randomBytes(32).toString('base64url');
+
+/** What the database keeps of a sign-in session: its SHA-256, so a copy of it can try no code. */
+const sessionHash = (session: string): string =>
+  createHash('sha256').update(`sign-in:${session}`).digest('hex');
+
 const CODE_PATTERN = /^\d{6}$/;
 const KEY_BYTES = 32;
 
@@ -94,11 +118,13 @@ export class SignIn {
   /**
    * Makes a 6-digit code (crypto.randomInt, zero-padded), stores HMAC-SHA256(key, normalizedEmail + ':'
    * + code), and starts mailing it. Same result whether or not an account exists (no account is looked
-   * up or created here). Resolves once the code is stored and delivery has started, without waiting for
-   * the mail server (a failed delivery is logged); a refused send stores and mails nothing.
+   * up or created here). The code belongs to `session` (the asking browser's sign-in session, from
+   * `newSignInSession`): only that session can use or burn it, and codes other sessions hold stay as
+   * they are. Resolves once the code is stored and delivery has started, without waiting for the mail
+   * server (a failed delivery is logged); a refused send stores and mails nothing.
    * Throws InvalidEmailError for something that is not an e-mail address.
    */
-  async sendCode(email: string, address: string): Promise<SendResult> {
+  async sendCode(email: string, address: string, session: string): Promise<SendResult> {
     const ip = addressKey(address); // the per-IP limits count IPv6 per /64
     const normalized = normalizeMailbox(email);
     const mailbox = mailboxKey(email);
@@ -117,8 +143,9 @@ export class SignIn {
         .deleteFrom('sign_in_codes')
         .where('created_at', '<=', shift(now, -Math.max(SEND_LIMITS.windowS, CODE_TTL_S)))
         .execute();
-      const byEmail = await countSince(trx, 'email', mailbox, windowStart);
-      const byIp = await countSince(trx, 'ip', ip, windowStart);
+      // Per mailbox from this client only: another client's sends never use up the owner's.
+      const byEmail = await countSince(trx, { email: mailbox, ip }, windowStart);
+      const byIp = await countSince(trx, { ip }, windowStart);
       if (byEmail >= SEND_LIMITS.perEmail || byIp >= SEND_LIMITS.perIp) return false;
       await trx
         .insertInto('sign_in_codes')
@@ -126,6 +153,7 @@ export class SignIn {
           email: mailbox,
           code_hmac: codeHmac,
           ip,
+          session_hash: sessionHash(session),
           created_at: nowText,
           expires_at: shift(now, CODE_TTL_S),
         })
@@ -141,9 +169,11 @@ export class SignIn {
   }
 
   /**
-   * Checks a code against the newest code sent to that e-mail's mailbox, which must still be live (unused, not
-   * expired, fewer than 5 wrong tries). Every call counts against the IP's try limit; a wrong code also
-   * counts against that code (the 5th wrong try burns it). On success the code is marked used (in the
+   * Checks a code against the newest code that `session` asked for that e-mail's mailbox, which must
+   * still be live (unused, not expired, fewer than 5 wrong tries); codes other sessions asked for are
+   * never looked at, so nothing another client submits can use, count against or burn them (no session,
+   * or one that asked for no code, is simply a wrong code). Every call counts against the IP's try
+   * limit; a wrong code also counts against that code (the 5th wrong try burns it). On success the code is marked used (in the
    * same transaction as the check, so two racing submissions cannot both win), the account is created
    * if needed (`ledger.findOrCreateAccount`) and its id returned. Every failure is 'wrong_code' (expired,
    * burned, used, superseded, malformed and wrong are not told apart: an attacker learns nothing), except
@@ -153,7 +183,12 @@ export class SignIn {
    * client's right code still works. An invalid address is simply a wrong code: there can be no code
    * for it (and no address to count against).
    */
-  async verify(email: string, code: string, address: string): Promise<VerifyResult> {
+  async verify(
+    email: string,
+    code: string,
+    address: string,
+    session: string | undefined,
+  ): Promise<VerifyResult> {
     const ip = addressKey(address); // the per-IP limits count IPv6 per /64
     const normalized = normalizeMailbox(email);
     const mailbox = mailboxKey(email);
@@ -202,14 +237,19 @@ export class SignIn {
               .doUpdateSet((eb) => ({ wrong: eb('sign_in_wrong_tries.wrong', '+', 1) })),
           )
           .execute();
-      const row = await trx
-        .selectFrom('sign_in_codes')
-        .select(['id', 'code_hmac', 'attempts', 'expires_at', 'used_at'])
-        .where('email', '=', mailbox)
-        .orderBy('created_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(1)
-        .executeTakeFirst();
+      // Only this session's newest code: another client's guesses never reach the owner's code.
+      const row =
+        session === undefined
+          ? undefined
+          : await trx
+              .selectFrom('sign_in_codes')
+              .select(['id', 'code_hmac', 'attempts', 'expires_at', 'used_at'])
+              .where('email', '=', mailbox)
+              .where('session_hash', '=', sessionHash(session))
+              .orderBy('created_at', 'desc')
+              .orderBy('id', 'desc')
+              .limit(1)
+              .executeTakeFirst();
       const live =
         row !== undefined &&
         row.used_at === null &&
@@ -323,17 +363,18 @@ const ipLock = (ip: string): string => `sign-in:ip:${ip}`;
 /** The clock's time moved by `seconds`, as the ISO text every timestamp column holds. */
 const shift = (now: Date, seconds: number): string => new Date(now.getTime() + seconds * 1000).toISOString();
 
+/** Codes sent since `since` from one client (`ip`), to one mailbox when `email` is given. */
 async function countSince(
   trx: Kysely<Database>,
-  column: 'email' | 'ip',
-  value: string,
+  by: { ip: string; email?: string },
   since: string,
 ): Promise<number> {
-  const row = await trx
+  let query = trx
     .selectFrom('sign_in_codes')
     .select((eb) => eb.fn.countAll().as('n'))
-    .where(column, '=', value)
-    .where('created_at', '>', since)
-    .executeTakeFirst();
+    .where('ip', '=', by.ip)
+    .where('created_at', '>', since);
+  if (by.email !== undefined) query = query.where('email', '=', by.email);
+  const row = await query.executeTakeFirst();
   return Number(row?.n ?? 0);
 }

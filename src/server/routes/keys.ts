@@ -13,6 +13,11 @@
  * on an https base URL the session and CSRF cookies are `__Host-` cookies (Secure, path /, no Domain),
  * so no sibling subdomain can plant or overwrite them; the CSRF secret is renewed at sign-in, so a
  * token learnt before it is worth nothing after it.
+ *
+ * A sign-in code belongs to the browser that asked for it (DESIGN §5a "Sign-in cannot be locked by
+ * others"): every "Send code" gives the browser a new sign-in session in its own cookie (http-only,
+ * `__Host-` on https, living as long as a code), and "Sign in" checks the code against that session's
+ * code only, so no other client can supersede, guess at or burn it. Sign-in clears the cookie.
  */
 import { createHash } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
@@ -26,12 +31,14 @@ import type { Payments } from '../billing/payments.js';
 import type { ServerConfig } from '../config.js';
 import { type PageState, renderKeysPage } from '../keys/page.js';
 import { Sessions } from '../keys/sessions.js';
-import type { SignIn } from '../keys/sign-in.js';
+import { CODE_TTL_S, newSignInSession, type SignIn } from '../keys/sign-in.js';
 
 /** Usage rows per page. */
 const USAGE_PAGE = 25;
 const NEW_KEY_COOKIE = 'vidsheet_new_key';
 const NOTICE_COOKIE = 'vidsheet_notice';
+/** The browser's sign-in session: the codes it asked for are the only ones it can use. */
+const SIGN_IN_COOKIE = 'vidsheet_sign_in';
 /** Where Stripe Checkout's pages live: the `Buy` form's redirect goes there, so form-action allows it. */
 export const STRIPE_CHECKOUT_ORIGIN = 'https://checkout.stripe.com';
 
@@ -78,6 +85,9 @@ export async function keysRoutes(app: FastifyInstance, deps: KeysPageParts): Pro
   const csrfCookie = secure ? '__Host-vidsheet_csrf' : 'vidsheet_csrf';
   const csrfOptions = { ...cookieOptions, path: secure ? '/' : '/keys', maxAge: undefined };
   const flashOptions = { ...cookieOptions, path: '/keys', maxAge: 60 };
+  // Like the CSRF secret's: `__Host-` on https; as long-lived as the code it holds.
+  const signInCookie = secure ? `__Host-${SIGN_IN_COOKIE}` : SIGN_IN_COOKIE;
+  const signInOptions = { ...csrfOptions, maxAge: CODE_TTL_S };
   // Checkout's own origin, and a stand-in API's (stripe-mock, a test double) whose pages it serves.
   const apiOrigin = config.stripeApiUrl === undefined ? [] : [new URL(config.stripeApiUrl).origin];
   const headers = keysPageHeaders(payments.enabled ? [STRIPE_CHECKOUT_ORIGIN, ...apiOrigin] : []);
@@ -161,7 +171,9 @@ export async function keysRoutes(app: FastifyInstance, deps: KeysPageParts): Pro
     if (email === undefined) {
       return page(reply, { kind: 'signed-out', csrf, notice: 'Please enter a valid e-mail address.' }, 422);
     }
-    const sent = await signIn.sendCode(email, request.ip);
+    // A new session at every send: one planted or left over from before never holds the new code.
+    const signInSession = newSignInSession();
+    const sent = await signIn.sendCode(email, request.ip, signInSession);
     if (!sent.ok) {
       return page(
         reply,
@@ -174,6 +186,7 @@ export async function keysRoutes(app: FastifyInstance, deps: KeysPageParts): Pro
         429,
       );
     }
+    reply.setCookie(signInCookie, signInSession, signInOptions);
     // The same answer whether or not the address has an account.
     return page(reply, { kind: 'signed-out', csrf, codeSentTo: email });
   });
@@ -185,7 +198,7 @@ export async function keysRoutes(app: FastifyInstance, deps: KeysPageParts): Pro
       const email = normalizeMailbox(String(request.body?.email ?? ''));
       const code = String(request.body?.code ?? '').trim();
       if (email === undefined) return back(reply, 'Please start again with your e-mail address.');
-      const result = await signIn.verify(email, code, request.ip);
+      const result = await signIn.verify(email, code, request.ip, request.cookies[signInCookie]);
       if (!result.ok) {
         const { notice, status } = VERIFY_REFUSALS[result.reason];
         const csrf = reply.generateCsrf();
@@ -194,6 +207,7 @@ export async function keysRoutes(app: FastifyInstance, deps: KeysPageParts): Pro
       // A fresh session id at sign-in: whatever session the browser had is ended.
       await sessions.destroy(request.cookies[sessionCookie]);
       reply.setCookie(sessionCookie, await sessions.create(result.accountId), cookieOptions);
+      reply.clearCookie(signInCookie, signInOptions);
       // And a fresh CSRF secret: with no secret in the request, generateCsrf makes and sets a new one.
       delete request.cookies[csrfCookie];
       reply.generateCsrf();

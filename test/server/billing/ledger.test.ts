@@ -30,6 +30,7 @@ const MIGRATIONS = [
   '0005_sign_in_wrong_codes',
   '0006_videos',
   '0007_mailboxes',
+  '0008_sign_in_code_sessions',
 ];
 const TABLES = [
   'accounts',

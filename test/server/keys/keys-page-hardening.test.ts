@@ -230,6 +230,31 @@ describe('cookies', () => {
     expect(cleared?.attributes.get('max-age')).toBe('0');
   });
 
+  it("on https a code's sign-in session is a __Host- cookie, new at every send, cleared at sign-in", async () => {
+    const v = visitor();
+    const values = [];
+    for (let i = 0; i < 2; i++) {
+      const sent = await v.post(tls.url, '/keys/code', {
+        _csrf: (await v.get(tls.url)).csrf,
+        email: 'codes@example.com',
+      });
+      expect(sent.status).toBe(200);
+      const cookie = cookieNamed(sent.setCookies, '__Host-vidsheet_sign_in');
+      expectHostCookie(cookie);
+      expect(cookie?.attributes.has('httponly')).toBe(true);
+      expect(cookie?.attributes.get('max-age')).toBe('600');
+      expect(cookie?.value).toMatch(TOKEN);
+      values.push(cookie?.value);
+    }
+    // A new session at every send: one planted before it never holds the new code.
+    expect(values[0]).not.toBe(values[1]);
+    // Another address, so the code read from the log is not one of the two above still on its way.
+    const signedIn = await signIn(tls, v, 'codes-then@example.com');
+    const cleared = cookieNamed(signedIn.setCookies, '__Host-vidsheet_sign_in');
+    expectHostCookie(cleared);
+    expect(cleared?.value).toBe('');
+  });
+
   it('on an http base URL the cookies keep their plain names (browsers refuse __Host- without TLS)', async () => {
     const v = visitor();
     const first = await v.get(plain.url);

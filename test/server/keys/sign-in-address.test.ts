@@ -11,6 +11,9 @@ import { useBackend } from '../../helpers/databases.js';
 
 const databases = useBackend('sqlite');
 
+/** One browser's sign-in session: the tests here ask and check codes from the same browser. */
+const BROWSER = 'browser-session-1';
+
 async function fresh() {
   const { db } = await databases.fresh();
   const clock = () => new Date('2025-03-01T12:00:00.000Z');
@@ -33,13 +36,13 @@ describe('sign-in limits per client address', () => {
   it('codes sent from every address of one /64 share its send limit; the next /64 is another client', async () => {
     const { signIn, sent } = await fresh();
     for (let i = 0; i < SEND_LIMITS.perIp; i++) {
-      expect(await signIn.sendCode(`person${i}@example.com`, inOne64(i))).toEqual({ ok: true });
+      expect(await signIn.sendCode(`person${i}@example.com`, inOne64(i), BROWSER)).toEqual({ ok: true });
     }
-    expect(await signIn.sendCode('one-more@example.com', inOne64(999))).toEqual({
+    expect(await signIn.sendCode('one-more@example.com', inOne64(999), BROWSER)).toEqual({
       ok: false,
       reason: 'rate_limited',
     });
-    expect(await signIn.sendCode('one-more@example.com', '2001:db8:5:7::1')).toEqual({ ok: true });
+    expect(await signIn.sendCode('one-more@example.com', '2001:db8:5:7::1', BROWSER)).toEqual({ ok: true });
     await signIn.settled();
     expect(sent).toHaveLength(SEND_LIMITS.perIp + 1);
   });
@@ -48,13 +51,13 @@ describe('sign-in limits per client address', () => {
     const { signIn } = await fresh();
     for (let i = 0; i < SEND_LIMITS.perIp; i++) {
       const address = i % 2 ? '192.0.2.60' : '::ffff:192.0.2.60';
-      expect((await signIn.sendCode(`mapped${i}@example.com`, address)).ok).toBe(true);
+      expect((await signIn.sendCode(`mapped${i}@example.com`, address, BROWSER)).ok).toBe(true);
     }
-    expect(await signIn.sendCode('last@example.com', '::FFFF:c000:023c')).toEqual({
+    expect(await signIn.sendCode('last@example.com', '::FFFF:c000:023c', BROWSER)).toEqual({
       ok: false,
       reason: 'rate_limited',
     });
-    expect((await signIn.sendCode('last@example.com', '192.0.2.61')).ok).toBe(true);
+    expect((await signIn.sendCode('last@example.com', '192.0.2.61', BROWSER)).ok).toBe(true);
   });
 
   it('tries submitted from every address of one /64 share its try limit', async () => {
@@ -62,16 +65,16 @@ describe('sign-in limits per client address', () => {
     // A new mailbox for every try, so only the per-client limit is in play (a mailbox has its own
     // daily wrong-code limit, which would otherwise stop these tries first).
     for (let i = 0; i < TRY_LIMIT.perIp; i++) {
-      expect(await signIn.verify(`try${i}@example.com`, '000000', inOne64(i))).toEqual({
+      expect(await signIn.verify(`try${i}@example.com`, '000000', inOne64(i), BROWSER)).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
     }
-    expect(await signIn.verify('next@example.com', '000000', inOne64(12345))).toEqual({
+    expect(await signIn.verify('next@example.com', '000000', inOne64(12345), BROWSER)).toEqual({
       ok: false,
       reason: 'rate_limited',
     });
-    expect(await signIn.verify('next@example.com', '000000', '2001:db8:5:7::1')).toEqual({
+    expect(await signIn.verify('next@example.com', '000000', '2001:db8:5:7::1', BROWSER)).toEqual({
       ok: false,
       reason: 'wrong_code',
     });

@@ -21,6 +21,10 @@ import { removeServerDirs, startServer, type TestServer } from '../../helpers/se
 import { useSmtp } from '../../helpers/smtp.js';
 import { visitor } from '../../helpers/visitor.js';
 
+/** One browser's sign-in session: the tests here ask and check codes from the same browser. */
+const BROWSER = 'browser-session-1';
+const ATTACKER_BROWSER = 'browser-session-2';
+
 const quiet = { info: () => undefined, warn: () => undefined };
 
 /** A SignIn on a fresh database (or a second instance on `sameAs`), a movable clock, mails recorded. */
@@ -56,24 +60,25 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
     const { signIn, lastCode, at, db } = await fresh(databases);
     const email = 'target@example.com';
     const attacker = '198.51.100.7';
-    // Four codes, each burned by its 5 wrong tries, all from one client: 20 wrong codes today.
+    // Four codes the owner asked for; 5 wrong tries at each from one other client and browser: 20 wrong
+    // codes today, counted against that client (its tries never reach the owner's codes).
     for (let round = 0; round < WRONG_CODES_PER_DAY / MAX_TRIES_PER_CODE; round++) {
       at(`2025-03-01T1${round}:00:00.000Z`);
-      await signIn.sendCode(email, '192.0.2.1');
+      await signIn.sendCode(email, '192.0.2.1', BROWSER);
       const code = lastCode();
       for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
-        expect(await signIn.verify(email, wrong(code, i), attacker)).toEqual({
+        expect(await signIn.verify(email, wrong(code, i), attacker, ATTACKER_BROWSER)).toEqual({
           ok: false,
           reason: 'wrong_code',
         });
       }
     }
     at('2025-03-01T23:59:00.000Z');
-    await signIn.sendCode(email, '192.0.2.1');
+    await signIn.sendCode(email, '192.0.2.1', BROWSER);
     const fifth = lastCode();
     // The locked client is refused, the right code included, under any spelling of the mailbox.
     for (const spelling of [email, ` ${email.toUpperCase()}`, 'target+x@example.com']) {
-      expect(await signIn.verify(spelling, fifth, attacker), spelling).toEqual({
+      expect(await signIn.verify(spelling, fifth, attacker, ATTACKER_BROWSER), spelling).toEqual({
         ok: false,
         reason: 'address_limited',
       });
@@ -86,12 +91,12 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
       .executeTakeFirstOrThrow();
     expect(row).toEqual({ attempts: 0, used_at: null });
     // The owner, from another client, signs in with the right code: the attacker's 20 do not count.
-    expect(await signIn.verify(email, fifth, '203.0.113.1')).toMatchObject({ ok: true });
+    expect(await signIn.verify(email, fifth, '203.0.113.1', BROWSER)).toMatchObject({ ok: true });
 
     // The next day the locked client is a client like any other again.
     at('2025-03-02T00:00:30.000Z');
-    await signIn.sendCode(email, '192.0.2.1');
-    expect(await signIn.verify(email, lastCode(), attacker)).toMatchObject({ ok: true });
+    await signIn.sendCode(email, '192.0.2.1', BROWSER);
+    expect(await signIn.verify(email, lastCode(), attacker, BROWSER)).toMatchObject({ ok: true });
   });
 
   it('19 wrong codes, then the right one, signs in; wrong codes with no live code count too', async () => {
@@ -100,16 +105,20 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
     const client = '198.51.100.9';
     // No code sent yet: these 9 are wrong codes for the address all the same.
     for (let i = 0; i < 9; i++) {
-      expect(await signIn.verify(email, '123456', client)).toEqual({ ok: false, reason: 'wrong_code' });
+      expect(await signIn.verify(email, '123456', client, BROWSER)).toEqual({
+        ok: false,
+        reason: 'wrong_code',
+      });
     }
     // Two codes burned by 5 wrong tries each: 19 wrong codes today.
     for (let round = 0; round < 2; round++) {
-      await signIn.sendCode(email, '192.0.2.1');
+      await signIn.sendCode(email, '192.0.2.1', BROWSER);
       const code = lastCode();
-      for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) await signIn.verify(email, wrong(code, i), client);
+      for (let i = 1; i <= MAX_TRIES_PER_CODE; i++)
+        await signIn.verify(email, wrong(code, i), client, BROWSER);
     }
-    await signIn.sendCode(email, '192.0.2.1');
-    expect(await signIn.verify(email, lastCode(), client)).toMatchObject({ ok: true });
+    await signIn.sendCode(email, '192.0.2.1', BROWSER);
+    expect(await signIn.verify(email, lastCode(), client, BROWSER)).toMatchObject({ ok: true });
   });
 
   it('wrong codes counted at 23:59 UTC do not carry over to the next day', async () => {
@@ -117,10 +126,16 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
     const email = 'late@example.com';
     const client = '198.51.100.10';
     at('2025-03-01T23:59:00.000Z');
-    for (let i = 0; i < WRONG_CODES_PER_DAY; i++) await signIn.verify(email, '000000', client);
-    expect(await signIn.verify(email, '000000', client)).toEqual({ ok: false, reason: 'address_limited' });
+    for (let i = 0; i < WRONG_CODES_PER_DAY; i++) await signIn.verify(email, '000000', client, BROWSER);
+    expect(await signIn.verify(email, '000000', client, BROWSER)).toEqual({
+      ok: false,
+      reason: 'address_limited',
+    });
     at('2025-03-02T00:00:00.000Z');
-    expect(await signIn.verify(email, '000000', client)).toEqual({ ok: false, reason: 'wrong_code' });
+    expect(await signIn.verify(email, '000000', client, BROWSER)).toEqual({
+      ok: false,
+      reason: 'wrong_code',
+    });
   });
 
   it('the spellings of one mailbox share one count; an IPv6 /64 is one client', async () => {
@@ -128,23 +143,25 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
     // Twenty addresses of one /64, twenty spellings of one mailbox: one client, one address.
     for (let i = 0; i < WRONG_CODES_PER_DAY; i++) {
       const spelling = i % 2 ? `jane.doe+${i}@gmail.com` : 'j.a.n.e.d.o.e@gmail.com';
-      expect(await signIn.verify(spelling, '000000', `2001:db8:7:8::${(i + 1).toString(16)}`)).toEqual({
+      expect(
+        await signIn.verify(spelling, '000000', `2001:db8:7:8::${(i + 1).toString(16)}`, BROWSER),
+      ).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
     }
-    await signIn.sendCode('janedoe@gmail.com', '192.0.2.1');
+    await signIn.sendCode('janedoe@gmail.com', '192.0.2.1', BROWSER);
     const code = lastCode();
-    expect(await signIn.verify('jane.doe@gmail.com', code, '2001:db8:7:8:ffff::1')).toEqual({
+    expect(await signIn.verify('jane.doe@gmail.com', code, '2001:db8:7:8:ffff::1', BROWSER)).toEqual({
       ok: false,
       reason: 'address_limited',
     });
     // The next /64 is another client; googlemail.com is another mailbox (DESIGN merges dots only).
-    expect(await signIn.verify('janedoe@googlemail.com', '000000', '2001:db8:7:8::1')).toEqual({
+    expect(await signIn.verify('janedoe@googlemail.com', '000000', '2001:db8:7:8::1', BROWSER)).toEqual({
       ok: false,
       reason: 'wrong_code',
     });
-    expect(await signIn.verify('JaneDoe+phone@gmail.com', code, '2001:db8:7:9::1')).toMatchObject({
+    expect(await signIn.verify('JaneDoe+phone@gmail.com', code, '2001:db8:7:9::1', BROWSER)).toMatchObject({
       ok: true,
     });
   });
@@ -155,7 +172,9 @@ describe.each(BACKENDS)('wrong codes per address and client per UTC day on %s', 
     const email = 'raced@example.com';
     const client = '198.51.100.11';
     const results = await Promise.all(
-      Array.from({ length: 32 }, (_, i) => (i % 2 ? first : second).signIn.verify(email, '000000', client)),
+      Array.from({ length: 32 }, (_, i) =>
+        (i % 2 ? first : second).signIn.verify(email, '000000', client, BROWSER),
+      ),
     );
     expect(results.filter((r) => !r.ok && r.reason === 'wrong_code')).toHaveLength(WRONG_CODES_PER_DAY);
     expect(results.filter((r) => !r.ok && r.reason === 'address_limited')).toHaveLength(
@@ -199,7 +218,9 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
     const { signIn, db } = await fresh(sqlite, { mailer });
     const before = { deliveries: smtp.deliveries.length, connections: smtp.connections() };
     for (const address of HOSTILE) {
-      await expect(signIn.sendCode(address, '192.0.2.1'), address).rejects.toThrow(InvalidEmailError);
+      await expect(signIn.sendCode(address, '192.0.2.1', BROWSER), address).rejects.toThrow(
+        InvalidEmailError,
+      );
       // The mailer itself refuses too, whoever calls it.
       await expect(mailer.sendSignInCode(address, '123456'), address).rejects.toThrow(
         /one normalised mailbox/,
@@ -209,7 +230,8 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
     expect(await db.selectFrom('sign_in_codes').select('id').execute()).toEqual([]);
     expect(smtp.connections()).toBe(before.connections);
 
-    // More than the per-address send limit's worth of spellings of one address: they are one address.
+    // More than the per-address send limit's worth of spellings of one address, from one client: they
+    // are one address.
     const spellings = [
       'Victim@Example.com',
       ' victim@example.com',
@@ -218,7 +240,9 @@ describe('the mailbox rule where mail is sent (SQLite, real SMTP)', () => {
     ];
     const answers = [];
     for (let i = 0; i < SEND_LIMITS.perEmail + 2; i++) {
-      answers.push(await signIn.sendCode(spellings[i % spellings.length] as string, `192.0.2.${i}`));
+      answers.push(
+        await signIn.sendCode(spellings[i % spellings.length] as string, '192.0.2.1', `browser-${i}`),
+      );
     }
     expect(answers.filter((a) => a.ok)).toHaveLength(SEND_LIMITS.perEmail);
     await signIn.settled();

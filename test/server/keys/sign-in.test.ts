@@ -30,6 +30,9 @@ import {
 } from '../../../src/server/keys/sign-in.js';
 import { BACKENDS, type TestBackend, type TestDatabase, useBackend } from '../../helpers/databases.js';
 
+/** One browser's sign-in session: the tests here ask and check codes from the same browser. */
+const BROWSER = 'browser-session-1';
+
 const BASE_URL = 'http://127.0.0.1:8080';
 
 interface LogLine {
@@ -98,7 +101,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
   describe('sign-in codes', () => {
     it('mails 6 digits and stores only their HMAC, never the code', async () => {
       const { database, db, signIn, sent, lastCode } = await fresh(databases);
-      expect(await signIn.sendCode('  Alice@Example.COM ', '192.0.2.1')).toEqual({ ok: true });
+      expect(await signIn.sendCode('  Alice@Example.COM ', '192.0.2.1', BROWSER)).toEqual({ ok: true });
       const code = lastCode();
       expect(code).toMatch(/^\d{6}$/);
       expect(sent).toEqual([{ to: 'alice@example.com', code }]);
@@ -132,7 +135,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('codes are uniform-looking: always six digits, leading zeros kept', async () => {
       const { signIn, sent, advance } = await fresh(databases);
       for (let i = 0; i < 60; i++) {
-        await signIn.sendCode(`user${i}@example.com`, `198.51.100.${i % 2}`);
+        await signIn.sendCode(`user${i}@example.com`, `198.51.100.${i % 2}`, BROWSER);
         if (i % 20 === 19) advance(SEND_LIMITS.windowS);
       }
       expect(sent).toHaveLength(60);
@@ -142,128 +145,161 @@ describe.each(BACKENDS)('on %s', (backend) => {
 
     it('creates the account at the first successful sign-in, and the code works once', async () => {
       const { signIn, ledger, lastCode } = await fresh(databases);
-      await signIn.sendCode('bob@example.com', '192.0.2.1');
+      await signIn.sendCode('bob@example.com', '192.0.2.1', BROWSER);
       expect(await ledger.accounts.accountByEmail('bob@example.com')).toBeUndefined();
       const code = lastCode();
-      const first = await signIn.verify('Bob@Example.com', code, '192.0.2.1');
+      const first = await signIn.verify('Bob@Example.com', code, '192.0.2.1', BROWSER);
       const account = await ledger.accounts.accountByEmail('bob@example.com');
       expect(account).toBeDefined();
       expect(first).toEqual({ ok: true, accountId: account?.id });
       // Single use.
-      expect(await signIn.verify('bob@example.com', code, '192.0.2.1')).toEqual({
+      expect(await signIn.verify('bob@example.com', code, '192.0.2.1', BROWSER)).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
       // The next sign-in finds the same account.
-      await signIn.sendCode('bob@example.com', '192.0.2.1');
-      expect(await signIn.verify('bob@example.com', lastCode(), '192.0.2.1')).toEqual(first);
+      await signIn.sendCode('bob@example.com', '192.0.2.1', BROWSER);
+      expect(await signIn.verify('bob@example.com', lastCode(), '192.0.2.1', BROWSER)).toEqual(first);
     });
 
     it('a code is valid for 10 minutes: 599 s later it works, 600 s later it does not', async () => {
       const { signIn, advance, lastCode } = await fresh(databases);
-      await signIn.sendCode('carol@example.com', '192.0.2.1');
+      await signIn.sendCode('carol@example.com', '192.0.2.1', BROWSER);
       const late = lastCode();
       advance(CODE_TTL_S);
-      expect(await signIn.verify('carol@example.com', late, '192.0.2.1')).toEqual({
+      expect(await signIn.verify('carol@example.com', late, '192.0.2.1', BROWSER)).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
-      await signIn.sendCode('carol@example.com', '192.0.2.1');
+      await signIn.sendCode('carol@example.com', '192.0.2.1', BROWSER);
       const inTime = lastCode();
       advance(CODE_TTL_S - 1);
-      expect(await signIn.verify('carol@example.com', inTime, '192.0.2.1')).toMatchObject({ ok: true });
+      expect(await signIn.verify('carol@example.com', inTime, '192.0.2.1', BROWSER)).toMatchObject({
+        ok: true,
+      });
     });
 
     it('5 wrong tries burn the code; 4 do not', async () => {
       const { signIn, db, lastCode, log } = await fresh(databases);
-      await signIn.sendCode('dave@example.com', '192.0.2.1');
+      await signIn.sendCode('dave@example.com', '192.0.2.1', BROWSER);
       const code = lastCode();
       for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
-        expect(await signIn.verify('dave@example.com', wrong(code, i), '192.0.2.1')).toEqual({
+        expect(await signIn.verify('dave@example.com', wrong(code, i), '192.0.2.1', BROWSER)).toEqual({
           ok: false,
           reason: 'wrong_code',
         });
       }
       const row = await db.selectFrom('sign_in_codes').select('attempts').executeTakeFirstOrThrow();
       expect(row.attempts).toBe(MAX_TRIES_PER_CODE);
-      expect(await signIn.verify('dave@example.com', code, '192.0.2.1')).toEqual({
+      expect(await signIn.verify('dave@example.com', code, '192.0.2.1', BROWSER)).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
       expect(log.lines.some((l) => l.m.includes('burned'))).toBe(true);
 
-      await signIn.sendCode('dave@example.com', '192.0.2.1');
+      await signIn.sendCode('dave@example.com', '192.0.2.1', BROWSER);
       const next = lastCode();
       for (let i = 1; i < MAX_TRIES_PER_CODE; i++)
-        await signIn.verify('dave@example.com', wrong(next, i), '192.0.2.1');
-      expect(await signIn.verify('dave@example.com', next, '192.0.2.1')).toMatchObject({ ok: true });
+        await signIn.verify('dave@example.com', wrong(next, i), '192.0.2.1', BROWSER);
+      expect(await signIn.verify('dave@example.com', next, '192.0.2.1', BROWSER)).toMatchObject({ ok: true });
     });
 
     it('malformed codes and invalid addresses are wrong codes; spaces inside a code are ignored', async () => {
       const { signIn, lastCode } = await fresh(databases);
-      await signIn.sendCode('erin@example.com', '192.0.2.1');
+      await signIn.sendCode('erin@example.com', '192.0.2.1', BROWSER);
       const code = lastCode();
       for (const bad of ['', '12345', 'abcdef', `${code}0`]) {
-        expect(await signIn.verify('erin@example.com', bad, '192.0.2.1')).toEqual({
+        expect(await signIn.verify('erin@example.com', bad, '192.0.2.1', BROWSER)).toEqual({
           ok: false,
           reason: 'wrong_code',
         });
       }
-      expect(await signIn.verify('not an address', code, '192.0.2.1')).toEqual({
+      expect(await signIn.verify('not an address', code, '192.0.2.1', BROWSER)).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
       // Four malformed tries so far; the fifth try is the right code, typed with a space.
       expect(
-        await signIn.verify('erin@example.com', `${code.slice(0, 3)} ${code.slice(3)}`, '192.0.2.1'),
+        await signIn.verify('erin@example.com', `${code.slice(0, 3)} ${code.slice(3)}`, '192.0.2.1', BROWSER),
       ).toMatchObject({ ok: true });
     });
 
-    it('only the newest code counts: sending a new one supersedes the older', async () => {
-      const { signIn, lastCode } = await fresh(databases);
-      await signIn.sendCode('frank@example.com', '192.0.2.1');
-      const older = lastCode();
-      await signIn.sendCode('frank@example.com', '192.0.2.1');
-      const newer = lastCode();
-      if (older !== newer) {
-        expect(await signIn.verify('frank@example.com', older, '192.0.2.1')).toEqual({
+    it("a code is its session's: another session's new code or wrong tries leave it live, and cannot use it", async () => {
+      const { signIn, lastCode, db } = await fresh(databases);
+      await signIn.sendCode('olga@example.com', '192.0.2.1', BROWSER);
+      const mine = lastCode();
+      // Another browser asks for the same mailbox, under two spellings: it does not supersede mine.
+      await signIn.sendCode('olga+x@example.com', '198.51.100.9', 'other-browser');
+      await signIn.sendCode('Olga@example.com', '198.51.100.9', 'other-browser');
+      const theirs = lastCode();
+      // Its wrong tries, and my right code from it (or from no session), are wrong codes...
+      for (let i = 1; i <= MAX_TRIES_PER_CODE; i++) {
+        await signIn.verify('olga@example.com', wrong(theirs, i), '198.51.100.9', 'other-browser');
+      }
+      for (const session of ['other-browser', 'a-third-browser', undefined]) {
+        expect(await signIn.verify('olga@example.com', mine, '198.51.100.9', session)).toEqual({
           ok: false,
           reason: 'wrong_code',
         });
       }
-      expect(await signIn.verify('frank@example.com', newer, '192.0.2.1')).toMatchObject({ ok: true });
+      // ...that burn only the other browser's newest code, never touching mine.
+      const attempts = await db.selectFrom('sign_in_codes').select('attempts').orderBy('id').execute();
+      expect(attempts.map((r) => r.attempts)).toEqual([0, 0, MAX_TRIES_PER_CODE]);
+      expect(await signIn.verify('olga+phone@example.com', mine, '192.0.2.1', BROWSER)).toMatchObject({
+        ok: true,
+      });
+    });
+
+    it('only the newest code counts: sending a new one supersedes the older', async () => {
+      const { signIn, lastCode } = await fresh(databases);
+      await signIn.sendCode('frank@example.com', '192.0.2.1', BROWSER);
+      const older = lastCode();
+      await signIn.sendCode('frank@example.com', '192.0.2.1', BROWSER);
+      const newer = lastCode();
+      if (older !== newer) {
+        expect(await signIn.verify('frank@example.com', older, '192.0.2.1', BROWSER)).toEqual({
+          ok: false,
+          reason: 'wrong_code',
+        });
+      }
+      expect(await signIn.verify('frank@example.com', newer, '192.0.2.1', BROWSER)).toMatchObject({
+        ok: true,
+      });
     });
 
     it('two racing submissions of the right code: exactly one signs in', async () => {
       const { signIn, lastCode } = await fresh(databases);
-      await signIn.sendCode('gina@example.com', '192.0.2.1');
+      await signIn.sendCode('gina@example.com', '192.0.2.1', BROWSER);
       const code = lastCode();
       const results = await Promise.all([
-        signIn.verify('gina@example.com', code, '192.0.2.1'),
-        signIn.verify('gina@example.com', code, '192.0.2.2'),
+        signIn.verify('gina@example.com', code, '192.0.2.1', BROWSER),
+        signIn.verify('gina@example.com', code, '192.0.2.2', BROWSER),
       ]);
       expect(results.filter((r) => r.ok)).toHaveLength(1);
     });
 
-    it('refuses the 6th code per address within 10 minutes, and sends again after the window', async () => {
+    it('refuses the 6th code per address and client within 10 minutes, and sends again after the window', async () => {
       const { signIn, sent, db, advance } = await fresh(databases);
       for (let i = 0; i < SEND_LIMITS.perEmail; i++) {
-        expect(await signIn.sendCode('hank@example.com', `192.0.2.${i}`)).toEqual({ ok: true });
+        expect(await signIn.sendCode('hank@example.com', '203.0.113.9', `browser-${i}`)).toEqual({
+          ok: true,
+        });
         advance(10);
       }
-      // From another IP too: the limit is per address.
-      expect(await signIn.sendCode('HANK@example.com', '203.0.113.9')).toEqual({
+      // Any spelling of the mailbox, from any browser of that client: the limit is per mailbox and client.
+      expect(await signIn.sendCode('HANK+x@example.com', '203.0.113.9', 'browser-new')).toEqual({
         ok: false,
         reason: 'rate_limited',
       });
       expect(sent).toHaveLength(SEND_LIMITS.perEmail);
       expect(await db.selectFrom('sign_in_codes').select('id').execute()).toHaveLength(SEND_LIMITS.perEmail);
-      // Another address is unaffected.
-      expect(await signIn.sendCode('ivy@example.com', '203.0.113.9')).toEqual({ ok: true });
+      // Another address is unaffected; so is the same address from another client.
+      expect(await signIn.sendCode('ivy@example.com', '203.0.113.9', BROWSER)).toEqual({ ok: true });
+      expect(await signIn.sendCode('hank@example.com', '192.0.2.1', BROWSER)).toEqual({ ok: true });
       // 600 s after the first code it has left the window; the others are still in it.
       advance(SEND_LIMITS.windowS - 10 * SEND_LIMITS.perEmail);
-      expect(await signIn.sendCode('hank@example.com', '203.0.113.9')).toEqual({ ok: true });
-      expect(await signIn.sendCode('hank@example.com', '203.0.113.9')).toEqual({
+      expect(await signIn.sendCode('hank@example.com', '203.0.113.9', BROWSER)).toEqual({ ok: true });
+      expect(await signIn.sendCode('hank@example.com', '203.0.113.9', BROWSER)).toEqual({
         ok: false,
         reason: 'rate_limited',
       });
@@ -272,35 +308,37 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('refuses the 31st code per IP within 10 minutes', async () => {
       const { signIn, advance } = await fresh(databases);
       for (let i = 0; i < SEND_LIMITS.perIp; i++) {
-        expect(await signIn.sendCode(`user${i}@example.com`, '192.0.2.7')).toEqual({ ok: true });
+        expect(await signIn.sendCode(`user${i}@example.com`, '192.0.2.7', BROWSER)).toEqual({ ok: true });
       }
-      expect(await signIn.sendCode('one-more@example.com', '192.0.2.7')).toEqual({
+      expect(await signIn.sendCode('one-more@example.com', '192.0.2.7', BROWSER)).toEqual({
         ok: false,
         reason: 'rate_limited',
       });
-      expect(await signIn.sendCode('one-more@example.com', '192.0.2.8')).toEqual({ ok: true });
+      expect(await signIn.sendCode('one-more@example.com', '192.0.2.8', BROWSER)).toEqual({ ok: true });
       advance(SEND_LIMITS.windowS);
-      expect(await signIn.sendCode('another@example.com', '192.0.2.7')).toEqual({ ok: true });
+      expect(await signIn.sendCode('another@example.com', '192.0.2.7', BROWSER)).toEqual({ ok: true });
     });
 
     it('refuses the 61st try per IP within 10 minutes, even with the right code, which stays usable', async () => {
       const { signIn, advance, lastCode } = await fresh(databases);
-      await signIn.sendCode('jane@example.com', '192.0.2.1');
+      await signIn.sendCode('jane@example.com', '192.0.2.1', BROWSER);
       const code = lastCode();
       for (let i = 0; i < TRY_LIMIT.perIp; i++) {
-        expect(await signIn.verify(`nobody${i}@example.com`, '000000', '198.51.100.1')).toEqual({
+        expect(await signIn.verify(`nobody${i}@example.com`, '000000', '198.51.100.1', BROWSER)).toEqual({
           ok: false,
           reason: 'wrong_code',
         });
       }
-      expect(await signIn.verify('jane@example.com', code, '198.51.100.1')).toEqual({
+      expect(await signIn.verify('jane@example.com', code, '198.51.100.1', BROWSER)).toEqual({
         ok: false,
         reason: 'rate_limited',
       });
       // The refused try did not touch the code: it works from another IP.
-      expect(await signIn.verify('jane@example.com', code, '198.51.100.2')).toMatchObject({ ok: true });
+      expect(await signIn.verify('jane@example.com', code, '198.51.100.2', BROWSER)).toMatchObject({
+        ok: true,
+      });
       advance(TRY_LIMIT.windowS);
-      expect(await signIn.verify('nobody@example.com', '000000', '198.51.100.1')).toEqual({
+      expect(await signIn.verify('nobody@example.com', '000000', '198.51.100.1', BROWSER)).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
@@ -310,9 +348,11 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const { signIn, sent, db } = await fresh(databases);
       for (const bad of ['', 'no-at-sign', 'two words@example.com', `${'a'.repeat(250)}@example.com`]) {
         expect(isValidEmail(bad)).toBe(false);
-        await expect(signIn.sendCode(bad, '192.0.2.1')).rejects.toThrow(InvalidEmailError);
+        await expect(signIn.sendCode(bad, '192.0.2.1', BROWSER)).rejects.toThrow(InvalidEmailError);
       }
-      await expect(signIn.sendCode('x', '192.0.2.1')).rejects.toThrow('Enter a valid e-mail address.');
+      await expect(signIn.sendCode('x', '192.0.2.1', BROWSER)).rejects.toThrow(
+        'Enter a valid e-mail address.',
+      );
       expect(isValidEmail(' Kim@Example.com ')).toBe(true);
       expect(sent).toHaveLength(0);
       expect(await db.selectFrom('sign_in_codes').select('id').execute()).toHaveLength(0);
@@ -323,26 +363,30 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const second = await fresh(databases, { sameAs: first.database });
       // Both make the key at once; one insert wins and both use it.
       await Promise.all([
-        first.signIn.sendCode('lee@example.com', '192.0.2.1'),
-        second.signIn.sendCode('mia@example.com', '192.0.2.1'),
+        first.signIn.sendCode('lee@example.com', '192.0.2.1', BROWSER),
+        second.signIn.sendCode('mia@example.com', '192.0.2.1', BROWSER),
       ]);
       const keys = await first.db.selectFrom('settings').selectAll().execute();
       expect(keys.map((k) => k.name)).toEqual([CODE_HMAC_KEY_SETTING]);
-      await first.signIn.sendCode('lee@example.com', '192.0.2.1');
-      expect(await second.signIn.verify('lee@example.com', first.lastCode(), '192.0.2.1')).toMatchObject({
+      await first.signIn.sendCode('lee@example.com', '192.0.2.1', BROWSER);
+      expect(
+        await second.signIn.verify('lee@example.com', first.lastCode(), '192.0.2.1', BROWSER),
+      ).toMatchObject({
         ok: true,
       });
-      expect(await first.signIn.verify('mia@example.com', second.lastCode(), '192.0.2.1')).toMatchObject({
+      expect(
+        await first.signIn.verify('mia@example.com', second.lastCode(), '192.0.2.1', BROWSER),
+      ).toMatchObject({
         ok: true,
       });
     });
 
-    it('sends racing on two instances: still 5 codes per address', async () => {
+    it('sends racing on two instances: still 5 codes per address and client', async () => {
       const first = await fresh(databases);
       const second = await fresh(databases, { sameAs: first.database });
       const results = await Promise.all(
         Array.from({ length: 12 }, (_, i) =>
-          (i % 2 ? first : second).signIn.sendCode('race@example.com', `192.0.2.${i}`),
+          (i % 2 ? first : second).signIn.sendCode(`race+${i}@example.com`, '192.0.2.1', `browser-${i}`),
         ),
       );
       expect(results.filter((r) => r.ok)).toHaveLength(SEND_LIMITS.perEmail);
@@ -354,17 +398,22 @@ describe.each(BACKENDS)('on %s', (backend) => {
     it('wrong tries racing on two instances: a code still takes at most 5, then is burned', async () => {
       const first = await fresh(databases);
       const second = await fresh(databases, { sameAs: first.database });
-      await first.signIn.sendCode('guess@example.com', '192.0.2.1');
+      await first.signIn.sendCode('guess@example.com', '192.0.2.1', BROWSER);
       const code = first.lastCode();
       const results = await Promise.all(
         Array.from({ length: 12 }, (_, i) =>
-          (i % 2 ? first : second).signIn.verify('guess@example.com', wrong(code, i + 1), `198.51.100.${i}`),
+          (i % 2 ? first : second).signIn.verify(
+            'guess@example.com',
+            wrong(code, i + 1),
+            `198.51.100.${i}`,
+            BROWSER,
+          ),
         ),
       );
       expect(results.every((r) => !r.ok && r.reason === 'wrong_code')).toBe(true);
       const row = await first.db.selectFrom('sign_in_codes').select('attempts').executeTakeFirstOrThrow();
       expect(row.attempts).toBe(MAX_TRIES_PER_CODE);
-      expect(await second.signIn.verify('guess@example.com', code, '192.0.2.1')).toEqual({
+      expect(await second.signIn.verify('guess@example.com', code, '192.0.2.1', BROWSER)).toEqual({
         ok: false,
         reason: 'wrong_code',
       });
@@ -449,7 +498,7 @@ describe('no account enumeration', () => {
     const unknown = 'unknown@example.com';
     // Warm-up (HMAC key, prepared statements, JIT) outside the measurement.
     for (let i = 0; i < 3; i++) {
-      await signIn.sendCode(`warm${i}@example.com`, '192.0.2.99');
+      await signIn.sendCode(`warm${i}@example.com`, '192.0.2.99', BROWSER);
     }
     const times: Record<string, number[]> = { [known]: [], [unknown]: [] };
     const answers: Record<string, unknown[]> = { [known]: [], [unknown]: [] };
@@ -459,7 +508,7 @@ describe('no account enumeration', () => {
       const order = run % 2 ? [known, unknown] : [unknown, known];
       for (const email of order) {
         const started = performance.now();
-        answers[email]?.push(await signIn.sendCode(email, '192.0.2.50'));
+        answers[email]?.push(await signIn.sendCode(email, '192.0.2.50', BROWSER));
         times[email]?.push(performance.now() - started);
       }
     }
@@ -538,12 +587,12 @@ describe('the sign-in mail', () => {
     );
     const { signIn } = await fresh(sqlite, { mailer });
     const before = received.length;
-    expect(await signIn.sendCode('pat@example.com', '192.0.2.1')).toEqual({ ok: true });
+    expect(await signIn.sendCode('pat@example.com', '192.0.2.1', BROWSER)).toEqual({ ok: true });
     await signIn.settled();
     const mail = await waitForMail(before + 1);
     expect(mail.to && !Array.isArray(mail.to) ? mail.to.text : '').toBe('pat@example.com');
     const code = mail.text?.match(/\b\d{6}\b/)?.[0] ?? '';
-    expect(await signIn.verify('pat@example.com', code, '192.0.2.1')).toMatchObject({ ok: true });
+    expect(await signIn.verify('pat@example.com', code, '192.0.2.1', BROWSER)).toMatchObject({ ok: true });
   });
 
   it('a failed delivery does not fail sendCode: it is logged', async () => {
@@ -558,7 +607,7 @@ describe('the sign-in mail', () => {
       log,
     );
     const { signIn, log: signInLog } = await fresh(sqlite, { mailer });
-    expect(await signIn.sendCode('quinn@example.com', '192.0.2.1')).toEqual({ ok: true });
+    expect(await signIn.sendCode('quinn@example.com', '192.0.2.1', BROWSER)).toEqual({ ok: true });
     await signIn.settled();
     expect(signInLog.lines).toContainEqual(
       expect.objectContaining({ level: 'warn', m: 'sign-in code mail could not be delivered' }),
@@ -573,11 +622,11 @@ describe('the sign-in mail', () => {
     expect(log.lines[0]?.level).toBe('warn');
     expect(log.lines[0]?.m).toContain('development only');
     const { signIn } = await fresh(sqlite, { mailer });
-    await signIn.sendCode('rae@example.com', '192.0.2.1');
+    await signIn.sendCode('rae@example.com', '192.0.2.1', BROWSER);
     const line = log.lines.find((l) => l.m === LOG_CODE_MESSAGE);
     expect(line?.m).toBe('sign-in code (development only: no SMTP configured)');
     expect(line?.o).toEqual({ email: 'rae@example.com', code: expect.stringMatching(/^\d{6}$/) });
-    expect(await signIn.verify('rae@example.com', String(line?.o.code), '192.0.2.1')).toMatchObject({
+    expect(await signIn.verify('rae@example.com', String(line?.o.code), '192.0.2.1', BROWSER)).toMatchObject({
       ok: true,
     });
   });
