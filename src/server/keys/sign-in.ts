@@ -1,8 +1,9 @@
 /**
  * Sign-in by e-mail code (DESIGN §5 "Keys page"): 6 digits from a secure random source, valid 10
  * minutes, single use, stored only as an HMAC, at most 5 wrong tries per code; sending limited per
- * address and IP and per IP, submitting per IP. Every limit is counted in the database, not in memory, so it
- * holds across server instances (DESIGN §8).
+ * mailbox and client (so no one else can spend the owner's sends, DESIGN §5a "Sign-in cannot be
+ * locked by others") and per client, submitting per client. Every limit is counted in the database,
+ * not in memory, so it holds across server instances (DESIGN §8).
  *
  * No account enumeration: `sendCode` never looks accounts up (an account is created at the first
  * successful sign-in), so it does the same work and gives the same answer for every address; and it
