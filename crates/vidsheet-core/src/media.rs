@@ -318,11 +318,16 @@ pub(crate) fn open_input(path: &str, opening: &Opening, decoders: Decoders) -> R
 
 /// The stream analysis with one option set per stream: `max_pixels` for the streams `decoders`
 /// allows, and for the others a `max_pixels` of -1, a value `avcodec_open2` refuses, so no decoder
-/// of theirs ever opens (FFmpeg then reads their parameters from the container and parser only,
-/// as for a codec it lacks). The refusal must hold on every attempt: the analysis opens a decoder
-/// up front and again at the stream's first packet, and an option `avcodec_open2` accepts (a codec
-/// whitelist no decoder is on, say) is taken out of the stream's options by the first attempt,
-/// so the second would open the decoder and decode.
+/// of theirs opens (FFmpeg then reads their parameters from the container and parser only, as for
+/// a codec it lacks). The refusal must hold on every attempt: the analysis opens a decoder up front
+/// and again at the stream's first packet, and an option `avcodec_open2` accepts (a codec
+/// whitelist no decoder is on, say) is taken out of the stream's options by the first attempt.
+///
+/// Options alone do not hold: FFmpeg 5.1 opens the decoder for a packet with the options of the
+/// first stream still lacking parameters, whichever stream the packet is of (a stale index), so a
+/// refused stream could open with an allowed stream's. So the refused streams are also discarded
+/// while the analysis runs: the demuxer drops their packets and no decoder sees one (measured: 4
+/// AVI tracks sharing one 8000x4400 PNG took 463 MB with options alone, one track's 151 MB so).
 unsafe fn find_stream_info_bounded(
     ctx: *mut ffi::AVFormatContext,
     bounds: Bounds,
@@ -331,15 +336,27 @@ unsafe fn find_stream_info_bounded(
     let n = (*ctx).nb_streams as usize;
     let pixels = CString::new(bounds.max_pixels.to_string()).unwrap_or_default();
     let mut options: Vec<*mut ffi::AVDictionary> = vec![ptr::null_mut(); n.max(1)];
+    let mut refused = Vec::new();
     for (i, dict) in options.iter_mut().enumerate().take(n) {
         let value = if decoders.allow(ctx, i) {
             pixels.as_ptr()
         } else {
+            refused.push(i);
             c"-1".as_ptr()
         };
         ffi::av_dict_set(dict, c"max_pixels".as_ptr(), value, 0);
     }
+    let discard = |how: ffi::AVDiscard| {
+        for &i in &refused {
+            let st = *(*ctx).streams.add(i);
+            if !st.is_null() {
+                (*st).discard = how;
+            }
+        }
+    };
+    discard(ffi::AVDiscard::AVDISCARD_ALL);
     let rc = ffi::avformat_find_stream_info(ctx, options.as_mut_ptr());
+    discard(ffi::AVDiscard::AVDISCARD_DEFAULT);
     for dict in options.iter_mut() {
         ffi::av_dict_free(dict);
     }
