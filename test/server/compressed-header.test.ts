@@ -9,15 +9,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINES } from '../helpers/cli.js';
 import { compressedMovieHeader, plainMov } from '../helpers/decode-bombs.js';
 import { plainClip } from '../helpers/fixtures.js';
-import { processes } from '../helpers/procs.js';
+import { postMeasured } from '../helpers/measured.js';
 import {
   newAccount,
-  postJob,
   removeServerDirs,
   showAccount,
   startServer,
   type TestServer,
-  videoForm,
   workerPid,
 } from '../helpers/server.js';
 
@@ -32,34 +30,6 @@ beforeAll(async () => {
   ordinary.set('clip.mp4', readFileSync(await plainClip(3)));
   ordinary.set('clip.mov', readFileSync(await plainMov()));
 }, 120_000);
-
-function hwmBytes(pid: number): number {
-  try {
-    const kb = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return Number(kb ?? 0) * 1024;
-  } catch {
-    return 0;
-  }
-}
-
-/** Posts `bytes`, measuring the time, the worker's peak (VmHWM) and its children's (as decode-cost.test.ts). */
-async function postMeasured(server: TestServer, key: string, bytes: Buffer, filename: string) {
-  const worker = workerPid(server);
-  let child = 0;
-  const timer = setInterval(() => {
-    for (const p of processes())
-      if (p.pgrp === worker && p.pid !== worker) child = Math.max(child, hwmBytes(p.pid));
-  }, 20);
-  try {
-    const started = performance.now();
-    const response = await postJob(server, key, videoForm({ bytes, filename }));
-    const body = await response.text();
-    const ms = performance.now() - started;
-    return { status: response.status, body, ms, rss: hwmBytes(worker), child };
-  } finally {
-    clearInterval(timer);
-  }
-}
 
 describe.each(ENGINES)('compressed movie headers (engine %s)', (engine) => {
   let server: TestServer;

@@ -21,7 +21,7 @@ import {
   vp9DeclaredSize,
 } from '../helpers/decode-bombs.js';
 import { plainClip } from '../helpers/fixtures.js';
-import { processes } from '../helpers/procs.js';
+import { postMeasured } from '../helpers/measured.js';
 import {
   newAccount,
   postJob,
@@ -73,42 +73,6 @@ beforeAll(async () => {
   // Ten 64x64 pictures, then ten like `big`: the probe's frame is small, the render's are not.
   growing = readFileSync(await growingPictures({ w: 8000, h: 4000, small: 10, big: 10 }));
 }, 600_000);
-
-function hwmBytes(pid: number): number {
-  try {
-    const kb = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
-    return Number(kb ?? 0) * 1024;
-  } catch {
-    return 0; // exited meanwhile
-  }
-}
-
-/**
- * Peak resident memory while `run` runs: the worker's own (VmHWM, its lifetime peak) and the
- * largest of the ffmpeg/ffprobe it starts (each sampled every 20 ms before it exits).
- */
-async function peaks<T>(worker: number, run: () => Promise<T>) {
-  let child = 0;
-  const timer = setInterval(() => {
-    for (const p of processes())
-      if (p.pgrp === worker && p.pid !== worker) child = Math.max(child, hwmBytes(p.pid));
-  }, 20);
-  try {
-    const result = await run();
-    return { result, worker: hwmBytes(worker), child };
-  } finally {
-    clearInterval(timer);
-  }
-}
-
-/** Posts `bytes` as a job of `key`, measuring the worker's and its children's peaks meanwhile. */
-async function postMeasured(server: TestServer, key: string, bytes: Buffer, filename: string) {
-  const { result, worker, child } = await peaks(workerPid(server), async () => {
-    const response = await postJob(server, key, videoForm({ bytes, filename }));
-    return { status: response.status, body: await response.text() };
-  });
-  return { ...result, rss: worker, child };
-}
 
 describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
   let server: TestServer;
