@@ -175,6 +175,14 @@ export const hostedErrors = {
   insufficientCredits: () => new VidsheetError('insufficient_credits', 'the balance is too low for this job'),
   tooLarge: (maxMb: number) =>
     new VidsheetError('too_large', `the video is larger than ${maxMb} MB`, { max_mb: maxMb }),
+  /**
+   * A body that is not an upload (JSON, a form, a Stripe event) over its route's limit: `max_mb` is
+   * that limit (in MiB like the upload cap, to 3 decimals: a form's 16 KiB is 0.016), not the upload's.
+   */
+  bodyTooLarge: (limitBytes: number) => {
+    const maxMb = Math.round((limitBytes / 2 ** 20) * 1000) / 1000;
+    return new VidsheetError('too_large', `the request body is larger than ${maxMb} MB`, { max_mb: maxMb });
+  },
   badRequest: (why: string) => new VidsheetError('bad_request', `bad request: ${why}`),
   /** A `bad_request` whose body says why: §9's window messages (the local wording), §5a's body faults. */
   explained: (message: string) => new VidsheetError('bad_request', message, { message }),

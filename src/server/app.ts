@@ -10,7 +10,12 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify';
 import { hostedErrors, transportAnswers, VidsheetError, webErrors } from '#vidsheet/core/errors.js';
 import type { AnonymousLane } from './billing/anonymous-lane.js';
 import type { Clock, Ledger } from './billing/ledger.js';
@@ -113,7 +118,7 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
       const known =
         error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH'
           ? hostedErrors.notFound()
-          : toCatalogError(error, config.maxUploadMb);
+          : toCatalogError(error, request, config.maxUploadMb);
       return reply.code(known.status).send(known.body());
     },
   }) as unknown as FastifyInstance;
@@ -140,7 +145,7 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
   });
 
   app.setErrorHandler((error: Error & { code?: string; statusCode?: number }, request, reply) => {
-    const known = toCatalogError(error, config.maxUploadMb);
+    const known = toCatalogError(error, request, config.maxUploadMb);
     if (known.status >= 500) {
       request.log.error({ err: error, detail: known.detail }, 'request failed');
     } else {
@@ -229,11 +234,17 @@ export function answerClientError(
 }
 
 /** Anything thrown in a request, as a catalog error. */
-function toCatalogError(error: Error & { code?: string; statusCode?: number }, maxUploadMb: number) {
+function toCatalogError(
+  error: Error & { code?: string; statusCode?: number },
+  request: FastifyRequest,
+  maxUploadMb: number,
+) {
   if (error instanceof VidsheetError) return error;
   if (error.code?.startsWith('FST_CSRF_')) return webErrors.staleForm();
-  if (error.code === 'FST_REQ_FILE_TOO_LARGE' || error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return hostedErrors.tooLarge(maxUploadMb);
+  // An upload's file part past the cap; any other body past its route's own limit.
+  if (error.code === 'FST_REQ_FILE_TOO_LARGE') return hostedErrors.tooLarge(maxUploadMb);
+  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+    return hostedErrors.bodyTooLarge(request.routeOptions.bodyLimit);
   }
   // Fastify's and the multipart parser's own 4xx (content type, malformed multipart, limits).
   if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {

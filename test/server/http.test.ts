@@ -458,6 +458,30 @@ describe('413 too_large (VIDSHEET_MAX_UPLOAD_MB=1)', () => {
   });
 });
 
+describe("413 too_large on a body that is not an upload: max_mb is its route's limit", () => {
+  // `main` takes 300 MB uploads; these bodies are refused at their own route's limit, and say it.
+  it.each([
+    ['/mcp', 'a JSON-RPC body over 1 MiB', 'application/json', `"${'x'.repeat(1_100_000)}"`, 1],
+    [
+      '/keys/code',
+      'a keys form over 16 KiB',
+      'application/x-www-form-urlencoded',
+      `email=${'a'.repeat(20_000)}`,
+      0.016,
+    ],
+  ])('%s: %s', async (path, _what, type, body, maxMb) => {
+    const res = await fetch(`${main.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': type },
+      body,
+    });
+    expect({ status: res.status, body: await res.text() }).toEqual({
+      status: 413,
+      body: JSON.stringify({ error: 'too_large', max_mb: maxMb }),
+    });
+  });
+});
+
 describe('422 bad_request: wrong request shape, or a bad density or response', () => {
   const video = () => small;
   const cases: Array<[string, () => { body: FormData | string; headers?: Record<string, string> }]> = [

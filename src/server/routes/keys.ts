@@ -35,6 +35,8 @@ import { CODE_TTL_S, newSignInSession, type SignIn } from '../keys/sign-in.js';
 
 /** Usage rows per page. */
 const USAGE_PAGE = 25;
+/** A form here holds an e-mail address, a code or a key id: 16 KiB is far more than any needs. */
+const FORM_BODY_LIMIT = 16 * 1024;
 const NEW_KEY_COOKIE = 'vidsheet_new_key';
 const NOTICE_COOKIE = 'vidsheet_notice';
 /** The browser's sign-in session: the codes it asked for are the only ones it can use. */
@@ -93,7 +95,11 @@ export async function keysRoutes(app: FastifyInstance, deps: KeysPageParts): Pro
   const headers = keysPageHeaders(payments.enabled ? [STRIPE_CHECKOUT_ORIGIN, ...apiOrigin] : []);
 
   await app.register(fastifyCookie);
-  await app.register(fastifyFormbody, { bodyLimit: 16 * 1024 });
+  // Set on every route of this plugin too, so that a 413 states the limit that applied (app.ts).
+  app.addHook('onRoute', (route) => {
+    route.bodyLimit ??= FORM_BODY_LIMIT;
+  });
+  await app.register(fastifyFormbody, { bodyLimit: FORM_BODY_LIMIT });
   await app.register(fastifyCsrf, { cookieKey: csrfCookie, cookieOpts: csrfOptions });
   // On every answer of this plugin, errors and redirects included, before anything else can answer.
   app.addHook('onRequest', async (_request, reply) => {
