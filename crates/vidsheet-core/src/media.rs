@@ -13,11 +13,13 @@ use ffmpeg_next as ff;
 use crate::decode_log;
 use crate::error::{Error, Result};
 
-/// Silences FFmpeg's own logging (stderr belongs to the host; errors travel as codes) and installs
-/// the callback that records decoder errors (see [`crate::decode_log`]).
+/// Silences FFmpeg's own logging (stderr belongs to the host; errors travel as codes), installs
+/// the callback that records decoder errors (see [`crate::decode_log`]) and bounds the allocator's
+/// arenas before any decoder thread starts (see [`crate::memory::limit_arenas`]).
 pub(crate) fn init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| unsafe {
+        crate::memory::limit_arenas();
         let level = if std::env::var_os("VIDSHEET_FFMPEG_LOG").is_some() {
             ffi::AV_LOG_WARNING
         } else {

@@ -16,7 +16,9 @@
  * It runs with two glibc malloc arenas unless the operator set `MALLOC_ARENA_MAX`: by default each
  * decoding thread gets an arena of its own (up to 8 per core), and freed memory scattered across
  * them creeps the resident size up job after job (120 to 140 MB over 2000 small jobs, still
- * rising) where two arenas hold it flat (about 85 MB), at no measurable CPU cost.
+ * rising) where two arenas hold it flat (about 85 MB), at no measurable CPU cost. (The native
+ * engine caps them itself for every host, but only from its first open on: the variable holds from
+ * the process's first thread.)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
