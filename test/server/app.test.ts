@@ -262,6 +262,19 @@ describe('the auth plugin', () => {
         expect(tools.map((t) => t.name)).toEqual(['vidsheet_video']);
       }
     });
+
+    it.each([
+      ['a form', 'jsonrpc=2.0', 'application/x-www-form-urlencoded'],
+      ['text', '{"jsonrpc":"2.0","id":1,"method":"tools/list"}', 'text/plain'],
+      ['XML', '<call/>', 'application/xml'],
+    ])("a body sent as %s is 415, in the shape of the zoom's", async (_name, payload, contentType) => {
+      const res = await (await app()).inject({
+        ...mcp(),
+        headers: { ...MCP_HEADERS, 'content-type': contentType },
+        payload,
+      });
+      expect([res.statusCode, res.body]).toEqual([415, NOT_JSON]);
+    });
   });
 });
 

@@ -18,7 +18,7 @@
  */
 import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { VidsheetError } from '#vidsheet/core/errors.js';
+import { transportAnswers, type VidsheetError } from '#vidsheet/core/errors.js';
 import { STALL_RULE } from '../hosted/stall.js';
 
 export const DRAIN_LIMIT_BYTES = 32 * 1024 * 1024;
@@ -80,4 +80,23 @@ function lingerOnClose(socket: Socket, request: FastifyRequest): void {
 export function refuseBeforeBody(request: FastifyRequest, reply: FastifyReply, error: VidsheetError) {
   answerBeforeBody(request, reply);
   return reply.code(error.status).send(error.body());
+}
+
+/**
+ * DESIGN §5a: a body that is not JSON (a form, text, anything but `application/json`) where a route
+ * reads JSON only (a zoom, `/mcp`) is `415` before it is read, and nothing is charged. A request
+ * without a body passes (a zoom without one is an overview, as `{}` is).
+ */
+export async function requireJsonBody(request: FastifyRequest, reply: FastifyReply) {
+  const length = request.headers['content-length'];
+  const hasBody =
+    request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  const type = String(request.headers['content-type'] ?? '')
+    .split(';')[0]
+    ?.trim()
+    .toLowerCase();
+  if (hasBody && type !== 'application/json') {
+    answerBeforeBody(request, reply);
+    return reply.code(transportAnswers.notJson.status).send(transportAnswers.notJson.body);
+  }
 }

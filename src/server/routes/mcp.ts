@@ -13,6 +13,7 @@ import { addressKey } from '#vidsheet/core/client-address.js';
 import { remoteErrors, type VidsheetError } from '#vidsheet/core/errors.js';
 import { excerpt } from '#vidsheet/core/redact.js';
 import { type RemoteInput, toolDefinition } from '#vidsheet/mcp/tool.js';
+import { requireJsonBody } from '../plugins/early-answer.js';
 import { callRemoteTool, type RemoteParts } from '../remote/tool.js';
 
 const refuse = (reply: FastifyReply, error: VidsheetError) => reply.code(error.status).send(error.body());
@@ -59,7 +60,9 @@ export async function mcpRoutes(
   app.get('/mcp', { schema: { hide: true } }, notAllowed);
   app.delete('/mcp', { schema: { hide: true } }, notAllowed);
 
-  app.post('/mcp', { schema: { hide: true }, onRequest: app.keyIfPresent }, async (request, reply) => {
+  // A body that is not JSON gets the zoom's `415` (the catalog's shape, like this route's 403 and 405).
+  const onRequest = [app.keyIfPresent, requireJsonBody];
+  app.post('/mcp', { schema: { hide: true }, onRequest }, async (request, reply) => {
     const caller = { account: request.account, ip: request.ip, log: request.log };
     // From here the transport writes the response itself.
     reply.hijack();

@@ -23,7 +23,7 @@ import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { Account } from '../billing/ledger.js';
 import { type HostedJobs, newJobId } from '../hosted/jobs.js';
 import { FRAMING_SLACK, type UploadParts, uploads } from '../hosted/upload.js';
-import { answerBeforeBody, refuseBeforeBody } from '../plugins/early-answer.js';
+import { answerBeforeBody, refuseBeforeBody, requireJsonBody } from '../plugins/early-answer.js';
 import type { VideoCache } from '../sessions/cache.js';
 import type { KeptVideo, VideoRegistry } from '../sessions/registry.js';
 import type { SheetStorage } from '../storage/storage.js';
@@ -99,24 +99,6 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
     const declared = Number(request.headers['content-length']);
     if (left <= 0 || declared > left + FRAMING_SLACK) return refuseBeforeBody(request, reply, quotaError());
     request.keptBytesLeft = left;
-  }
-
-  /**
-   * DESIGN §5a: a zoom body that is not JSON (a form, text, anything but `application/json`) is `415`
-   * before it is read, and nothing is charged; a zoom without a body is an overview, as `{}` is.
-   */
-  async function jsonBody(request: FastifyRequest, reply: FastifyReply) {
-    const length = request.headers['content-length'];
-    const hasBody =
-      request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-    const type = String(request.headers['content-type'] ?? '')
-      .split(';')[0]
-      ?.trim()
-      .toLowerCase();
-    if (hasBody && type !== 'application/json') {
-      answerBeforeBody(request, reply);
-      return reply.code(transportAnswers.notJson.status).send(transportAnswers.notJson.body);
-    }
   }
 
   /**
@@ -204,7 +186,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
     schema: videoSheetsSchema,
     // The body is validated by core/request.ts (the local window rules and wording), not by Fastify.
     validatorCompiler: () => () => true,
-    onRequest: [app.requireKey, jsonBody, oneJobEach],
+    onRequest: [app.requireKey, requireJsonBody, oneJobEach],
     handler: async (request, reply) => {
       const video = await owned(request);
       if (!video) return notFound(reply);
