@@ -12,7 +12,7 @@ import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer, type ServerResponse } from 'node:http';
-import { type AddressInfo, createServer, type Server } from 'node:net';
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -453,6 +453,67 @@ describe('size caps, statuses and timeouts', () => {
     await new Promise((done) => closedPort.close(done));
     const { error } = await refusal(`http://127.0.0.1:${port}/`, { allow: [`127.0.0.1:${port}`] });
     expect([error.reason, error.message]).toEqual(['unreachable', 'could not connect to the server']);
+  });
+
+  // An origin that writes `answer` once the request is in, then closes (or, `hold`, keeps the
+  // connection open): every such fetch ends at once, with what went wrong, never waiting on a cut.
+  it.each([
+    [
+      'a 101 Switching Protocols, then bytes',
+      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\nhello',
+      false,
+      'http_status',
+      'the server answered 101',
+    ],
+    [
+      'a 101 on a connection kept open',
+      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n',
+      true,
+      'http_status',
+      'the server answered 101',
+    ],
+    [
+      'a status line that is not HTTP',
+      'HELLO THERE\r\n\r\n',
+      false,
+      'unreachable',
+      'the server answered with something that is not valid HTTP',
+    ],
+    [
+      'two different Content-Lengths',
+      'HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello',
+      false,
+      'unreachable',
+      'the server answered with something that is not valid HTTP',
+    ],
+    [
+      'headers over 16 KiB',
+      `HTTP/1.1 200 OK\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`,
+      true,
+      'unreachable',
+      'the server answered with something that is not valid HTTP',
+    ],
+    ['a close before any answer', '', false, 'unreachable', 'could not connect to the server'],
+  ])('%s: ends at once', async (_what, answer, hold, reason, message) => {
+    const sockets = new Set<Socket>();
+    const raw = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.once('data', () => (hold ? socket.write(answer) : socket.end(answer)));
+    });
+    await listen(raw, 0, '127.0.0.1');
+    const { port } = raw.address() as AddressInfo;
+    try {
+      const { error, ms } = await refusal(`http://127.0.0.1:${port}/v.mp4`, {
+        allow: [`127.0.0.1:${port}`],
+      });
+      expect([error.reason, error.message]).toEqual([reason, message]);
+      // The idle cut (20 s here) never had to act.
+      expect(ms).toBeLessThan(5_000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      raw.close();
+    }
   });
 });
 

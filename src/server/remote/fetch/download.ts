@@ -24,7 +24,7 @@ import { open, rm } from 'node:fs/promises';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { Transform } from 'node:stream';
+import { type Duplex, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type StallWatch, watchTransfer } from '../../hosted/stall.js';
 import { refusedAddress } from './address-policy.js';
@@ -91,6 +91,7 @@ const messages = {
   redirects: `the URL redirected more than ${MAX_REDIRECTS} times`,
   unreachable: 'could not connect to the server',
   broken: 'the connection to the server broke off before the download finished',
+  malformed: 'the server answered with something that is not valid HTTP',
   slow: 'the server took too long to answer',
   budget: 'the download took too long',
   stalled: 'the server sent the video too slowly',
@@ -189,6 +190,19 @@ function get(url: URL, lookup: LookupFunction, signal: AbortSignal): Promise<Inc
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     const req = send(url, { method: 'GET', headers: HEADERS, lookup, agent: false, signal }, resolve);
     req.once('error', reject);
+    // A `101 Switching Protocols` is no answer to a GET. Node gives it to 'upgrade' listeners only;
+    // with none it closes the socket with neither 'response' nor 'error', and the fetch would wait
+    // forever, past every cut (they abort the request, which is gone by then).
+    req.once('upgrade', (res: IncomingMessage, socket: Duplex) => {
+      socket.destroy();
+      reject(new FetchError('http_status', `the server answered ${res.statusCode}`));
+    });
+    // Whatever else ends the request unanswered settles the fetch too (after an answer: no effect),
+    // and so does every cut, whatever state the request is in.
+    req.once('close', () => reject(new FetchError('unreachable', messages.unreachable)));
+    const cut = () => reject(signal.reason);
+    signal.addEventListener('abort', cut, { once: true });
+    req.once('close', () => signal.removeEventListener('abort', cut));
     req.end();
   });
 }
@@ -344,7 +358,13 @@ function translate(
     if (context.signal?.aborted) return context.signal.reason;
   }
   if (context.writeError !== undefined) return context.writeError;
-  return new FetchError('unreachable', context.headersSeen ? messages.broken : messages.unreachable, {
-    cause: error,
-  });
+  // Node's HTTP parser refused the answer (a bad status line or length, headers too large).
+  const code = (error as { code?: unknown } | null)?.code;
+  const why =
+    typeof code === 'string' && code.startsWith('HPE_')
+      ? messages.malformed
+      : context.headersSeen
+        ? messages.broken
+        : messages.unreachable;
+  return new FetchError('unreachable', why, { cause: error });
 }
