@@ -1,3 +1,5 @@
 #!/usr/bin/env node
 import { main } from '../dist/server/main.js';
-process.exitCode = await main(process.argv.slice(2));
+// Exit once main is done: a transfer the stop cut may still hold a socket or a timer (DESIGN §7: a
+// stop ends the process).
+process.exit(await main(process.argv.slice(2)));

@@ -162,9 +162,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       log.info({}, 'stopping: no new requests; waiting for the running job');
       await sweeper.stop();
       const closed = app.close();
+      // Past the deadline nothing is waited for (DESIGN §7: exit within 60 s): the running job is
+      // stopped and refunded, and every connection still open (a remote fetch still downloading,
+      // say, which is not a job yet) is closed.
       const deadline = setTimeout(() => {
         log.warn({}, 'stop deadline reached: stopping the worker (its job is refunded)');
         void worker.close();
+        app.server.closeAllConnections();
       }, STOP_DEADLINE_MS);
       await closed;
       clearTimeout(deadline);

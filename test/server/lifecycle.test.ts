@@ -5,7 +5,8 @@
  */
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { createServer } from 'node:http';
+import { type AddressInfo, connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { plainClip } from '../helpers/fixtures.js';
@@ -241,6 +242,46 @@ describe('stopping', () => {
       upload.destroy();
     }
   });
+
+  it('SIGTERM while a remote fetch is still downloading: exit 0 within 60 s', async () => {
+    // An origin sending a 200 MB video at 256 KiB/s: far above the stall pace, so nothing cuts the
+    // fetch before its 300 s budget. The stop must not wait for it (DESIGN §7).
+    let sent = 0;
+    const origin = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': String(200 * 2 ** 20) });
+      const pump = setInterval(() => {
+        sent += 64 * 1024;
+        res.write(Buffer.alloc(64 * 1024, 0x2a));
+      }, 250);
+      res.on('close', () => clearInterval(pump));
+    });
+    await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
+    const originPort = (origin.address() as AddressInfo).port;
+    const server = await startServer({ VIDSHEET_FETCH_ALLOW: `127.0.0.1:${originPort}` });
+    try {
+      const call = fetch(`${server.url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: {
+            name: 'vidsheet_video',
+            arguments: { video_url: `http://127.0.0.1:${originPort}/v.mp4` },
+          },
+        }),
+      }).catch(() => undefined);
+      await waitFor(() => sent > 2 ** 20, 'the fetch is under way', 20_000);
+      const stopped = Date.now();
+      expect(await server.stop()).toBe(0);
+      expect(Date.now() - stopped).toBeLessThan(60_000);
+      await call;
+    } finally {
+      origin.closeAllConnections();
+      origin.close();
+    }
+  }, 90_000);
 
   it('after a crash (SIGKILL mid-job), the next start refunds the job and deletes the upload', async () => {
     const first = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
