@@ -128,6 +128,43 @@ export function growingPictures(opts: { w: number; h: number; small: number; big
   });
 }
 
+/**
+ * A transport stream whose streams pass `max_streams` only after the probe has looked (the review's
+ * "late" streams): 6 s of one 320x240 program, then a second program of `streams` 64x64 H.264
+ * streams, its tables first seen there.
+ */
+export function lateStreams(streams: number): Promise<string> {
+  return cached('bomb-late-streams', 'ts', { streams }, (out) =>
+    withTemp('ts', (first) =>
+      withTemp('ts', async (second) => {
+        await run('ffmpeg', [
+          ...FFMPEG,
+          ...['-f', 'lavfi', '-i', 'testsrc2=s=320x240:r=25:d=6', '-c:v', 'libx264', '-preset', 'ultrafast'],
+          ...['-f', 'mpegts', first],
+        ]);
+        const maps = Array.from({ length: streams }, () => ['-map', '0:v']).flat();
+        await run('ffmpeg', [
+          ...FFMPEG,
+          ...[
+            '-f',
+            'lavfi',
+            '-i',
+            'testsrc=s=64x64:r=5:d=2',
+            ...maps,
+            '-c:v',
+            'libx264',
+            '-preset',
+            'ultrafast',
+          ],
+          ...['-mpegts_start_pid', '0x400', '-mpegts_pmt_start_pid', '0x1400', '-mpegts_service_id', '9'],
+          ...['-f', 'mpegts', second],
+        ]);
+        await writeFile(out, Buffer.concat([await readFile(first), await readFile(second)]));
+      }),
+    ),
+  );
+}
+
 /** What FFmpeg's mov demuxer allocates and inflates for {@link compressedMovieHeader}: just under 2 GiB. */
 export const CMOV_DECLARED = 0x7ff00000;
 

@@ -16,6 +16,7 @@ import { ENGINES } from '../helpers/cli.js';
 import {
   encodedFrame,
   growingPictures,
+  lateStreams,
   MAX_PIXELS,
   stillTracks,
   vp9DeclaredSize,
@@ -58,6 +59,7 @@ const shared = new Map<'mov' | 'avi', Buffer>();
 let big: Buffer;
 let small: Buffer;
 let growing: Buffer;
+let late: Buffer;
 beforeAll(async () => {
   for (const [name, make] of OVER_PIXELS) files.set(name, readFileSync(await make()));
   // 34.8 Mpx: under the bound (8 tracks, under max_streams); 139 MB per decoded RGBA picture.
@@ -72,6 +74,7 @@ beforeAll(async () => {
   small = readFileSync(await plainClip(3));
   // Ten 64x64 pictures, then ten like `big`: the probe's frame is small, the render's are not.
   growing = readFileSync(await growingPictures({ w: 8000, h: 4000, small: 10, big: 10 }));
+  late = readFileSync(await lateStreams(40));
 }, 600_000);
 
 describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
@@ -103,6 +106,18 @@ describe.each(ENGINES)('decode cost is bounded (engine %s)', (engine) => {
     },
     120_000,
   );
+
+  it('streams that pass max_streams only after the probe: the job is read as the probe saw it', async () => {
+    const account = await newAccount(server, 20);
+    const worker = workerPid(server);
+    const res = await postJob(server, account.key, videoForm({ bytes: late, filename: 'late.ts' }));
+    const text = await res.text();
+    // The probe's 6 s program, its one sheet charged; the worker is the same (its native engine
+    // once took the refused streams for memory running out: a refunded 500, the worker replaced).
+    expect(res.status, text).toBe(200);
+    expect(JSON.parse(text)).toMatchObject({ duration: 6, credits_charged: 1 });
+    expect(workerPid(server)).toBe(worker);
+  }, 120_000);
 
   it.each(['mov', 'avi'] as const)(
     'tracks that share one picture under both limits are decoded once, not per track (%s)',

@@ -8,6 +8,7 @@ use ff::{frame, Packet};
 use ffmpeg_next as ff;
 
 use super::{Decoded, VideoSource};
+use crate::decode_log;
 
 /// Packets of the video stream sent without any frame coming out before the decoder is declared
 /// stuck (corrupt data).
@@ -211,7 +212,11 @@ impl VideoSource {
                         }
                         break;
                     }
-                    Err(e) if is_enomem(&e) => return self.ran_out_of_memory(),
+                    // A stream that appears mid-file past `max_streams` is refused "out of memory"
+                    // (FFmpeg's stream allocation refuses it): the file's doing, a read error.
+                    Err(e) if is_enomem(&e) && !decode_log::streams_exceeded() => {
+                        return self.ran_out_of_memory()
+                    }
                     Err(ff::Error::Eof) => {
                         self.packets.end();
                         let _ = self.decoder.send_eof();
