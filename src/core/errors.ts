@@ -110,6 +110,10 @@ export const transportAnswers = {
   },
   bodyCutShort: { status: 400, body: { error: 'bad_request', message: 'the request body was cut short' } },
   malformedRequest: { status: 400, body: { error: 'bad_request', message: 'the request is malformed' } },
+  expectationFailed: {
+    status: 417,
+    body: { error: 'bad_request', message: 'the only expectation served is Expect: 100-continue' },
+  },
 } as const;
 
 /** Anything thrown, as a catalog error: unknown failures become `processing_failed` with detail. */

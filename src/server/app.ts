@@ -6,7 +6,7 @@
  * path, a stack or FFmpeg text (those go to the log with the request and job ids).
  */
 import { randomBytes } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
@@ -122,6 +122,20 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
       return reply.code(known.status).send(known.body());
     },
   }) as unknown as FastifyInstance;
+
+  // An `Expect` other than 100-continue: Node's own 417 has an empty body; this one the catalog's.
+  app.server.on('checkExpectation', (_request, response: ServerResponse) => {
+    const { status, body } = transportAnswers.expectationFailed;
+    response.writeHead(status, { 'content-type': 'application/json; charset=utf-8', connection: 'close' });
+    response.end(JSON.stringify(body));
+  });
+  // A JSON content type with no body is no body (a zoom then is an overview, as `{}` is; a method a
+  // route refuses is refused as such), not Fastify's "empty JSON body" error.
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
+    body === '' ? done(null, undefined) : json(request, String(body), done),
+  );
 
   await app.register(swagger, {
     openapi: {

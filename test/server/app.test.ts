@@ -555,6 +555,31 @@ describe("Node's and Fastify's own refusals have the catalog's shape (DESIGN §5
       '{"error":"bad_request","message":"the request headers are too large"}',
     );
   });
+
+  it('an Expect other than 100-continue is 417 {"error":"bad_request","message":...}, not an empty body', async () => {
+    const server = await app();
+    const client = await rawClient(server);
+    client.socket.write(
+      'POST /v1/vidsheet HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 200-ok\r\nContent-Length: 0\r\n\r\n',
+    );
+    await client.closed;
+    expect(client.received()).toMatch(/^HTTP\/1\.1 417 /);
+    // Node sends it chunked: one chunk, then the last.
+    const [size, body, last] = bodyOf(client.received()).split('\r\n');
+    const expected =
+      '{"error":"bad_request","message":"the only expectation served is Expect: 100-continue"}';
+    expect([Number.parseInt(size as string, 16), body, last]).toEqual([expected.length, expected, '0']);
+  });
+
+  it('a JSON content type with no body is no body: a method refused is 405, an unknown route 404', async () => {
+    const server = await app();
+    const ask = (method: 'DELETE' | 'PUT', url: string) =>
+      server.inject({ method, url, headers: MCP_HEADERS });
+    const refused = await ask('DELETE', '/mcp');
+    expect([refused.statusCode, refused.body]).toEqual([405, '{"error":"method_not_allowed"}']);
+    const unknown = await ask('PUT', '/mcp');
+    expect([unknown.statusCode, unknown.body]).toEqual([404, '{"error":"not_found"}']);
+  });
 });
 
 describe('small inputs stay small (DESIGN §5a)', () => {

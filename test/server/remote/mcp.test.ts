@@ -292,9 +292,15 @@ describe('remote endpoint', () => {
 
   it('transport: POST only (GET and DELETE 405 with Allow: POST), no session id, invalid key 401', async () => {
     for (const method of ['GET', 'DELETE']) {
-      const r = await raw(server, { method, headers: { accept: 'application/json, text/event-stream' } });
-      expect(r.status, method).toBe(405);
-      expect(r.headers.allow).toBe('POST');
+      // A JSON content type with no body changes nothing (Fastify once parsed it first: a 422).
+      for (const type of [{}, { 'content-type': 'application/json' }] as Record<string, string>[]) {
+        const r = await raw(server, {
+          method,
+          headers: { accept: 'application/json, text/event-stream', ...type },
+        });
+        expect([r.status, r.body], method).toEqual([405, '{"error":"method_not_allowed"}']);
+        expect(r.headers.allow).toBe('POST');
+      }
     }
     const init = await raw(server, { method: 'POST', headers: JSON_HEADERS, body: INIT });
     expect(init.status).toBe(200);
