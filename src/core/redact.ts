@@ -14,12 +14,23 @@
  */
 export const INPUT_SHOWN = 64;
 
-/** `value` as a message or a log line may quote it: at most {@link INPUT_SHOWN} characters of it. */
+/**
+ * Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a reader sees
+ * (a file name `é\u202Egpj.mp4` shows as `émp4.jpg`): never quoted as they are.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `value` as a message, a log line or a result may quote it: at most {@link INPUT_SHOWN} characters
+ * of it, each control character shown as U+FFFD.
+ */
 export function excerpt(value: unknown): string {
   const text = String(value);
-  // By code points, so a cut never splits a surrogate pair.
-  const chars = Array.from(text.slice(0, INPUT_SHOWN * 2)).slice(0, INPUT_SHOWN + 1);
-  return chars.length > INPUT_SHOWN ? `${chars.slice(0, INPUT_SHOWN).join('')}…` : text;
+  // By code points, so a cut never splits a surrogate pair (65 of them take at most 130 units).
+  const chars = Array.from(text.slice(0, (INPUT_SHOWN + 1) * 2)).slice(0, INPUT_SHOWN + 1);
+  const shown = chars.length > INPUT_SHOWN ? `${chars.slice(0, INPUT_SHOWN).join('')}…` : text;
+  return shown.replace(UNSHOWABLE, '\ufffd');
 }
 
 /** How many characters of a job id a log may carry. */

@@ -3,7 +3,7 @@
  * their first 8 characters where they appear in sheet URLs and server paths.
  */
 import { describe, expect, it } from 'vitest';
-import { redactUrl, scrubJobIds, shortJobId } from '../../src/core/redact.js';
+import { excerpt, INPUT_SHOWN, redactUrl, scrubJobIds, shortJobId } from '../../src/core/redact.js';
 
 const ID = 'AbCdEfGh_jKlMnOpQr-tUv'; // 22 base64url characters, the shape of a job id
 
@@ -61,5 +61,24 @@ describe('job ids', () => {
     ]) {
       expect(scrubJobIds(text)).toBe(text);
     }
+  });
+});
+
+describe('excerpt', () => {
+  it('quotes a short input whole and cuts a long one at 64 code points, with …', () => {
+    expect(excerpt('clip.mp4')).toBe('clip.mp4');
+    expect(excerpt('a'.repeat(64))).toBe('a'.repeat(64));
+    expect(excerpt('a'.repeat(65))).toBe(`${'a'.repeat(64)}…`);
+    // 64 emoji (two UTF-16 units each) and one more: the cut never splits a pair.
+    expect(excerpt('😀'.repeat(65))).toBe(`${'😀'.repeat(INPUT_SHOWN)}…`);
+  });
+
+  it('shows control and bidirectional characters as U+FFFD, never as they are', () => {
+    expect(excerpt('é\u202egpj.mp4\u0000x')).toBe('é\ufffdgpj.mp4\ufffdx');
+    expect(excerpt('a\r\nb\tc\u007f\u0085\u2066d\u2069\u200f')).toBe(
+      'a\ufffd\ufffdb\ufffdc\ufffd\ufffd\ufffdd\ufffd\ufffd',
+    );
+    // Letters of any script, and joiners inside emoji, stay.
+    expect(excerpt('نام-名前-👩‍👩‍👧.mov')).toBe('نام-名前-👩‍👩‍👧.mov');
   });
 });
