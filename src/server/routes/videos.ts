@@ -15,7 +15,7 @@
 import { rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { hostedErrors, transportAnswers } from '#vidsheet/core/errors.js';
+import { hostedErrors } from '#vidsheet/core/errors.js';
 import { excerpt, shortJobId } from '#vidsheet/core/redact.js';
 import { CONTRACTS, hostedReport } from '#vidsheet/core/report.js';
 import { explainedWindowError, parseSessionFields } from '#vidsheet/core/request.js';
@@ -23,7 +23,7 @@ import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { Account } from '../billing/ledger.js';
 import { type HostedJobs, newJobId } from '../hosted/jobs.js';
 import { FRAMING_SLACK, type UploadParts, uploads } from '../hosted/upload.js';
-import { answerBeforeBody, refuseBeforeBody, requireJsonBody } from '../plugins/early-answer.js';
+import { refuseBeforeBody, requireJsonBody } from '../plugins/early-answer.js';
 import type { VideoCache } from '../sessions/cache.js';
 import type { KeptVideo, VideoRegistry } from '../sessions/registry.js';
 import type { SheetStorage } from '../storage/storage.js';
