@@ -187,6 +187,50 @@ describe('the anonymous remote lane: one job at a time per address and per subje
   });
 });
 
+describe('free actors never take the last queue place: one stays for paying jobs', {
+  timeout: 15_000,
+}, () => {
+  it('free jobs from many addresses and accounts fill all but one place; a paying job gets the last', async () => {
+    const video = await origin((res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4' });
+      res.end(Buffer.alloc(1024, 0x2a));
+    });
+    const built = await build({
+      admission: new Admission(3),
+      env: { VIDSHEET_FETCH_ALLOW: new URL(video.url).host },
+    });
+    const server = built.app;
+    const anonymous = (address: string) =>
+      server.inject({ ...mcpToolCall({ video_url: video.url }), remoteAddress: address });
+    const held = [anonymous('127.0.0.21'), anonymous('127.0.0.22')];
+    await started(2);
+    // Each of these is a free actor with no job yet: only the place is missing.
+    expect(toolTexts(await anonymous('127.0.0.23'))).toEqual([RETRY]);
+    const onAllowance = await account(built, 'allowance');
+    const upload = await server.inject(uploadAs(onAllowance.key));
+    expect([upload.statusCode, upload.body]).toEqual([429, BUSY]);
+    expect(runs).toHaveLength(2);
+    const paying = await account(built, 'granted');
+    const last = server.inject(uploadAs(paying.key));
+    await started(3);
+    // Now the queue is full for everyone.
+    const another = await account(built, 'purchased');
+    const full = await server.inject(uploadAs(another.key));
+    expect([full.statusCode, full.body]).toEqual([429, BUSY]);
+    endAll();
+    await Promise.all([...held, last]);
+  });
+
+  it('a queue of one place takes a free job', async () => {
+    const built = await build({ admission: new Admission(1) });
+    const onAllowance = await account(built, 'allowance');
+    const upload = built.app.inject(uploadAs(onAllowance.key));
+    await started(1);
+    endAll();
+    expect((await upload).statusCode).toBe(500);
+  });
+});
+
 describe('a remote fetch has its whole deadline on the body (DESIGN §5a)', { timeout: 15_000 }, () => {
   let dir: string;
   beforeAll(() => {

@@ -4,27 +4,43 @@
  * received, fetch done), never while bytes are still arriving, so a slow sender holds no place; it
  * gives the place back when it ends. A request that arrives while the queue is full is refused
  * before its body or fetch (`isFull`); one whose video completes when it is full is refused then.
+ *
+ * Free actors' jobs (DESIGN §5a: anonymous callers, accounts on the allowance) never take the last
+ * place: one stays for paying jobs. Each free actor has one job at a time, but five addresses (or
+ * five allowance accounts) could otherwise fill every place, and paying clients got `429` for as
+ * long as free jobs kept coming (the fifth review). With a queue of one place, free jobs may take it.
  */
 export class Admission {
   private inFlight = 0;
+  private freeInFlight = 0;
 
   constructor(private readonly capacity: number) {}
 
-  /** A release function when a place was free (call it exactly once), else undefined. */
-  tryEnter(): (() => void) | undefined {
-    if (this.inFlight >= this.capacity) return undefined;
+  /** The places free actors' jobs may hold at once: all but one. */
+  get freeCapacity(): number {
+    return Math.max(1, this.capacity - 1);
+  }
+
+  /**
+   * A release function when a place was free for this job (call it exactly once), else undefined.
+   * `free`: the job is a free actor's.
+   */
+  tryEnter(free = false): (() => void) | undefined {
+    if (this.isFull(free)) return undefined;
     this.inFlight++;
+    if (free) this.freeInFlight++;
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.inFlight--;
+      if (free) this.freeInFlight--;
     };
   }
 
-  /** No place is free now: a new request is refused before its body is read or its fetch starts. */
-  get isFull(): boolean {
-    return this.inFlight >= this.capacity;
+  /** No place is free now for such a job: it is refused before its body is read or its fetch starts. */
+  isFull(free = false): boolean {
+    return this.inFlight >= this.capacity || (free && this.freeInFlight >= this.freeCapacity);
   }
 
   get size(): number {

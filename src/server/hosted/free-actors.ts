@@ -34,6 +34,12 @@ export interface JobCaller {
   subject?: string;
 }
 
+/** A caller let in: whether it is a free actor (its job may not take the queue's last place). */
+export interface FreeTicket {
+  release: () => void;
+  free: boolean;
+}
+
 export class FreeActors {
   private readonly busy = new Set<string>();
 
@@ -44,14 +50,15 @@ export class FreeActors {
   constructor(private readonly livesOnAllowance: (accountId: number) => Promise<boolean>) {}
 
   /**
-   * Lets a caller's job in: a release function (idempotent; a no-op for a paying account, which is
+   * Lets a caller's job in: its ticket (`release` idempotent, a no-op for a paying account, which is
    * never limited here), or undefined when this free actor already has a job waiting or running.
    */
-  async enter(caller: JobCaller): Promise<(() => void) | undefined> {
+  async enter(caller: JobCaller): Promise<FreeTicket | undefined> {
+    const free = (release: (() => void) | undefined) => release && { release, free: true };
     if (caller.accountId === undefined)
-      return this.tryEnter(freeActor.anonymous(caller.address, caller.subject));
-    if (!(await this.livesOnAllowance(caller.accountId))) return () => {};
-    return this.tryEnter(freeActor.account(caller.accountId));
+      return free(this.tryEnter(freeActor.anonymous(caller.address, caller.subject)));
+    if (!(await this.livesOnAllowance(caller.accountId))) return { release: () => {}, free: false };
+    return free(this.tryEnter(freeActor.account(caller.accountId)));
   }
 
   /**

@@ -31,6 +31,8 @@ declare module 'fastify' {
     releaseTransfer?: () => void;
     /** Ends this free actor's one job (DESIGN §5a; idempotent, a no-op for a paying account). */
     releaseFreeActor?: () => void;
+    /** This request's job is a free actor's (its queue place is never the last one). */
+    freeActor?: boolean;
     /** This request's transfer slot, while its body is received. */
     transferSlot?: TransferSlot;
   }
@@ -90,14 +92,18 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
    * held until the request ends.
    */
   const capacity: onRequestHookHandler = async (request, reply) => {
-    if (admission.isFull) return refuseBeforeBody(request, reply, hostedErrors.busy());
+    if (admission.isFull()) return refuseBeforeBody(request, reply, hostedErrors.busy());
     const accountId = (request.account as Account).id;
-    const free = await freeActors.enter({ accountId, address: request.ip });
-    if (!free) return refuseBeforeBody(request, reply, hostedErrors.busy());
-    request.releaseFreeActor = free;
+    const ticket = await freeActors.enter({ accountId, address: request.ip });
+    if (!ticket || admission.isFull(ticket.free)) {
+      ticket?.release();
+      return refuseBeforeBody(request, reply, hostedErrors.busy());
+    }
+    request.releaseFreeActor = ticket.release;
+    request.freeActor = ticket.free;
     const slot = transfers.tryEnter({ accountId, address: request.ip });
     if (!slot) {
-      free();
+      ticket.release();
       return refuseBeforeBody(request, reply, hostedErrors.busy());
     }
     request.transferSlot = slot;
@@ -183,7 +189,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     }
     // The video is complete on disk: the transfer is over, and only now is a queue place taken.
     request.releaseTransfer?.();
-    const release = admission.tryEnter();
+    const release = admission.tryEnter(request.freeActor);
     if (!release) throw hostedErrors.busy();
     request.releaseAdmission = release;
     return upload;

@@ -118,10 +118,14 @@ export async function callRemoteTool(
   // an anonymous caller per address and per subject id, an account on the allowance), held until this
   // call ends. The fetch itself holds a transfer slot (DESIGN §5), and the queue place is taken only
   // when the video is complete on disk.
-  if (deps.admission.isFull) return toolError(hostedErrors.busy(), 'remote');
+  if (deps.admission.isFull()) return toolError(hostedErrors.busy(), 'remote');
   const subject = subjectOf(meta);
-  const free = await deps.freeActors.enter({ accountId: caller.account?.id, address: caller.ip, subject });
-  if (!free) return toolError(hostedErrors.busy(), 'remote');
+  const ticket = await deps.freeActors.enter({ accountId: caller.account?.id, address: caller.ip, subject });
+  if (!ticket || deps.admission.isFull(ticket.free)) {
+    ticket?.release();
+    return toolError(hostedErrors.busy(), 'remote');
+  }
+  const free = ticket.release;
   const slot = deps.transfers.tryEnter({ accountId: caller.account?.id, address: caller.ip });
   if (!slot) {
     free();
@@ -168,7 +172,7 @@ export async function callRemoteTool(
     } finally {
       slot.release();
     }
-    release = deps.admission.tryEnter();
+    release = deps.admission.tryEnter(ticket.free);
     if (!release) {
       // Complete, but the queue filled meanwhile: refused now, the file deleted below, no job used.
       if (taken) await deps.anonymous.giveBack(taken);

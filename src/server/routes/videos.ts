@@ -106,12 +106,13 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
    * already has one waiting or running is `429 busy` before the body is read.
    */
   async function oneJobEach(request: FastifyRequest, reply: FastifyReply) {
-    const free = await deps.freeActors.enter({
+    const ticket = await deps.freeActors.enter({
       accountId: (request.account as Account).id,
       address: request.ip,
     });
-    if (!free) return refuseBeforeBody(request, reply, hostedErrors.busy());
-    request.releaseFreeActor = free;
+    if (!ticket) return refuseBeforeBody(request, reply, hostedErrors.busy());
+    request.releaseFreeActor = ticket.release;
+    request.freeActor = ticket.free;
   }
 
   app.post('/v1/videos', {
@@ -194,7 +195,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
       // DESIGN §5a: a key that could not pay the cheapest job is refused before it takes a queue place.
       if (!(await deps.credits.mayQueue((request.account as Account).id)))
         throw hostedErrors.insufficientCredits();
-      const release = deps.admission.tryEnter();
+      const release = deps.admission.tryEnter(request.freeActor);
       if (!release) throw hostedErrors.busy();
       request.releaseAdmission = release;
       const jobId = newJobId();
