@@ -577,6 +577,14 @@ describe("Node's and Fastify's own refusals have the catalog's shape (DESIGN §5
       server.inject({ method, url, headers: MCP_HEADERS });
     const refused = await ask('DELETE', '/mcp');
     expect([refused.statusCode, refused.body]).toEqual([405, '{"error":"method_not_allowed"}']);
+    // Nor is a body these methods carry ever parsed.
+    const malformed = await server.inject({
+      method: 'DELETE',
+      url: '/mcp',
+      headers: MCP_HEADERS,
+      payload: '{{{',
+    });
+    expect([malformed.statusCode, malformed.body]).toEqual([405, '{"error":"method_not_allowed"}']);
     const unknown = await ask('PUT', '/mcp');
     expect([unknown.statusCode, unknown.body]).toEqual([404, '{"error":"not_found"}']);
   });

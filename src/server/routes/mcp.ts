@@ -57,8 +57,9 @@ export async function mcpRoutes(
 
   const notAllowed = async (_request: FastifyRequest, reply: FastifyReply) =>
     refuse(reply.header('allow', 'POST'), remoteErrors.methodNotAllowed());
-  app.get('/mcp', { schema: { hide: true } }, notAllowed);
-  app.delete('/mcp', { schema: { hide: true } }, notAllowed);
+  // Answered before any body is read: a body these methods carry is never parsed (or refused).
+  app.get('/mcp', { schema: { hide: true }, onRequest: notAllowed }, notAllowed);
+  app.delete('/mcp', { schema: { hide: true }, onRequest: notAllowed }, notAllowed);
 
   // A body that is not JSON gets the zoom's `415` (the catalog's shape, like this route's 403 and 405).
   const onRequest = [app.keyIfPresent, requireJsonBody];
