@@ -15,11 +15,14 @@
 export const INPUT_SHOWN = 64;
 
 /**
- * Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a reader sees
- * (a file name `é\u202Egpj.mp4` shows as `émp4.jpg`): never quoted as they are.
+ * Control characters (C0, DEL, C1), the bidirectional controls that reorder what a reader sees (a
+ * file name `é\u202Egpj.mp4` shows as `émp4.jpg`), line and paragraph separators, and the invisible
+ * ones (soft hyphen, zero-width space, word joiner, BOM): never quoted as they are. The joiners
+ * scripts and emoji need (U+200C, U+200D) stay.
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
-const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const UNSHOWABLE =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+  /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
 
 /**
  * `value` as a message, a log line or a result may quote it: at most {@link INPUT_SHOWN} characters

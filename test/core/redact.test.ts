@@ -78,6 +78,9 @@ describe('excerpt', () => {
     expect(excerpt('a\r\nb\tc\u007f\u0085\u2066d\u2069\u200f')).toBe(
       'a\ufffd\ufffdb\ufffdc\ufffd\ufffd\ufffdd\ufffd\ufffd',
     );
+    expect(excerpt('a\u2028b\u2029c\ufeffd\u200be\u2060f\u180eg\u00adh')).toBe(
+      'a\ufffdb\ufffdc\ufffdd\ufffde\ufffdf\ufffdg\ufffdh',
+    );
     // Letters of any script, and joiners inside emoji, stay.
     expect(excerpt('نام-名前-👩‍👩‍👧.mov')).toBe('نام-名前-👩‍👩‍👧.mov');
   });
