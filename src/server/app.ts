@@ -6,7 +6,7 @@
  * path, a stack or FFmpeg text (those go to the log with the request and job ids).
  */
 import { randomBytes } from 'node:crypto';
-import { type ServerResponse, STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
 import swagger from '@fastify/swagger';
@@ -123,6 +123,10 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
     },
   }) as unknown as FastifyInstance;
 
+  if (typeof config.trustProxy === 'number') {
+    const hops = config.trustProxy;
+    app.server.prependListener('request', (request: IncomingMessage) => dropShortChain(request, hops));
+  }
   // An `Expect` other than 100-continue: Node's own 417 has an empty body; this one the catalog's.
   app.server.on('checkExpectation', (_request, response: ServerResponse) => {
     const { status, body } = transportAnswers.expectationFailed;
@@ -205,6 +209,20 @@ export async function buildApp(parts: AppParts, options: AppOptions = {}): Promi
  * function trusting the first `hops` addresses of that walk, so the client is the entry `hops` places
  * from the right. (Fastify 5.12 turns a plain number into "trust nothing", so it is not passed as one.)
  */
+/**
+ * A hop count's header with fewer entries than hops did not come through the proxies: proxy-addr
+ * would then take its leftmost entry, which the client wrote (DESIGN §5a: never trusted). Its
+ * header is dropped, so the client is the socket's peer.
+ */
+function dropShortChain(request: IncomingMessage, hops: number): void {
+  const header = request.headers['x-forwarded-for'];
+  if (header === undefined) return;
+  const entries = String(header)
+    .split(',')
+    .filter((entry) => entry.trim() !== '').length;
+  if (entries < hops) delete request.headers['x-forwarded-for'];
+}
+
 export function trustProxyOption(
   trust: TrustProxy,
 ): false | string[] | ((address: string, hop: number) => boolean) {

@@ -96,6 +96,10 @@ describe('VIDSHEET_TRUST_PROXY: which X-Forwarded-For entry is the client', () =
     expect(await clientAddress(two, { forwarded: '127.0.0.9, 127.0.0.8, 127.0.0.7' })).toBe('127.0.0.8');
     expect(await clientAddress(two, { forwarded: '127.0.0.8, 127.0.0.7' })).toBe('127.0.0.8');
     expect(await clientAddress(two, { forwarded: '::1, 127.0.0.7' })).toBe('::1');
+    // Fewer entries than hops: the request did not come through both proxies, and its one entry is
+    // the leftmost, which a client writes: the socket peer is the client.
+    expect(await clientAddress(two, { from: '127.0.0.4', forwarded: '127.0.0.9' })).toBe('127.0.0.4');
+    expect(await clientAddress(two, { from: '127.0.0.4', forwarded: '127.0.0.9, ' })).toBe('127.0.0.4');
   });
 
   it('proxy CIDRs: the rightmost entry not inside them, and only when the socket peer is a proxy', async () => {
