@@ -221,6 +221,46 @@ describe('free actors never take the last queue place: one stays for paying jobs
     await Promise.all([...held, last]);
   });
 
+  it('free transfers never hold the last transfer slot either', async () => {
+    // Anonymous fetches that never end, far above the takeover bar: nothing may overtake them.
+    const endless = await origin(trickle);
+    const video = await origin((res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4' });
+      res.end(Buffer.alloc(1024, 0x2a));
+    });
+    const built = await build({
+      admission: new Admission(5),
+      env: {
+        VIDSHEET_MAX_TRANSFERS: '2',
+        VIDSHEET_FETCH_ALLOW: `${new URL(endless.url).host},${new URL(video.url).host}`,
+      },
+    });
+    const server = built.app;
+    const holding = server.inject({
+      ...mcpToolCall({ video_url: endless.url }),
+      remoteAddress: '127.0.0.31',
+    });
+    await expect.poll(() => trickles.length, { timeout: 5000, interval: 10 }).toBe(1);
+    const second = await server.inject({
+      ...mcpToolCall({ video_url: video.url }),
+      remoteAddress: '127.0.0.32',
+    });
+    expect(toolTexts(second)).toEqual([RETRY]);
+    const paying = await account(built, 'granted');
+    const keyed = mcpToolCall({ video_url: video.url });
+    const withKey = server.inject({
+      ...keyed,
+      headers: { ...keyed.headers, authorization: `Bearer ${paying.key}` },
+      remoteAddress: '127.0.0.33',
+    });
+    await started(1);
+    endAll();
+    await withKey;
+    for (const stop of trickles.splice(0)) stop();
+    endless.server.closeAllConnections();
+    await holding;
+  });
+
   it('a queue of one place takes a free job', async () => {
     const built = await build({ admission: new Admission(1) });
     const onAllowance = await account(built, 'allowance');

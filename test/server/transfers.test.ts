@@ -228,6 +228,37 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(overtaken).toEqual([1]);
   });
 
+  it('free transfers never hold the last slot, and a free newcomer overtakes only a free transfer', () => {
+    const transfers = new Transfers(3, 5);
+    const lag = new Map<string, number>();
+    const overtaken: string[] = [];
+    const enter = (name: string, free: boolean, address: string) =>
+      transfers.tryEnter({ address, free })?.watch({
+        stop() {},
+        behind: () => lag.get(name) ?? 0,
+        overtake: () => overtaken.push(name),
+      });
+    // Two free transfers, far above the takeover bar: the third slot stays for a paying one.
+    enter('f1', true, '127.0.0.21');
+    enter('f2', true, '127.0.0.22');
+    expect(transfers.tryEnter({ address: '127.0.0.31', free: true })).toBeUndefined();
+    enter('paid', false, '127.0.0.23');
+    expect(transfers.size).toBe(3);
+    // The paying transfer is the furthest behind: a free newcomer still may not take its slot.
+    lag.set('paid', 1000);
+    expect(transfers.tryEnter({ address: '127.0.0.32', free: true })).toBeUndefined();
+    expect(overtaken).toEqual([]);
+    // A free transfer behind: that one it may take.
+    lag.set('f2', 10);
+    expect(transfers.tryEnter({ address: '127.0.0.33', free: true })).toBeDefined();
+    expect(overtaken).toEqual(['f2']);
+    // A paying newcomer takes over whoever is furthest behind.
+    expect(transfers.tryEnter({ address: '127.0.0.34' })).toBeDefined();
+    expect(overtaken).toEqual(['f2', 'paid']);
+    // One slot in all: a free transfer may have it.
+    expect(new Transfers(1, 1).tryEnter({ address: '127.0.0.1', free: true })).toBeDefined();
+  });
+
   it('behind: never in the grace; idle past idleMs; short of the takeover bar since the start', () => {
     const { graceMs, idleMs, pace } = BEHIND_RULE;
     const t0 = 1_000_000;

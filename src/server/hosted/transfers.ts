@@ -12,6 +12,11 @@
  * stall pace are never freed at all: paying users get `429 busy` for as long as the attack lasts
  * (issue 21). A newcomer is still answered at once, never queued: only when no transfer is behind is
  * it `429`.
+ *
+ * Free actors' transfers (anonymous fetches, uploads of accounts on the allowance) never hold the
+ * last slot, as their jobs never hold the queue's last place (admission.ts): eight anonymous fetches
+ * kept just above the takeover bar held every slot until their deadline, and paying uploads got
+ * `429` meanwhile (the sixth review). A free newcomer may take over only a free transfer.
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
 import type { StallWatch } from './stall.js';
@@ -21,6 +26,8 @@ export interface TransferClient {
   accountId?: number;
   /** The client's address as the HTTP layer established it. */
   address: string;
+  /** A free actor (DESIGN §5a): never given the last slot, and takes over only free transfers. */
+  free?: boolean;
 }
 
 export interface TransferSlot {
@@ -36,29 +43,41 @@ export interface TransferSlot {
 interface Held {
   release(): void;
   watch?: StallWatch;
+  free: boolean;
 }
 
 export class Transfers {
   private readonly held = new Set<Held>();
   private readonly perClient = new Map<string, number>();
+  private freeHeld = 0;
 
   constructor(
     private readonly max: number,
     private readonly perClientMax: number,
   ) {}
 
+  /** The slots free actors' transfers may hold at once: all but one. */
+  get freeMax(): number {
+    return Math.max(1, this.max - 1);
+  }
+
   /** A slot when one was free for this client, or could be taken from a transfer behind; else undefined. */
   tryEnter(client: TransferClient): TransferSlot | undefined {
     const keys = [`address:${addressKey(client.address)}`];
     if (client.accountId !== undefined) keys.push(`account:${client.accountId}`);
     if (keys.some((key) => (this.perClient.get(key) ?? 0) >= this.perClientMax)) return undefined;
-    if (this.held.size >= this.max && !this.overtakeFurthestBehind()) return undefined;
+    const free = client.free === true;
+    const room = this.held.size < this.max && !(free && this.freeHeld >= this.freeMax);
+    if (!room && !this.overtakeFurthestBehind(free)) return undefined;
     for (const key of keys) this.perClient.set(key, (this.perClient.get(key) ?? 0) + 1);
+    if (free) this.freeHeld++;
     let released = false;
     const slot: Held = {
+      free,
       release: () => {
         if (released) return;
         released = true;
+        if (free) this.freeHeld--;
         this.held.delete(slot);
         for (const key of keys) {
           const left = (this.perClient.get(key) ?? 1) - 1;
@@ -76,11 +95,15 @@ export class Transfers {
     };
   }
 
-  /** Frees the slot of the transfer furthest behind, cutting it; false when none is behind. */
-  private overtakeFurthestBehind(): boolean {
+  /**
+   * Frees the slot of the transfer furthest behind (for a free newcomer: of a free transfer), cutting
+   * it; false when none is behind.
+   */
+  private overtakeFurthestBehind(freeOnly: boolean): boolean {
     let victim: Held | undefined;
     let furthest = 0;
     for (const slot of this.held) {
+      if (freeOnly && !slot.free) continue;
       const behind = slot.watch?.behind() ?? 0;
       if (behind > furthest) {
         furthest = behind;

@@ -101,7 +101,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     }
     request.releaseFreeActor = ticket.release;
     request.freeActor = ticket.free;
-    const slot = transfers.tryEnter({ accountId, address: request.ip });
+    const slot = transfers.tryEnter({ accountId, address: request.ip, free: ticket.free });
     if (!slot) {
       ticket.release();
       return refuseBeforeBody(request, reply, hostedErrors.busy());

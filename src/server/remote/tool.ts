@@ -126,7 +126,11 @@ export async function callRemoteTool(
     return toolError(hostedErrors.busy(), 'remote');
   }
   const free = ticket.release;
-  const slot = deps.transfers.tryEnter({ accountId: caller.account?.id, address: caller.ip });
+  const slot = deps.transfers.tryEnter({
+    accountId: caller.account?.id,
+    address: caller.ip,
+    free: ticket.free,
+  });
   if (!slot) {
     free();
     return toolError(hostedErrors.busy(), 'remote');
