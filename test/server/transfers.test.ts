@@ -232,12 +232,13 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     const transfers = new Transfers(3, 5);
     const lag = new Map<string, number>();
     const overtaken: string[] = [];
+    const watchOf = (name: string) => ({
+      stop() {},
+      behind: () => lag.get(name) ?? 0,
+      overtake: () => overtaken.push(name),
+    });
     const enter = (name: string, free: boolean, address: string) =>
-      transfers.tryEnter({ address, free })?.watch({
-        stop() {},
-        behind: () => lag.get(name) ?? 0,
-        overtake: () => overtaken.push(name),
-      });
+      transfers.tryEnter({ address, free })?.watch(watchOf(name));
     // Two free transfers, far above the takeover bar: the third slot stays for a paying one.
     enter('f1', true, '127.0.0.21');
     enter('f2', true, '127.0.0.22');
@@ -253,8 +254,13 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(transfers.tryEnter({ address: '127.0.0.33', free: true })).toBeDefined();
     expect(overtaken).toEqual(['f2']);
     // A paying newcomer takes over whoever is furthest behind.
-    expect(transfers.tryEnter({ address: '127.0.0.34' })).toBeDefined();
+    expect(transfers.tryEnter({ address: '127.0.0.34' })?.watch(watchOf('paid2'))).toBeUndefined();
     expect(overtaken).toEqual(['f2', 'paid']);
+    // With nobody behind, a paying newcomer still gets a slot: a free transfer gives way, never a
+    // paying one (one paying transfer beside free ones must not shut the others out).
+    expect(transfers.tryEnter({ address: '127.0.0.35' })).toBeDefined();
+    expect(overtaken).toEqual(['f2', 'paid', 'f1']);
+    expect(transfers.tryEnter({ address: '127.0.0.36' })).toBeUndefined();
     // One slot in all: a free transfer may have it.
     expect(new Transfers(1, 1).tryEnter({ address: '127.0.0.1', free: true })).toBeDefined();
   });

@@ -16,7 +16,8 @@
  * Free actors' transfers (anonymous fetches, uploads of accounts on the allowance) never hold the
  * last slot, as their jobs never hold the queue's last place (admission.ts): eight anonymous fetches
  * kept just above the takeover bar held every slot until their deadline, and paying uploads got
- * `429` meanwhile (the sixth review). A free newcomer may take over only a free transfer.
+ * `429` meanwhile (the sixth review). A free newcomer may take over only a free transfer; a paying
+ * newcomer that finds none behind takes over a free one anyway.
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
 import type { StallWatch } from './stall.js';
@@ -97,7 +98,9 @@ export class Transfers {
 
   /**
    * Frees the slot of the transfer furthest behind (for a free newcomer: of a free transfer), cutting
-   * it; false when none is behind.
+   * it. With none behind, a paying newcomer takes the slot of the oldest free transfer, whatever its
+   * pace: else one paying transfer in the kept slot, beside free ones just above the takeover bar,
+   * shut every other paying client out (the seventh review). False when nothing gives way.
    */
   private overtakeFurthestBehind(freeOnly: boolean): boolean {
     let victim: Held | undefined;
@@ -110,6 +113,7 @@ export class Transfers {
         victim = slot;
       }
     }
+    if (!victim && !freeOnly) victim = [...this.held].find((slot) => slot.free && slot.watch);
     if (!victim) return false;
     // The slot is given back now, whatever the cut's own cleanup takes (it releases again: idempotent).
     victim.release();
