@@ -154,11 +154,9 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
       expect(await showAccount(server, who.email)).toMatchObject({ balance: 5, usage: [] });
   }, 40_000);
 
-  it('two stalled /mcp fetches hold both slots: a paying upload succeeds at once, one fetch fails as a stalled fetch and keeps its job, the broken one is given back', async () => {
+  it('a stalled free fetch holds one slot, never the last: a second free fetch is busy, a paying upload succeeds at once; a free newcomer overtakes the stalled fetch, which keeps its job, and a broken one is given back', async () => {
     const payer = await newAccount(server, 5);
-    // From two addresses: one anonymous address has one job at a time (DESIGN §5a).
-    const from = ['127.0.0.61', '127.0.0.62'];
-    const calls = from.map(async (address) => {
+    const call = async (address: string) => {
       const client = await mcpClient(address);
       try {
         const result = (await client.callTool(
@@ -170,27 +168,37 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
       } finally {
         await client.close();
       }
+    };
+    // From separate addresses: one anonymous address has one job at a time (DESIGN §5a).
+    const stalled = call('127.0.0.61');
+    let overtaken: Awaited<ReturnType<typeof call>> | undefined;
+    void stalled.then((got) => {
+      overtaken = got;
     });
-    const settled: Array<{ isError: boolean; text?: string; address: string }> = [];
-    for (const call of calls) void call.then((got) => settled.push(got));
-    await waitFor(() => stalledResponses.length === 2, 'both fetches to reach the stalling origin');
+    await waitFor(() => stalledResponses.length === 1, 'the first fetch to reach the stalling origin');
+    // The other slot is the last: no free fetch may have it (nor reach the origin).
+    const refused = await call('127.0.0.62');
+    expect(refused.isError).toBe(true);
+    expect(refused.text).toMatch(/retry/);
+    expect(stalledResponses).toHaveLength(1);
     await sleep(2500);
     const done = await whole(payer.key, '127.0.0.57');
     expect(done.answer?.status, done.answer?.body).toBe(200);
     expect(done.ms).toBeLessThan(10_000);
-    await waitFor(() => settled.length === 1, 'the overtaken fetch to fail', 5000);
-    expect(settled[0]?.isError).toBe(true);
-    expect(settled[0]?.text).toBe('could not fetch the video: the server sent the video too slowly');
-    const overtaken = settled[0]?.address;
-    // The other fetch still holds its slot: end it (the origin breaks off).
+    // A free newcomer may take over the stalled free fetch: it fails as a stalled fetch.
+    const newcomer = call('127.0.0.63');
+    await waitFor(() => overtaken !== undefined, 'the overtaken fetch to fail', 5000);
+    expect(overtaken?.isError).toBe(true);
+    expect(overtaken?.text).toBe('could not fetch the video: the server sent the video too slowly');
+    await waitFor(() => stalledResponses.length === 2, 'the newcomer to reach the stalling origin');
+    // The newcomer's origin breaks off: a broken fetch.
     for (const res of stalledResponses) res.destroy();
-    const ended = await Promise.all(calls);
-    expect(ended.every((got) => got.isError)).toBe(true);
+    expect((await newcomer).isError).toBe(true);
     await waitFor(() => work().length === 0, 'the partial downloads to be deleted');
     expect((await showAccount(server, payer.email)).balance).toBe(4);
-    // Three a day per address: the overtaken fetch (cut as a stalled one) used one of them, the
-    // broken one none.
-    for (const address of from) {
+    // Three a day per address: the overtaken fetch (cut as a stalled one) used one of them; the
+    // refused one and the broken one none.
+    for (const address of ['127.0.0.61', '127.0.0.62', '127.0.0.63']) {
       const client = await mcpClient(address);
       try {
         const ok = (await client.callTool({
@@ -199,7 +207,7 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
         })) as { isError?: boolean; content: Array<{ type: string; text?: string }> };
         expect(ok.isError, ok.content[0]?.text).not.toBe(true);
         expect(JSON.parse(ok.content[0]?.text ?? '{}').free_jobs_remaining_today).toBe(
-          address === overtaken ? 1 : 2,
+          address === '127.0.0.61' ? 1 : 2,
         );
       } finally {
         await client.close();
