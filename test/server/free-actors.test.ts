@@ -261,6 +261,52 @@ describe('free actors never take the last queue place: one stays for paying jobs
     await holding;
   });
 
+  it('a paying fetch takes the slot of a free fetch that keeps pace: its caller is told to retry and keeps its job', async () => {
+    const endless = await origin(trickle);
+    const video = await origin((res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4' });
+      res.end(Buffer.alloc(1024, 0x2a));
+    });
+    const built = await build({
+      admission: new Admission(5),
+      env: {
+        VIDSHEET_MAX_TRANSFERS: '2',
+        VIDSHEET_FETCH_ALLOW: `${new URL(endless.url).host},${new URL(video.url).host}`,
+      },
+    });
+    const server = built.app;
+    const keyedCall = async (url: string, remoteAddress: string) => {
+      const call = mcpToolCall({ video_url: url });
+      const { key } = await account(built, 'granted');
+      return server.inject({
+        ...call,
+        headers: { ...call.headers, authorization: `Bearer ${key}` },
+        remoteAddress,
+      });
+    };
+    // A free fetch and a paying one, both far above the takeover bar, hold both slots.
+    const free = server.inject({ ...mcpToolCall({ video_url: endless.url }), remoteAddress: '127.0.0.41' });
+    await expect.poll(() => trickles.length, { timeout: 5000, interval: 10 }).toBe(1);
+    const paying = keyedCall(endless.url, '127.0.0.42');
+    await expect.poll(() => trickles.length, { timeout: 5000, interval: 10 }).toBe(2);
+    // A second paying fetch: the free one gives way, and is told the service is busy, not that it stalled.
+    const newcomer = keyedCall(video.url, '127.0.0.43');
+    expect(toolTexts(await free)).toEqual([RETRY]);
+    await started(1);
+    // Nothing was the free caller's fault: the day's job is given back.
+    const used = await built.db
+      .selectFrom('anonymous_usage')
+      .select('jobs')
+      .where('counter', '=', 'address:127.0.0.41')
+      .execute();
+    expect(used.reduce((sum, row) => sum + row.jobs, 0)).toBe(0);
+    endAll();
+    await newcomer;
+    for (const stop of trickles.splice(0)) stop();
+    endless.server.closeAllConnections();
+    await paying;
+  });
+
   it('a queue of one place takes a free job', async () => {
     const built = await build({ admission: new Admission(1) });
     const onAllowance = await account(built, 'allowance');

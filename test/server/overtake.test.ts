@@ -215,3 +215,57 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
     }
   }, 60_000);
 });
+
+describe('a free upload keeping pace gives way to a paying one (the seventh review)', () => {
+  let kept: TestServer;
+  beforeAll(async () => {
+    // The daily allowance on (its default floor): a never-paying account with no balance is a free actor.
+    kept = await startServer({ VIDSHEET_MAX_TRANSFERS: '2', VIDSHEET_TRANSFERS_PER_CLIENT: '4' });
+  }, 60_000);
+  afterAll(() => kept?.stop());
+
+  /** An upload of 64 KiB every 100 ms (~650 KB/s, far ahead of the takeover bar), as it is received. */
+  async function streaming(key: string, from: string) {
+    const before = kept.leftovers().filter((f) => f.startsWith('work/')).length;
+    const upload = await slowUpload(kept.url, key, { from, first: 64 * 1024, size: 64 * 1024 * 1024 });
+    const timer = setInterval(() => upload.send(Buffer.alloc(64 * 1024, 0x2a)), 100);
+    await waitFor(
+      () => kept.leftovers().filter((f) => f.startsWith('work/')).length > before,
+      `the upload from ${from} to be received`,
+    );
+    return { upload, stop: () => clearInterval(timer) };
+  }
+
+  it('the free upload is answered 429 busy (not 408: it did not stall), the payer gets its slot, nothing charged', async () => {
+    const free = await newAccount(kept, 0);
+    // Above the allowance floor (7): balances show exactly what was charged.
+    const payer = await newAccount(kept, 10);
+    const newcomer = await newAccount(kept, 10);
+    const first = await streaming(free.key, '127.0.0.71');
+    const second = await streaming(payer.key, '127.0.0.72');
+    try {
+      // Past the grace and the idle figure: neither is behind.
+      await sleep(3000);
+      const started = Date.now();
+      const done = await wholeUpload(kept.url, newcomer.key, {
+        bytes: small,
+        from: '127.0.0.73',
+        filename: 'small.mp4',
+      });
+      expect(done?.status, done?.body).toBe(200);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(await first.upload.answer()).toEqual(BUSY);
+      // The paying transfer kept pace, so it keeps its slot.
+      expect(second.upload.closed()).toBe(false);
+      expect(second.upload.received()).toBe('');
+    } finally {
+      for (const { upload, stop } of [first, second]) {
+        stop();
+        upload.destroy();
+      }
+    }
+    expect((await showAccount(kept, free.email)).usage).toEqual([]);
+    expect((await showAccount(kept, payer.email)).balance).toBe(10);
+    expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
+  }, 40_000);
+});

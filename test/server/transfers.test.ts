@@ -211,6 +211,7 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
         stop() {},
         behind: () => lag[i] ?? 0,
         overtake: () => overtaken.push(i),
+        preempt: () => overtaken.push(-1),
       });
     }
     expect(transfers.tryEnter({ address: '127.0.0.9' })).toBeUndefined();
@@ -223,7 +224,7 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     const tight = new Transfers(1, 1);
     tight
       .tryEnter({ address: '127.0.0.1' })
-      ?.watch({ stop() {}, behind: () => 1e9, overtake: () => overtaken.push(9) });
+      ?.watch({ stop() {}, behind: () => 1e9, overtake: () => overtaken.push(9), preempt() {} });
     expect(tight.tryEnter({ address: '127.0.0.1' })).toBeUndefined();
     expect(overtaken).toEqual([1]);
   });
@@ -236,6 +237,7 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
       stop() {},
       behind: () => lag.get(name) ?? 0,
       overtake: () => overtaken.push(name),
+      preempt: () => overtaken.push(`${name} preempted`),
     });
     const enter = (name: string, free: boolean, address: string) =>
       transfers.tryEnter({ address, free })?.watch(watchOf(name));
@@ -256,10 +258,11 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     // A paying newcomer takes over whoever is furthest behind.
     expect(transfers.tryEnter({ address: '127.0.0.34' })?.watch(watchOf('paid2'))).toBeUndefined();
     expect(overtaken).toEqual(['f2', 'paid']);
-    // With nobody behind, a paying newcomer still gets a slot: a free transfer gives way, never a
-    // paying one (one paying transfer beside free ones must not shut the others out).
+    // With nobody behind, a paying newcomer still gets a slot: a free transfer gives way (preempted,
+    // not overtaken: it was keeping pace), never a paying one (one paying transfer beside free ones
+    // must not shut the others out).
     expect(transfers.tryEnter({ address: '127.0.0.35' })).toBeDefined();
-    expect(overtaken).toEqual(['f2', 'paid', 'f1']);
+    expect(overtaken).toEqual(['f2', 'paid', 'f1 preempted']);
     expect(transfers.tryEnter({ address: '127.0.0.36' })).toBeUndefined();
     // One slot in all: a free transfer may have it.
     expect(new Transfers(1, 1).tryEnter({ address: '127.0.0.1', free: true })).toBeDefined();

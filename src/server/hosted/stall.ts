@@ -67,8 +67,11 @@ export function behindBy(
   return Math.max(idle >= BEHIND_RULE.idleMs ? idle : 0, short, 0);
 }
 
-/** `overtaken`: cut because a newcomer needed the slot of a transfer that was behind (transfers.ts). */
-export type StallWhy = 'idle' | 'slow' | 'overtaken';
+/**
+ * `overtaken`: cut because a newcomer needed the slot of a transfer that was behind; `preempted`: a
+ * free transfer that was not behind, cut because a paying newcomer needed its slot (transfers.ts).
+ */
+export type StallWhy = 'idle' | 'slow' | 'overtaken' | 'preempted';
 
 export interface StallWatch {
   stop(): void;
@@ -76,6 +79,8 @@ export interface StallWatch {
   behind(): number;
   /** Cuts the transfer as a stall cut does, with the reason `overtaken` (once; no-op when stopped). */
   overtake(): void;
+  /** Cuts the transfer with the reason `preempted`: not the sender's fault, so not told it stalled. */
+  preempt(): void;
 }
 
 /**
@@ -135,5 +140,6 @@ export function watchTransfer(
       return behindBy({ startedAt: start, lastByteAt: last, bytes: observe(now) - initial }, now);
     },
     overtake: () => finish('overtaken'),
+    preempt: () => finish('preempted'),
   };
 }

@@ -17,7 +17,8 @@
  * last slot, as their jobs never hold the queue's last place (admission.ts): eight anonymous fetches
  * kept just above the takeover bar held every slot until their deadline, and paying uploads got
  * `429` meanwhile (the sixth review). A free newcomer may take over only a free transfer; a paying
- * newcomer that finds none behind takes over a free one anyway.
+ * newcomer that finds none behind takes over a free one anyway (`preempt`: its caller is told the
+ * service is busy, and an anonymous fetch gets its job back, as nothing was its fault).
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
 import type { StallWatch } from './stall.js';
@@ -36,7 +37,8 @@ export interface TransferSlot {
   release(): void;
   /**
    * The stall watch of the transfer in this slot; until one is attached the slot cannot be taken
-   * over (nothing could cut its transfer). Its `overtake` must end the transfer, as a stall cut does.
+   * over (nothing could cut its transfer). Its `overtake` and `preempt` must end the transfer, as a
+   * stall cut does.
    */
   watch(watch: StallWatch): void;
 }
@@ -113,11 +115,13 @@ export class Transfers {
         victim = slot;
       }
     }
-    if (!victim && !freeOnly) victim = [...this.held].find((slot) => slot.free && slot.watch);
+    const atPace = !victim && !freeOnly;
+    if (atPace) victim = [...this.held].find((slot) => slot.free && slot.watch);
     if (!victim) return false;
     // The slot is given back now, whatever the cut's own cleanup takes (it releases again: idempotent).
     victim.release();
-    victim.watch?.overtake();
+    if (atPace) victim.watch?.preempt();
+    else victim.watch?.overtake();
     return true;
   }
 

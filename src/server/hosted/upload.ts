@@ -160,6 +160,12 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       config.stallS * 1000,
       () => socket?.bytesRead ?? 0,
       (why) => {
+        if (why === 'preempted') {
+          // A free upload gave its slot to a paying one (transfers.ts): busy, safe to retry.
+          log.info({}, 'upload gave its transfer slot to a paying one: cut');
+          const busy = hostedErrors.busy();
+          return cutWith({ status: busy.status, body: busy.body() });
+        }
         log.info({ why }, 'upload stalled: cut');
         cutWith(transportAnswers.uploadStalled);
       },

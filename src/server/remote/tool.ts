@@ -159,7 +159,8 @@ export async function callRemoteTool(
         // DESIGN §5a: no byte for VIDSHEET_STALL_S cuts the fetch; the whole fetch has its deadline.
         idleTimeoutMs: deps.config.stallS * 1000,
         timeoutMs: deps.config.fetchTimeoutS * 1000,
-        // A newcomer may take this slot while the fetch is behind: it then fails as a stalled fetch.
+        // A newcomer may take this slot while the fetch is behind: it then fails as a stalled fetch;
+        // a paying newcomer may take it from a free fetch at any pace: the caller is told to retry.
         onWatch: slot.watch,
       });
       log.info({ jobId: shortJobId(jobId), bytes: got.bytes }, 'video fetched');
@@ -170,6 +171,8 @@ export async function callRemoteTool(
         // the stall rule or its deadline held a transfer slot for as long as those allow, so it
         // counts as a job of the anonymous lane (DESIGN §5a), or slow fetches would be free.
         if (taken && !FETCH_CUT.has(error.reason)) await deps.anonymous.giveBack(taken);
+        // A free fetch that gave its slot to a paying one (transfers.ts) was not refused: retry.
+        if (error.reason === 'preempted') return toolError(hostedErrors.busy(), 'remote');
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
       }
       throw error;

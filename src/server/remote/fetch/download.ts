@@ -40,6 +40,7 @@ export type FetchReason =
   | 'unreachable'
   | 'timeout'
   | 'stalled'
+  | 'preempted'
   | 'empty';
 
 /**
@@ -95,6 +96,7 @@ const messages = {
   slow: 'the server took too long to answer',
   budget: 'the download took too long',
   stalled: 'the server sent the video too slowly',
+  preempted: 'the fetch gave way to a paying one',
   empty: 'the server sent an empty response',
 } as const;
 
@@ -264,7 +266,9 @@ export async function downloadVideo(
       stop.abort(
         why === 'idle'
           ? new FetchError('timeout', messages.slow)
-          : new FetchError('stalled', messages.stalled),
+          : why === 'preempted'
+            ? new FetchError('preempted', messages.preempted)
+            : new FetchError('stalled', messages.stalled),
       ),
   );
   options.onWatch?.(watch);
