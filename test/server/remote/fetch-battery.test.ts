@@ -455,8 +455,9 @@ describe('size caps, statuses and timeouts', () => {
     expect([error.reason, error.message]).toEqual(['unreachable', 'could not connect to the server']);
   });
 
-  // An origin that writes `answer` once the request is in, then closes (or, `hold`, keeps the
-  // connection open): every such fetch ends at once, with what went wrong, never waiting on a cut.
+  // An origin that writes `answer` once the request is in, then closes (`hold`: keeps the
+  // connection open; `'reset'`: resets it): every such fetch ends at once, with what went wrong,
+  // never waiting on a cut.
   it.each([
     [
       'a 101 Switching Protocols, then bytes',
@@ -493,13 +494,30 @@ describe('size caps, statuses and timeouts', () => {
       'unreachable',
       'the server answered with something that is not valid HTTP',
     ],
-    ['a close before any answer', '', false, 'unreachable', 'could not connect to the server'],
+    [
+      'a close before any answer',
+      '',
+      false,
+      'unreachable',
+      'the server closed the connection without answering',
+    ],
+    [
+      'a reset halfway through the headers',
+      'HTTP/1.1 200 OK\r\nContent-Type: vid',
+      'reset',
+      'unreachable',
+      'the server closed the connection without answering',
+    ],
   ])('%s: ends at once', async (_what, answer, hold, reason, message) => {
     const sockets = new Set<Socket>();
     const raw = createServer((socket) => {
       sockets.add(socket);
       socket.on('error', () => {});
-      socket.once('data', () => (hold ? socket.write(answer) : socket.end(answer)));
+      socket.once('data', () => {
+        if (hold === 'reset') socket.write(answer, () => socket.resetAndDestroy());
+        else if (hold) socket.write(answer);
+        else socket.end(answer);
+      });
     });
     await listen(raw, 0, '127.0.0.1');
     const { port } = raw.address() as AddressInfo;

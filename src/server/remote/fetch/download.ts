@@ -91,6 +91,7 @@ const messages = {
   privateAddress: 'the address is private or reserved; only public addresses can be fetched',
   redirects: `the URL redirected more than ${MAX_REDIRECTS} times`,
   unreachable: 'could not connect to the server',
+  unanswered: 'the server closed the connection without answering',
   broken: 'the connection to the server broke off before the download finished',
   malformed: 'the server answered with something that is not valid HTTP',
   slow: 'the server took too long to answer',
@@ -191,7 +192,19 @@ function get(url: URL, lookup: LookupFunction, signal: AbortSignal): Promise<Inc
   return new Promise((resolve, reject) => {
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     const req = send(url, { method: 'GET', headers: HEADERS, lookup, agent: false, signal }, resolve);
-    req.once('error', reject);
+    // Once connected (TLS included), a reset or close before the answer is the server's doing:
+    // saying it could not connect would send the caller looking for a network fault.
+    let connected = false;
+    req.once('socket', (socket) =>
+      socket.once(url.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+        connected = true;
+      }),
+    );
+    const unanswered = (cause?: unknown) =>
+      new FetchError('unreachable', connected ? messages.unanswered : messages.unreachable, { cause });
+    req.once('error', (error: NodeJS.ErrnoException) =>
+      reject(error.code?.startsWith('HPE_') || !connected ? error : unanswered(error)),
+    );
     // A `101 Switching Protocols` is no answer to a GET. Node gives it to 'upgrade' listeners only;
     // with none it closes the socket with neither 'response' nor 'error', and the fetch would wait
     // forever, past every cut (they abort the request, which is gone by then).
@@ -201,7 +214,7 @@ function get(url: URL, lookup: LookupFunction, signal: AbortSignal): Promise<Inc
     });
     // Whatever else ends the request unanswered settles the fetch too (after an answer: no effect),
     // and so does every cut, whatever state the request is in.
-    req.once('close', () => reject(new FetchError('unreachable', messages.unreachable)));
+    req.once('close', () => reject(unanswered()));
     const cut = () => reject(signal.reason);
     signal.addEventListener('abort', cut, { once: true });
     req.once('close', () => signal.removeEventListener('abort', cut));
