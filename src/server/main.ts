@@ -61,6 +61,8 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   await new Promise<void>((resolve) => {
+    // Once: a second signal gets Node's default, an exit at once (the next start's crash recovery
+    // refunds a job it cut), for an operator who will not wait for the stop's deadline.
     const onSignal = () => {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);

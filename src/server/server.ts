@@ -166,7 +166,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       // stopped and refunded, and every connection still open (a remote fetch still downloading,
       // say, which is not a job yet) is closed.
       const deadline = setTimeout(() => {
-        log.warn({}, 'stop deadline reached: stopping the worker (its job is refunded)');
+        const jobs = admission.size;
+        log.warn(
+          { jobs, transfers: transfers.size },
+          jobs > 0
+            ? 'stop deadline reached: stopping the worker (its running job is refunded), closing every connection'
+            : 'stop deadline reached: no job runs; closing every connection',
+        );
         void worker.close();
         app.server.closeAllConnections();
       }, STOP_DEADLINE_MS);

@@ -276,6 +276,12 @@ describe('stopping', () => {
       const stopped = Date.now();
       expect(await server.stop()).toBe(0);
       expect(Date.now() - stopped).toBeLessThan(60_000);
+      // The log says what the deadline cut: a transfer, and no job to refund.
+      expect(server.logs.find((l) => l.msg.startsWith('stop deadline reached'))).toMatchObject({
+        msg: 'stop deadline reached: no job runs; closing every connection',
+        jobs: 0,
+        transfers: 1,
+      });
       await call;
     } finally {
       origin.closeAllConnections();
@@ -283,39 +289,50 @@ describe('stopping', () => {
     }
   }, 90_000);
 
-  it('after a crash (SIGKILL mid-job), the next start refunds the job and deletes the upload', async () => {
-    const first = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
-    const { key } = await newAccount(first, 200, 'recover@example.com');
-    const clip = await plainClip(1800);
-    const job = postJob(
-      first,
-      key,
-      videoForm({ bytes: readFileSync(clip), filename: 'long.mp4' }, { density: '6x6' }),
-    );
-    const charged = await first.waitForLog(isCharged(), 60_000);
-    first.process.kill('SIGKILL');
-    await expect(job).rejects.toThrow();
-    await first.stop();
-    expect(first.leftovers().some((f) => f.startsWith('work/'))).toBe(true);
+  it.each(['a crash (SIGKILL mid-job)', 'a second SIGTERM while stopping'])(
+    'after %s, the next start refunds the job and deletes the upload',
+    async (how) => {
+      const first = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
+      const email = `recover-${how.split(' ')[1]}@example.com`;
+      const { key } = await newAccount(first, 200, email);
+      const clip = await plainClip(1800);
+      const job = postJob(
+        first,
+        key,
+        videoForm({ bytes: readFileSync(clip), filename: 'long.mp4' }, { density: '6x6' }),
+      );
+      const charged = await first.waitForLog(isCharged(), 60_000);
+      if (how.includes('SIGKILL')) first.process.kill('SIGKILL');
+      else {
+        // The first asks for a stop that would wait for the job; the second ends the process at once.
+        first.process.kill('SIGTERM');
+        await first.waitForLog((l) => l.msg.startsWith('stopping: no new requests'));
+        first.process.kill('SIGTERM');
+      }
+      await expect(job).rejects.toThrow();
+      expect(await first.stop()).toBe(null);
+      expect(first.process.signalCode).toBe(how.includes('SIGKILL') ? 'SIGKILL' : 'SIGTERM');
+      expect(first.leftovers().some((f) => f.startsWith('work/'))).toBe(true);
 
-    const second = await startServer({}, { dataDir: first.dataDir });
-    try {
-      const recovered = await second.waitForLog((l) => l.msg === 'recovered from an unclean stop');
-      // Logs name a job by the first 8 characters of its id (the full id is a capability).
-      expect(charged.jobId).toMatch(/^[A-Za-z0-9_-]{8}$/);
-      expect(recovered.refundedJobs).toEqual([charged.jobId]);
-      expect(second.leftovers()).toEqual([]);
-      const shown = await showAccount(second, 'recover@example.com');
-      expect(shown.balance).toBe(200);
-      expect(shown.usage[0]).toMatchObject({ refunded: true });
-      const fullId = String(shown.usage[0]?.job_id);
-      expect(fullId).toMatch(new RegExp(`^${charged.jobId}[A-Za-z0-9_-]{14}$`));
-      expect(first.output()).not.toContain(fullId);
-      expect(second.output()).not.toContain(fullId);
-    } finally {
-      await second.stop();
-    }
-  });
+      const second = await startServer({}, { dataDir: first.dataDir });
+      try {
+        const recovered = await second.waitForLog((l) => l.msg === 'recovered from an unclean stop');
+        // Logs name a job by the first 8 characters of its id (the full id is a capability).
+        expect(charged.jobId).toMatch(/^[A-Za-z0-9_-]{8}$/);
+        expect(recovered.refundedJobs).toEqual([charged.jobId]);
+        expect(second.leftovers()).toEqual([]);
+        const shown = await showAccount(second, email);
+        expect(shown.balance).toBe(200);
+        expect(shown.usage[0]).toMatchObject({ refunded: true });
+        const fullId = String(shown.usage[0]?.job_id);
+        expect(fullId).toMatch(new RegExp(`^${charged.jobId}[A-Za-z0-9_-]{14}$`));
+        expect(first.output()).not.toContain(fullId);
+        expect(second.output()).not.toContain(fullId);
+      } finally {
+        await second.stop();
+      }
+    },
+  );
 });
 
 describe('configuration', () => {
