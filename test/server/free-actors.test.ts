@@ -138,14 +138,52 @@ function trickle(res: ServerResponse) {
   trickles.push(stop);
 }
 
+/** A whole (if unreadable) 1 KiB video. */
+function small(res: ServerResponse) {
+  res.writeHead(200, { 'content-type': 'video/mp4' });
+  res.end(Buffer.alloc(1024, 0x2a));
+}
+
+/**
+ * An app with two transfer slots and room in the queue, an origin whose body never ends (far above
+ * the takeover bar: nothing may overtake it) and one that sends a small file; calls to `/mcp`
+ * anonymous or with a new granted (paying) account's key, from `address`; and a wait for `n`
+ * endless fetches under way.
+ */
+async function twoSlots() {
+  const endless = await origin(trickle);
+  const video = await origin(small);
+  const built = await build({
+    admission: new Admission(5),
+    env: {
+      VIDSHEET_MAX_TRANSFERS: '2',
+      VIDSHEET_FETCH_ALLOW: `${new URL(endless.url).host},${new URL(video.url).host}`,
+    },
+  });
+  const anonymous = (url: string, remoteAddress: string) =>
+    built.app.inject({ ...mcpToolCall({ video_url: url }), remoteAddress });
+  const paying = async (url: string, remoteAddress: string) => {
+    const call = mcpToolCall({ video_url: url });
+    const { key } = await account(built, 'granted');
+    return built.app.inject({
+      ...call,
+      headers: { ...call.headers, authorization: `Bearer ${key}` },
+      remoteAddress,
+    });
+  };
+  const fetching = (n: number) => expect.poll(() => trickles.length, { timeout: 5000, interval: 10 }).toBe(n);
+  const end = () => {
+    for (const stop of trickles.splice(0)) stop();
+    endless.server.closeAllConnections();
+  };
+  return { built, endless: endless.url, video: video.url, anonymous, paying, fetching, end };
+}
+
 describe('the anonymous remote lane: one job at a time per address and per subject', {
   timeout: 15_000,
 }, () => {
   it('a second call from the address, or with the subject, gets the retry message; others are let in', async () => {
-    const video = await origin((res) => {
-      res.writeHead(200, { 'content-type': 'video/mp4' });
-      res.end(Buffer.alloc(1024, 0x2a));
-    });
+    const video = await origin(small);
     const built = await build({
       admission: new Admission(4),
       env: { VIDSHEET_FETCH_ALLOW: new URL(video.url).host },
@@ -191,10 +229,7 @@ describe('free actors never take the last queue place: one stays for paying jobs
   timeout: 15_000,
 }, () => {
   it('free jobs from many addresses and accounts fill all but one place; a paying job gets the last', async () => {
-    const video = await origin((res) => {
-      res.writeHead(200, { 'content-type': 'video/mp4' });
-      res.end(Buffer.alloc(1024, 0x2a));
-    });
+    const video = await origin(small);
     const built = await build({
       admission: new Admission(3),
       env: { VIDSHEET_FETCH_ALLOW: new URL(video.url).host },
@@ -222,79 +257,31 @@ describe('free actors never take the last queue place: one stays for paying jobs
   });
 
   it('free transfers never hold the last transfer slot either', async () => {
-    // Anonymous fetches that never end, far above the takeover bar: nothing may overtake them.
-    const endless = await origin(trickle);
-    const video = await origin((res) => {
-      res.writeHead(200, { 'content-type': 'video/mp4' });
-      res.end(Buffer.alloc(1024, 0x2a));
-    });
-    const built = await build({
-      admission: new Admission(5),
-      env: {
-        VIDSHEET_MAX_TRANSFERS: '2',
-        VIDSHEET_FETCH_ALLOW: `${new URL(endless.url).host},${new URL(video.url).host}`,
-      },
-    });
-    const server = built.app;
-    const holding = server.inject({
-      ...mcpToolCall({ video_url: endless.url }),
-      remoteAddress: '127.0.0.31',
-    });
-    await expect.poll(() => trickles.length, { timeout: 5000, interval: 10 }).toBe(1);
-    const second = await server.inject({
-      ...mcpToolCall({ video_url: video.url }),
-      remoteAddress: '127.0.0.32',
-    });
-    expect(toolTexts(second)).toEqual([RETRY]);
-    const paying = await account(built, 'granted');
-    const keyed = mcpToolCall({ video_url: video.url });
-    const withKey = server.inject({
-      ...keyed,
-      headers: { ...keyed.headers, authorization: `Bearer ${paying.key}` },
-      remoteAddress: '127.0.0.33',
-    });
+    const slots = await twoSlots();
+    const holding = slots.anonymous(slots.endless, '127.0.0.31');
+    await slots.fetching(1);
+    expect(toolTexts(await slots.anonymous(slots.video, '127.0.0.32'))).toEqual([RETRY]);
+    const withKey = slots.paying(slots.video, '127.0.0.33');
     await started(1);
     endAll();
     await withKey;
-    for (const stop of trickles.splice(0)) stop();
-    endless.server.closeAllConnections();
+    slots.end();
     await holding;
   });
 
   it('a paying fetch takes the slot of a free fetch that keeps pace: its caller is told to retry and keeps its job', async () => {
-    const endless = await origin(trickle);
-    const video = await origin((res) => {
-      res.writeHead(200, { 'content-type': 'video/mp4' });
-      res.end(Buffer.alloc(1024, 0x2a));
-    });
-    const built = await build({
-      admission: new Admission(5),
-      env: {
-        VIDSHEET_MAX_TRANSFERS: '2',
-        VIDSHEET_FETCH_ALLOW: `${new URL(endless.url).host},${new URL(video.url).host}`,
-      },
-    });
-    const server = built.app;
-    const keyedCall = async (url: string, remoteAddress: string) => {
-      const call = mcpToolCall({ video_url: url });
-      const { key } = await account(built, 'granted');
-      return server.inject({
-        ...call,
-        headers: { ...call.headers, authorization: `Bearer ${key}` },
-        remoteAddress,
-      });
-    };
+    const slots = await twoSlots();
     // A free fetch and a paying one, both far above the takeover bar, hold both slots.
-    const free = server.inject({ ...mcpToolCall({ video_url: endless.url }), remoteAddress: '127.0.0.41' });
-    await expect.poll(() => trickles.length, { timeout: 5000, interval: 10 }).toBe(1);
-    const paying = keyedCall(endless.url, '127.0.0.42');
-    await expect.poll(() => trickles.length, { timeout: 5000, interval: 10 }).toBe(2);
+    const free = slots.anonymous(slots.endless, '127.0.0.41');
+    await slots.fetching(1);
+    const paying = slots.paying(slots.endless, '127.0.0.42');
+    await slots.fetching(2);
     // A second paying fetch: the free one gives way, and is told the service is busy, not that it stalled.
-    const newcomer = keyedCall(video.url, '127.0.0.43');
+    const newcomer = slots.paying(slots.video, '127.0.0.43');
     expect(toolTexts(await free)).toEqual([RETRY]);
     await started(1);
     // Nothing was the free caller's fault: the day's job is given back.
-    const used = await built.db
+    const used = await slots.built.db
       .selectFrom('anonymous_usage')
       .select('jobs')
       .where('counter', '=', 'address:127.0.0.41')
@@ -302,8 +289,7 @@ describe('free actors never take the last queue place: one stays for paying jobs
     expect(used.reduce((sum, row) => sum + row.jobs, 0)).toBe(0);
     endAll();
     await newcomer;
-    for (const stop of trickles.splice(0)) stop();
-    endless.server.closeAllConnections();
+    slots.end();
     await paying;
   });
 

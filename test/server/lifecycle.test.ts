@@ -157,18 +157,15 @@ describe('sheet expiry', () => {
 });
 
 describe('stopping', () => {
-  /** A server (fallback engine) with a 4x4 job on a 200 s clip charged and running. */
-  async function midJob(email: string) {
+  /** A server (fallback engine) with a job charged and running (`charged`: the log line saying so). */
+  async function midJob(email: string, clipSeconds = 200, density = '4x4') {
     const server = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
     const { key } = await newAccount(server, 200, email);
-    const clip = await plainClip(200);
-    const job = postJob(
-      server,
-      key,
-      videoForm({ bytes: readFileSync(clip), filename: 'mid.mp4' }, { density: '4x4' }),
-    );
-    await server.waitForLog(isCharged(), 60_000);
-    return { server, job };
+    const clip = await plainClip(clipSeconds);
+    const form = videoForm({ bytes: readFileSync(clip), filename: 'mid.mp4' }, { density });
+    const job = postJob(server, key, form);
+    const charged = await server.waitForLog(isCharged(), 60_000);
+    return { server, job, charged };
   }
 
   it('SIGTERM lets the running job finish, answers it, and exits 0', async () => {
@@ -292,16 +289,8 @@ describe('stopping', () => {
   it.each(['a crash (SIGKILL mid-job)', 'a second SIGTERM while stopping'])(
     'after %s, the next start refunds the job and deletes the upload',
     async (how) => {
-      const first = await startServer({ VIDSHEET_ENGINE: 'ffmpeg' });
       const email = `recover-${how.split(' ')[1]}@example.com`;
-      const { key } = await newAccount(first, 200, email);
-      const clip = await plainClip(1800);
-      const job = postJob(
-        first,
-        key,
-        videoForm({ bytes: readFileSync(clip), filename: 'long.mp4' }, { density: '6x6' }),
-      );
-      const charged = await first.waitForLog(isCharged(), 60_000);
+      const { server: first, job, charged } = await midJob(email, 1800, '6x6');
       if (how.includes('SIGKILL')) first.process.kill('SIGKILL');
       else {
         // The first asks for a stop that would wait for the job; the second ends the process at once.
