@@ -264,6 +264,15 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(transfers.tryEnter({ address: '127.0.0.35' })).toBeDefined();
     expect(overtaken).toEqual(['f2', 'paid', 'f1 preempted']);
     expect(transfers.tryEnter({ address: '127.0.0.36' })).toBeUndefined();
+    // Of two free transfers keeping pace, the youngest gives way: the least lost, and a free actor
+    // that keeps coming back never outlasts a long upload that has been going steadily.
+    const full = new Transfers(3, 5);
+    full.tryEnter({ address: '127.0.0.41', free: true })?.watch(watchOf('old'));
+    full.tryEnter({ address: '127.0.0.42', free: true })?.watch(watchOf('young'));
+    full.tryEnter({ address: '127.0.0.43' })?.watch(watchOf('paying'));
+    expect(full.size).toBe(3);
+    expect(full.tryEnter({ address: '127.0.0.44' })).toBeDefined();
+    expect(overtaken.at(-1)).toBe('young preempted');
     // One slot in all: a free transfer may have it.
     expect(new Transfers(1, 1).tryEnter({ address: '127.0.0.1', free: true })).toBeDefined();
   });

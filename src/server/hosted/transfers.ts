@@ -100,7 +100,7 @@ export class Transfers {
 
   /**
    * Frees the slot of the transfer furthest behind (for a free newcomer: of a free transfer), cutting
-   * it. With none behind, a paying newcomer takes the slot of the oldest free transfer, whatever its
+   * it. With none behind, a paying newcomer takes the slot of the youngest free transfer, whatever its
    * pace: else one paying transfer in the kept slot, beside free ones just above the takeover bar,
    * shut every other paying client out (the seventh review). False when nothing gives way.
    */
@@ -116,7 +116,9 @@ export class Transfers {
       }
     }
     const atPace = !victim && !freeOnly;
-    if (atPace) victim = [...this.held].find((slot) => slot.free && slot.watch);
+    // The youngest: the least work lost, and a free actor that keeps coming back is always it,
+    // never a long upload that has been going steadily (the set keeps the order slots were taken).
+    if (atPace) victim = [...this.held].reverse().find((slot) => slot.free && slot.watch);
     if (!victim) return false;
     // The slot is given back now, whatever the cut's own cleanup takes (it releases again: idempotent).
     victim.release();
