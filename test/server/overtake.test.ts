@@ -224,11 +224,14 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
   }, 60_000);
   afterAll(() => kept?.stop());
 
-  /** An upload of 64 KiB every 100 ms (~650 KB/s, far ahead of the takeover bar), as it is received. */
-  async function streaming(key: string, from: string) {
+  /**
+   * An upload of `chunk` bytes every `everyMs` (by default 64 KiB every 100 ms: ~650 KB/s, far ahead
+   * of the takeover bar), as it is received.
+   */
+  async function streaming(key: string, from: string, chunk = 64 * 1024, everyMs = 100) {
     const before = kept.leftovers().filter((f) => f.startsWith('work/')).length;
-    const upload = await slowUpload(kept.url, key, { from, first: 64 * 1024, size: 64 * 1024 * 1024 });
-    const timer = setInterval(() => upload.send(Buffer.alloc(64 * 1024, 0x2a)), 100);
+    const upload = await slowUpload(kept.url, key, { from, first: chunk, size: 64 * 1024 * 1024 });
+    const timer = setInterval(() => upload.send(Buffer.alloc(chunk, 0x2a)), everyMs);
     await waitFor(
       () => kept.leftovers().filter((f) => f.startsWith('work/')).length > before,
       `the upload from ${from} to be received`,
@@ -236,15 +239,17 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
     return { upload, stop: () => clearInterval(timer) };
   }
 
-  it('the free upload is answered 429 busy (not 408: it did not stall), the payer gets its slot, nothing charged', async () => {
+  it('the free upload is answered 429 busy (not 408: it did not stall), the payer gets its slot, a slow paying upload keeps its own, nothing charged', async () => {
     const free = await newAccount(kept, 0);
     // Above the allowance floor (7): balances show exactly what was charged.
     const payer = await newAccount(kept, 10);
     const newcomer = await newAccount(kept, 10);
     const first = await streaming(free.key, '127.0.0.71');
-    const second = await streaming(payer.key, '127.0.0.72');
+    // A paying upload on a poor link, 20 KiB/s: below the takeover bar (32 KiB/s), far above the stall
+    // pace. Behind, yet the free upload gives way first (the eighth review).
+    const second = await streaming(payer.key, '127.0.0.72', 16 * 1024, 800);
     try {
-      // Past the grace and the idle figure: neither is behind.
+      // Past the grace: the paying upload is behind, the free one is not.
       await sleep(3000);
       const started = Date.now();
       const done = await wholeUpload(kept.url, newcomer.key, {
@@ -255,7 +260,7 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
       expect(done?.status, done?.body).toBe(200);
       expect(Date.now() - started).toBeLessThan(10_000);
       expect(await first.upload.answer()).toEqual(BUSY);
-      // The paying transfer kept pace, so it keeps its slot.
+      // The paying transfer keeps its slot.
       expect(second.upload.closed()).toBe(false);
       expect(second.upload.received()).toBe('');
     } finally {

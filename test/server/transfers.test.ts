@@ -12,8 +12,8 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BEHIND_RULE, behindBy, STALL_RULE } from '../../src/server/hosted/stall.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BEHIND_RULE, behindBy, STALL_RULE, watchTransfer } from '../../src/server/hosted/stall.js';
 import { Transfers } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
@@ -253,17 +253,18 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(overtaken).toEqual([]);
     // A free transfer behind: that one it may take.
     lag.set('f2', 10);
-    expect(transfers.tryEnter({ address: '127.0.0.33', free: true })).toBeDefined();
+    transfers.tryEnter({ address: '127.0.0.33', free: true })?.watch(watchOf('f3'));
     expect(overtaken).toEqual(['f2']);
-    // A paying newcomer takes over whoever is furthest behind.
+    // A paying newcomer: free transfers give way first, even at pace and with a paying one further
+    // behind (preempted, not overtaken: they kept pace), the youngest first.
     expect(transfers.tryEnter({ address: '127.0.0.34' })?.watch(watchOf('paid2'))).toBeUndefined();
-    expect(overtaken).toEqual(['f2', 'paid']);
-    // With nobody behind, a paying newcomer still gets a slot: a free transfer gives way (preempted,
-    // not overtaken: it was keeping pace), never a paying one (one paying transfer beside free ones
-    // must not shut the others out).
-    expect(transfers.tryEnter({ address: '127.0.0.35' })).toBeDefined();
-    expect(overtaken).toEqual(['f2', 'paid', 'f1 preempted']);
-    expect(transfers.tryEnter({ address: '127.0.0.36' })).toBeUndefined();
+    expect(overtaken).toEqual(['f2', 'f3 preempted']);
+    expect(transfers.tryEnter({ address: '127.0.0.35' })?.watch(watchOf('paid3'))).toBeUndefined();
+    expect(overtaken).toEqual(['f2', 'f3 preempted', 'f1 preempted']);
+    // No free transfer left: the paying one furthest behind gives way; none behind: refused.
+    expect(transfers.tryEnter({ address: '127.0.0.36' })).toBeDefined();
+    expect(overtaken).toEqual(['f2', 'f3 preempted', 'f1 preempted', 'paid']);
+    expect(transfers.tryEnter({ address: '127.0.0.37' })).toBeUndefined();
     // Of two free transfers keeping pace, the youngest gives way: the least lost, and a free actor
     // that keeps coming back never outlasts a long upload that has been going steadily.
     const full = new Transfers(3, 5);
@@ -275,6 +276,33 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(overtaken.at(-1)).toBe('young preempted');
     // One slot in all: a free transfer may have it.
     expect(new Transfers(1, 1).tryEnter({ address: '127.0.0.1', free: true })).toBeDefined();
+  });
+
+  it('a watch judges the bar from the first byte: bytes late to start are not a shortfall', () => {
+    vi.useFakeTimers();
+    try {
+      let delivered = 0;
+      const watch = watchTransfer(
+        20_000,
+        () => delivered,
+        () => {},
+      );
+      // Nothing for 1.5 s (headers and first bytes on the way), then 3 % above the bar, steadily.
+      vi.advanceTimersByTime(1500);
+      const perTick = (BEHIND_RULE.pace * 1.03 * 100) | 0;
+      for (let t = 0; t < 16; t++) {
+        delivered += perTick;
+        vi.advanceTimersByTime(100);
+      }
+      // 3.1 s after the watch began: from its start it would be 1.4 s short; from its first byte, ahead.
+      expect(watch.behind()).toBe(0);
+      // Then it stops: behind once idle past idleMs.
+      vi.advanceTimersByTime(BEHIND_RULE.idleMs);
+      expect(watch.behind()).toBeGreaterThanOrEqual(BEHIND_RULE.idleMs);
+      watch.stop();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('behind: never in the grace; idle past idleMs; short of the takeover bar since the start', () => {

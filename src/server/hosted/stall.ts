@@ -100,11 +100,16 @@ export function watchTransfer(
   // (time, bytes so far) samples, for the bytes delivered over the last window.
   const samples: Array<[number, number]> = [[start, seen]];
   const tick = Math.max(20, Math.min(1000, stallMs / 4, STALL_RULE.windowMs / 10));
+  // When its bytes began: the takeover bar is judged from there, so a transfer whose first bytes were
+  // still on the way when the watch began is not behind for that (the eighth review: 3 % over the
+  // bar, taken over 3.1 s in). Before any byte it is judged from the watch's start.
+  let firstAt: number | undefined;
   const observe = (now: number) => {
     const total = delivered();
     if (total > seen) {
       seen = total;
       last = now;
+      firstAt ??= now;
     }
     return total;
   };
@@ -137,7 +142,8 @@ export function watchTransfer(
       if (done) return 0;
       const now = Date.now();
       // Bytes counted from the watch's start (a reused socket's earlier bytes are not this transfer's).
-      return behindBy({ startedAt: start, lastByteAt: last, bytes: observe(now) - initial }, now);
+      const bytes = observe(now) - initial;
+      return behindBy({ startedAt: firstAt ?? start, lastByteAt: last, bytes }, now);
     },
     overtake: () => finish('overtaken'),
     preempt: () => finish('preempted'),

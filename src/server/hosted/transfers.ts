@@ -16,9 +16,10 @@
  * Free actors' transfers (anonymous fetches, uploads of accounts on the allowance) never hold the
  * last slot, as their jobs never hold the queue's last place (admission.ts): eight anonymous fetches
  * kept just above the takeover bar held every slot until their deadline, and paying uploads got
- * `429` meanwhile (the sixth review). A free newcomer may take over only a free transfer; a paying
- * newcomer that finds none behind takes over a free one anyway (`preempt`: its caller is told the
- * service is busy, and an anonymous fetch gets its job back, as nothing was its fault).
+ * `429` meanwhile (the sixth review). A free newcomer may take over only a free transfer behind; a
+ * paying newcomer takes a free transfer's slot whatever its pace (`preempt`: its caller is told the
+ * service is busy, and an anonymous fetch gets its job back, as nothing was its fault), and a paying
+ * transfer's only when no free transfer is left and that one is behind.
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
 import type { StallWatch } from './stall.js';
@@ -99,35 +100,48 @@ export class Transfers {
   }
 
   /**
-   * Frees the slot of the transfer furthest behind (for a free newcomer: of a free transfer), cutting
-   * it. With none behind, a paying newcomer takes the slot of the youngest free transfer, whatever its
-   * pace: else one paying transfer in the kept slot, beside free ones just above the takeover bar,
-   * shut every other paying client out (the seventh review). False when nothing gives way.
+   * Frees a slot for a newcomer, cutting the transfer in it; false when nothing gives way. Free
+   * transfers give way first: the one furthest behind, or, for a paying newcomer, the youngest at
+   * any pace (else one paying transfer in the kept slot, beside free ones just above the takeover
+   * bar, shut every other paying client out: the seventh review); the youngest, as the least work is
+   * lost and a free actor that keeps coming back is always it. Only then, for a paying newcomer, the
+   * paying transfer furthest behind (a paying upload below the bar was cut while free transfers at
+   * pace kept their slots: the eighth review).
    */
   private overtakeFurthestBehind(freeOnly: boolean): boolean {
-    let victim: Held | undefined;
-    let furthest = 0;
-    for (const slot of this.held) {
-      if (freeOnly && !slot.free) continue;
-      const behind = slot.watch?.behind() ?? 0;
-      if (behind > furthest) {
-        furthest = behind;
-        victim = slot;
-      }
-    }
-    const atPace = !victim && !freeOnly;
-    // The youngest: the least work lost, and a free actor that keeps coming back is always it,
-    // never a long upload that has been going steadily (the set keeps the order slots were taken).
-    if (atPace) victim = [...this.held].reverse().find((slot) => slot.free && slot.watch);
-    if (!victim) return false;
+    const slots = [...this.held];
+    const free = slots.filter((slot) => slot.free);
+    const behind = furthestBehind(free);
+    if (behind) return this.cut(behind, 'overtake');
+    if (freeOnly) return false;
+    const youngest = free.reverse().find((slot) => slot.watch);
+    if (youngest) return this.cut(youngest, 'preempt');
+    const paying = furthestBehind(slots.filter((slot) => !slot.free));
+    return paying !== undefined && this.cut(paying, 'overtake');
+  }
+
+  private cut(victim: Held, how: 'overtake' | 'preempt'): true {
     // The slot is given back now, whatever the cut's own cleanup takes (it releases again: idempotent).
     victim.release();
-    if (atPace) victim.watch?.preempt();
-    else victim.watch?.overtake();
+    victim.watch?.[how]();
     return true;
   }
 
   get size(): number {
     return this.held.size;
   }
+}
+
+/** The slot whose transfer is furthest behind (stall.ts), if any is. */
+function furthestBehind(slots: Held[]): Held | undefined {
+  let victim: Held | undefined;
+  let furthest = 0;
+  for (const slot of slots) {
+    const behind = slot.watch?.behind() ?? 0;
+    if (behind > furthest) {
+      furthest = behind;
+      victim = slot;
+    }
+  }
+  return victim;
 }
