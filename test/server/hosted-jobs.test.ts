@@ -4,9 +4,10 @@
  * or the worker process keeps it (its plan, its probe) until it dies.
  */
 import { describe, expect, it } from 'vitest';
+import { VidsheetError } from '../../src/core/errors.js';
 import type { Ledger } from '../../src/server/billing/ledger.js';
 import type { ServerConfig } from '../../src/server/config.js';
-import { type HostedJobRequest, HostedJobs } from '../../src/server/hosted/jobs.js';
+import { diedPastDeadline, type HostedJobRequest, HostedJobs } from '../../src/server/hosted/jobs.js';
 import type { JobWorker } from '../../src/server/hosted/worker/worker.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
 
@@ -67,5 +68,114 @@ describe('a prepared job that will not render', () => {
     const { jobs, discarded } = setup({ recordFreeJob: down });
     await expect(jobs.run(request('anonymous'))).rejects.toThrow('database down');
     expect(discarded).toEqual(['job']);
+  });
+});
+
+describe('turns through the one worker (DESIGN §5a, the eighth review)', () => {
+  /** A worker whose `prepare` waits until the test ends it (or `kill` does), recording the order. */
+  function gatedWorker() {
+    const order: string[] = [];
+    const ends: Array<(error: Error) => void> = [];
+    const worker = {
+      prepare: (job: { input: string }) => {
+        order.push(job.input);
+        return new Promise((_resolve, reject) => ends.push(reject));
+      },
+      kill: () => {
+        for (const end of ends.splice(0)) end(new Error('the worker died'));
+      },
+    } as unknown as JobWorker;
+    const endNext = () => ends.shift()?.(new Error('ended by the test'));
+    return { worker, order, endNext };
+  }
+
+  const jobsWith = (worker: JobWorker, jobTimeoutS = 60, freeYieldMs = 60_000) =>
+    new HostedJobs({
+      config: {
+        jobTimeoutS,
+        sheetTtlS: 60,
+        maxSheets: 5,
+        baseUrl: 'http://127.0.0.1',
+      } as unknown as ServerConfig,
+      ledger: {} as Ledger,
+      storage: {} as SheetStorage,
+      worker,
+      freeYieldMs,
+    });
+  const job = (file: string, free: boolean): HostedJobRequest => ({
+    ...request(free ? 'anonymous' : { accountId: 1 }),
+    file,
+    free,
+  });
+  const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('paying jobs go before the free jobs waiting, each in arrival order; the running one is not cut', async () => {
+    const { worker, order, endNext } = gatedWorker();
+    const jobs = jobsWith(worker);
+    const runs = [
+      jobs.run(job('free-running', true)),
+      jobs.run(job('free-1', true)),
+      jobs.run(job('free-2', true)),
+      jobs.run(job('paying-1', false)),
+      jobs.run(job('paying-2', false)),
+    ];
+    for (const run of runs) run.catch(() => {});
+    await settle();
+    expect(order).toEqual(['free-running']);
+    for (let i = 1; i < runs.length; i++) {
+      endNext();
+      await settle();
+    }
+    endNext();
+    await Promise.allSettled(runs);
+    expect(order).toEqual(['free-running', 'paying-1', 'paying-2', 'free-1', 'free-2']);
+  });
+
+  it('a job the deadline killed is marked so; one that failed otherwise is not', async () => {
+    const { worker, endNext } = gatedWorker();
+    const jobs = jobsWith(worker, 0.05);
+    const killed = await jobs.run(job('slow', true)).catch((error: unknown) => error);
+    expect(diedPastDeadline(killed)).toBe(true);
+    const failed = jobs.run(job('fails', true)).catch((error: unknown) => error);
+    await settle();
+    endNext();
+    expect(diedPastDeadline(await failed)).toBe(false);
+  });
+  it('a free job yields the worker to a paying job that waits, once it has had its time: busy, and the paying job runs', async () => {
+    const { worker, order, endNext } = gatedWorker();
+    const jobs = jobsWith(worker, 60, 100);
+    const free = jobs.run(job('free-slow', true)).catch((error: unknown) => error);
+    const nextFree = jobs.run(job('free-next', true)).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Only free jobs wait: nothing yields, however long it runs.
+    expect(order).toEqual(['free-slow']);
+    const paying = jobs.run(job('paying', false)).catch((error: unknown) => error);
+    const yielded = await free;
+    expect(yielded).toBeInstanceOf(VidsheetError);
+    expect([(yielded as VidsheetError).code, (yielded as VidsheetError).status]).toEqual(['busy', 429]);
+    await settle();
+    expect(order).toEqual(['free-slow', 'paying']);
+    endNext();
+    await paying;
+    await settle();
+    expect(order).toEqual(['free-slow', 'paying', 'free-next']);
+    endNext();
+    await nextFree;
+  });
+
+  it('a paying job never yields', async () => {
+    const { worker, order, endNext } = gatedWorker();
+    const jobs = jobsWith(worker, 60, 50);
+    const first = jobs.run(job('paying-slow', false)).catch((error: unknown) => error);
+    const second = jobs.run(job('paying-next', false)).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(order).toEqual(['paying-slow']);
+    endNext();
+    // It ran until the test ended it: never made to yield.
+    expect(((await first) as VidsheetError).localText).toContain('ended by the test');
+    await settle();
+    endNext();
+    await second;
+    expect(order).toEqual(['paying-slow', 'paying-next']);
   });
 });

@@ -4,8 +4,9 @@
  * here; each engine has its own slow clip, about 10 s native on an idle machine and minutes with the
  * fallback) is killed with its worker and every process the worker started, refunded (`500` with
  * `refunded: true`, the spec's body for an engine failure after the debit), its files deleted, and the
- * job queued behind it runs on a new worker. On the remote endpoint the failed anonymous job is given
- * back.
+ * job queued behind it runs on a new worker. On the remote endpoint the anonymous job it killed counts
+ * as a job of the day (the eighth review: given back, a slow file held the worker for free, again and
+ * again). And a free job yields the worker to a paying job that waits, once it has had its time.
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -155,7 +156,7 @@ describe.each(BACKENDS.flatMap((backend) => ENGINES.map((engine) => [backend, en
       expect(server.leftovers()).toEqual([]);
     }, 90_000);
 
-    it('on the remote endpoint the anonymous job is given back; the next call succeeds', async () => {
+    it('on the remote endpoint the anonymous job killed counts as a job of the day; the next call succeeds', async () => {
       const client = new Client({ name: 'vidsheet-test', version: '1.0.0' });
       await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
       try {
@@ -173,8 +174,8 @@ describe.each(BACKENDS.flatMap((backend) => ENGINES.map((engine) => [backend, en
           arguments: { video_url: `http://127.0.0.1:${originPort}/small.mp4` },
         })) as { isError?: boolean; content: Array<{ type: string; text?: string }> };
         expect(ok.isError).toBeFalsy();
-        // 3 free jobs a day: the failed one was given back, so this is the first one used.
-        expect(JSON.parse(ok.content[0]?.text ?? '{}').free_jobs_remaining_today).toBe(2);
+        // 3 free jobs a day: the killed one was the first used, this the second.
+        expect(JSON.parse(ok.content[0]?.text ?? '{}').free_jobs_remaining_today).toBe(1);
       } finally {
         await client.close();
       }
@@ -183,3 +184,58 @@ describe.each(BACKENDS.flatMap((backend) => ENGINES.map((engine) => [backend, en
     }, 90_000);
   },
 );
+
+describe('a free job yields the worker to a paying one that waits (the eighth review)', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({
+      VIDSHEET_ENGINE: 'native',
+      // The deadline far off; the yield after 30 s scaled to 3 s (the slow clip takes ~10 s).
+      VIDSHEET_JOB_TIMEOUT_S: '120',
+      VIDSHEET_TEST_TIME_SCALE: '0.1',
+      VIDSHEET_FETCH_ALLOW: `127.0.0.1:${originPort}`,
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('the free call gets the retry message and its job back; the paying upload runs at once', async () => {
+    const payer = await newAccount(server, 200);
+    const client = new Client({ name: 'vidsheet-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`)));
+    try {
+      const call = (video: string) =>
+        client.callTool({
+          name: 'vidsheet_video',
+          arguments: { video_url: `http://127.0.0.1:${originPort}/${video}`, density: '6x6' },
+        }) as Promise<{ isError?: boolean; content: Array<{ type: string; text?: string }> }>;
+      const free = call('slow-native.mp4');
+      await server.waitForLog((l) => l.msg === 'video fetched', 30_000);
+      const started = Date.now();
+      const paying = await postJob(server, payer.key, videoForm({ bytes: small, filename: 'small.mp4' }));
+      expect(paying.status).toBe(200);
+      // The free job had 3 s (scaled) and then gave way: far sooner than its ~10 s decode.
+      expect(Date.now() - started).toBeLessThan(8000);
+      expect(await free).toEqual({
+        isError: true,
+        content: [
+          {
+            type: 'text',
+            text: 'vidsheet is busy with other videos right now; please retry in about 10 to 30 seconds',
+          },
+        ],
+      });
+      expect(
+        server.logs.some((l) => l.msg === 'a free job yields the worker to a paying one: killing its worker'),
+      ).toBe(true);
+      // Nothing was its fault: the day's job was given back, so the next is the first one used.
+      const ok = await call('small.mp4');
+      expect(ok.isError).toBeFalsy();
+      expect(JSON.parse(ok.content[0]?.text ?? '{}').free_jobs_remaining_today).toBe(2);
+    } finally {
+      await client.close();
+    }
+    expect((await showAccount(server, payer.email)).usage).toHaveLength(1);
+  }, 90_000);
+});

@@ -12,11 +12,11 @@ import { creditsPerSheet, DEFAULT_DENSITY, type Density } from '#vidsheet/core/d
 import { asVidsheetError, hostedErrors, VidsheetError } from '#vidsheet/core/errors.js';
 import { excerpt } from '#vidsheet/core/redact.js';
 import type { JobOutcome } from '#vidsheet/core/report.js';
-import { limiter } from '#vidsheet/engine/index.js';
 import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { Ledger, Surface } from '../billing/ledger.js';
 import { effectiveMaxDurationS, type ServerConfig } from '../config.js';
 import type { SheetStorage } from '../storage/storage.js';
+import { TEST_TIME_SCALE } from './stall.js';
 import type { JobWorker } from './worker/worker.js';
 
 export interface JobLog {
@@ -41,6 +41,8 @@ export interface HostedJobRequest {
   surface: Surface;
   /** Who pays: an account's credits, or nobody (the remote endpoint's anonymous lane). */
   payer: { accountId: number } | 'anonymous';
+  /** A free actor's job (DESIGN §5a): it waits behind every paying job (see `Turns`). */
+  free?: boolean;
   log: JobLog;
 }
 
@@ -62,9 +64,54 @@ export const sheetUrl = (baseUrl: string, jobId: string, n: number): string =>
   `${baseUrl}/v1/sheets/${jobId}/${sheetName(n)}`;
 export const sheetName = (n: number): string => `video.sheet-${n}.jpg`;
 
+/**
+ * Jobs that ended because the per-job deadline killed them (DESIGN §5a): the remote tool does not
+ * give such an anonymous job back, as a stall-cut fetch is not (the eighth review: killed jobs cost
+ * their senders nothing, so each could hold the worker for the whole deadline, again and again).
+ */
+const pastDeadline = new WeakSet<object>();
+export const diedPastDeadline = (error: unknown): boolean =>
+  typeof error === 'object' && error !== null && pastDeadline.has(error);
+
+/**
+ * One job at a time through the worker: paying jobs first, then free actors' (DESIGN §5a), each in
+ * arrival order. Free jobs may hold all queue places but one (admission.ts); were the turns taken in
+ * arrival order, the paying job in the last place would wait behind every one of them, each up to
+ * the job deadline (the eighth review: 4 x 600 s). Now it waits for the running job at most.
+ */
+class Turns {
+  private busy = false;
+  private readonly waiting = { paying: [] as Array<() => void>, free: [] as Array<() => void> };
+
+  get payingWaits(): boolean {
+    return this.waiting.paying.length > 0;
+  }
+
+  async take<T>(free: boolean, task: () => Promise<T>): Promise<T> {
+    if (this.busy) await new Promise<void>((go) => this.waiting[free ? 'free' : 'paying'].push(go));
+    else this.busy = true;
+    try {
+      return await task();
+    } finally {
+      // Handed over, never let go in between: a newcomer cannot take the turn out of order.
+      const next = this.waiting.paying.shift() ?? this.waiting.free.shift();
+      if (next) next();
+      else this.busy = false;
+    }
+  }
+}
+
+/**
+ * How long a free actor's job may hold the worker while a paying job waits (the eighth review):
+ * then it yields, killed with its worker, and its caller is told the service is busy (refunded, an
+ * anonymous job given back: nothing was its fault). An honest free job is done well within it; a
+ * file made to decode slowly would otherwise keep the paying job waiting up to the job deadline.
+ * Scaled by the test clock like the stall rule's figures (stall.ts).
+ */
+export const FREE_YIELD_MS = 30_000 * TEST_TIME_SCALE;
+
 export class HostedJobs {
-  /** One job at a time through the worker, in arrival order. */
-  private readonly gate = limiter(1);
+  private readonly turns = new Turns();
 
   constructor(
     private readonly deps: {
@@ -72,11 +119,15 @@ export class HostedJobs {
       ledger: Ledger;
       storage: SheetStorage;
       worker: JobWorker;
+      /** FREE_YIELD_MS, shorter in tests. */
+      freeYieldMs?: number;
     },
   ) {}
 
   run(request: HostedJobRequest): Promise<HostedJobResult> {
-    return this.gate(() => this.withDeadline(request.log, (rendered) => this.runNow(request, rendered)));
+    return this.turns.take(request.free === true, () =>
+      this.withDeadline(request, (rendered) => this.runNow(request, rendered)),
+    );
   }
 
   /**
@@ -84,17 +135,48 @@ export class HostedJobs {
    * queue) is killed with its worker and every process the worker started; the worker's death fails
    * the job like a crash does (refunded once charged, `500` with `refunded`), the next job gets a
    * new worker. `work` calls `done` once the worker's part is over (storing sheets is not the worker's).
+   * A free job yields the same way to a paying job that waits (FREE_YIELD_MS), failing as `busy`.
    */
-  private async withDeadline<T>(log: JobLog | undefined, work: (done: () => void) => Promise<T>): Promise<T> {
+  private async withDeadline<T>(
+    request: { log?: JobLog; free?: boolean },
+    work: (done: () => void) => Promise<T>,
+  ): Promise<T> {
     const { config, worker } = this.deps;
+    const { log } = request;
+    let expired = false;
+    let yielded = false;
     const deadline = setTimeout(() => {
+      expired = true;
       log?.error({ jobTimeoutS: config.jobTimeoutS }, 'job past its deadline: killing its worker');
       worker.kill('job deadline');
     }, config.jobTimeoutS * 1000);
-    try {
-      return await work(() => clearTimeout(deadline));
-    } finally {
+    // A free job yields to a paying one that waits, once it has had FREE_YIELD_MS.
+    const yieldMs = this.deps.freeYieldMs ?? FREE_YIELD_MS;
+    const started = Date.now();
+    const yieldCheck = request.free
+      ? setInterval(
+          () => {
+            if (!this.turns.payingWaits || Date.now() - started < yieldMs) return;
+            yielded = true;
+            log?.warn({}, 'a free job yields the worker to a paying one: killing its worker');
+            worker.kill('a paying job waits');
+          },
+          Math.min(1000, yieldMs / 4),
+        )
+      : undefined;
+    const stop = () => {
       clearTimeout(deadline);
+      clearInterval(yieldCheck);
+    };
+    try {
+      return await work(stop);
+    } catch (error) {
+      // Refunded (runNow) or never charged; the caller may retry.
+      if (yielded) throw hostedErrors.busy();
+      if (expired && typeof error === 'object' && error !== null) pastDeadline.add(error);
+      throw error;
+    } finally {
+      stop();
     }
   }
 
@@ -103,12 +185,14 @@ export class HostedJobs {
    * container allow-list, `unreadable_video`, `too_long`), in the worker and in turn with the jobs,
    * nothing planned for pay and nothing charged. Resolves with what the probe found.
    */
-  probe(request: Pick<HostedJobRequest, 'file' | 'workDir' | 'inputName'> & { log?: JobLog }): Promise<{
+  probe(
+    request: Pick<HostedJobRequest, 'file' | 'workDir' | 'inputName' | 'free'> & { log?: JobLog },
+  ): Promise<{
     durationMs: number;
     probe: ProbeInfo;
   }> {
-    return this.gate(() =>
-      this.withDeadline(request.log, async () => {
+    return this.turns.take(request.free === true, () =>
+      this.withDeadline(request, async () => {
         const job = await this.prepare({ ...request, density: DEFAULT_DENSITY }).catch((error: unknown) => {
           // Nothing is charged for keeping a video: the balance is whole whatever failed.
           const e = asVidsheetError(error);

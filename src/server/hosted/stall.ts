@@ -7,7 +7,7 @@
  * `VIDSHEET_TEST_TIME_SCALE` (test-only, undocumented for operators, default 1) multiplies the fixed
  * durations here so tests can run the rule in seconds; production never sets it.
  */
-const scale = (() => {
+export const TEST_TIME_SCALE = (() => {
   const value = Number(process.env.VIDSHEET_TEST_TIME_SCALE ?? '1');
   return Number.isFinite(value) && value > 0 && value <= 1 ? value : 1;
 })();
@@ -15,12 +15,12 @@ const scale = (() => {
 export const STALL_RULE = {
   /** A transfer must deliver at least this many bytes in every window after the grace period. */
   minBytesPerWindow: 64 * 1024,
-  windowMs: 30_000 * scale,
-  graceMs: 10_000 * scale,
+  windowMs: 30_000 * TEST_TIME_SCALE,
+  graceMs: 10_000 * TEST_TIME_SCALE,
   /** Request headers must have arrived within this long. */
-  headersMs: 30_000 * scale,
+  headersMs: 30_000 * TEST_TIME_SCALE,
   /** After an early answer (401, 402, 413, 429), the longest the rest of a body is drained. */
-  earlyAnswerDrainMs: 10_000 * scale,
+  earlyAnswerDrainMs: 10_000 * TEST_TIME_SCALE,
 };
 
 /**
@@ -45,10 +45,10 @@ export const STALL_RULE = {
  * scaled by the test clock like the rule's.
  */
 export const BEHIND_RULE = {
-  graceMs: 2_000 * scale,
-  idleMs: 5_000 * scale,
+  graceMs: 2_000 * TEST_TIME_SCALE,
+  idleMs: 5_000 * TEST_TIME_SCALE,
   /** Bytes per millisecond a transfer must average since its start to keep its slot: 32 KiB/s, scaled. */
-  pace: (32 * 1024) / (1000 * scale),
+  pace: (32 * 1024) / (1000 * TEST_TIME_SCALE),
 };
 
 /**

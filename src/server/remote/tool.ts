@@ -21,7 +21,7 @@ import type { Account } from '../billing/ledger.js';
 import type { ServerConfig } from '../config.js';
 import type { Admission } from '../hosted/admission.js';
 import type { FreeActors } from '../hosted/free-actors.js';
-import { type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
+import { diedPastDeadline, type HostedJobs, newJobId, sheetName } from '../hosted/jobs.js';
 import type { Transfers } from '../hosted/transfers.js';
 import type { SheetStorage } from '../storage/storage.js';
 import { downloadVideo, FetchError, type FetchReason } from './fetch/download.js';
@@ -196,6 +196,7 @@ export async function callRemoteTool(
       ...window,
       surface: 'mcp',
       payer: caller.account ? { accountId: caller.account.id } : 'anonymous',
+      free: ticket.free,
       log: { info: log.info.bind(log), warn: log.warn.bind(log), error: log.error.bind(log) },
     });
     const first = await deps.storage.get(jobId, sheetName(1));
@@ -223,8 +224,12 @@ export async function callRemoteTool(
     };
   } catch (error) {
     const known = asVidsheetError(error);
-    // The service failed the job: an anonymous caller gets the job back, as a keyed one gets credits.
-    if (taken && known.code === 'processing_failed') await deps.anonymous.giveBack(taken).catch(() => {});
+    // The service failed the job, or made it yield to a paying one (`busy`, jobs.ts): an anonymous
+    // caller gets the job back, as a keyed one gets credits; but not a job the deadline killed
+    // (`diedPastDeadline`), as a stall-cut fetch is not.
+    const serviceFault =
+      known.code === 'busy' || (known.code === 'processing_failed' && !diedPastDeadline(error));
+    if (taken && serviceFault) await deps.anonymous.giveBack(taken).catch(() => {});
     if (known.code === 'insufficient_credits') {
       const topUp = `${known.message}: top up at ${deps.config.baseUrl}/keys, or lower the density`;
       return toolError(new VidsheetError(known.code, topUp), 'remote');

@@ -135,7 +135,13 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
         if (!received) return reply;
         // DESIGN §5a: the name as any answer may show it, cut once and stored so.
         const input = excerpt(received.filename);
-        const probed = await jobs.probe({ file: received.path, workDir, inputName: input, log });
+        const probed = await jobs.probe({
+          file: received.path,
+          workDir,
+          inputName: input,
+          free: request.freeActor,
+          log,
+        });
         request.releaseAdmission?.();
         const fileName = basename(received.path);
         const limits = await limitsOf(account.id);
@@ -216,6 +222,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
               probe: video.probe as ProbeInfo,
               surface: 'http',
               payer: { accountId: video.accountId },
+              free: request.freeActor,
               log,
             });
           })

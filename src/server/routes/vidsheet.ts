@@ -58,6 +58,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
           density,
           surface: 'http',
           payer: { accountId: account.id },
+          free: request.freeActor,
           log,
         });
         log.info({ sheets: result.outcome.files.length, credits: result.creditsCharged }, 'job done');
