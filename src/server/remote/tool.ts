@@ -168,8 +168,9 @@ export async function callRemoteTool(
       if (error instanceof FetchError) {
         log.info({ jobId: shortJobId(jobId), reason: error.reason }, 'fetch refused or failed');
         // A URL that could not be fetched used no job: the quota is given back; but a fetch cut by
-        // the stall rule or its deadline held a transfer slot for as long as those allow, so it
-        // counts as a job of the anonymous lane (DESIGN §5a), or slow fetches would be free.
+        // the stall rule or its deadline, or broken off by its origin, held a transfer slot for as
+        // long as those allow, so it counts as a job of the anonymous lane (DESIGN §5a), or slow
+        // fetches would be free.
         if (taken && !FETCH_CUT.has(error.reason)) await deps.anonymous.giveBack(taken);
         // A free fetch that gave its slot to a paying one (transfers.ts) was not refused: retry.
         if (error.reason === 'preempted') return toolError(hostedErrors.busy(), 'remote');
@@ -245,8 +246,13 @@ export async function callRemoteTool(
   }
 }
 
-/** The fetch failures that are the stall rule's or the deadline's cuts (download.ts). */
-const FETCH_CUT: ReadonlySet<FetchReason> = new Set(['timeout', 'stalled']);
+/**
+ * The fetch failures that count as a job of the anonymous lane (DESIGN §5a): the stall rule's and
+ * the deadline's cuts, and a body the origin broke off, which held a transfer slot as long as it
+ * liked (the eighth review: given back, an origin that resets just before the deadline made slow
+ * fetches free again). What never reached a body (a refusal, an error status, no connection) does not.
+ */
+const FETCH_CUT: ReadonlySet<FetchReason> = new Set(['timeout', 'stalled', 'broken']);
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];

@@ -424,10 +424,10 @@ describe('size caps, statuses and timeouts', () => {
     expect(ms).toBeLessThan(5_000);
   });
 
-  it('calls a body cut short unreachable', async () => {
+  it('calls a body cut short broken', async () => {
     const { error } = await refusal(`http://127.0.0.1:${A}/truncated`);
     expect([error.reason, error.message]).toEqual([
-      'unreachable',
+      'broken',
       'the connection to the server broke off before the download finished',
     ]);
   });

@@ -38,6 +38,7 @@ export type FetchReason =
   | 'http_status'
   | 'too_large'
   | 'unreachable'
+  | 'broken'
   | 'timeout'
   | 'stalled'
   | 'preempted'
@@ -377,11 +378,8 @@ function translate(
   if (context.writeError !== undefined) return context.writeError;
   // Node's HTTP parser refused the answer (a bad status line or length, headers too large).
   const code = (error as { code?: unknown } | null)?.code;
-  const why =
-    typeof code === 'string' && code.startsWith('HPE_')
-      ? messages.malformed
-      : context.headersSeen
-        ? messages.broken
-        : messages.unreachable;
-  return new FetchError('unreachable', why, { cause: error });
+  if (typeof code === 'string' && code.startsWith('HPE_'))
+    return new FetchError('unreachable', messages.malformed, { cause: error });
+  if (context.headersSeen) return new FetchError('broken', messages.broken, { cause: error });
+  return new FetchError('unreachable', messages.unreachable, { cause: error });
 }
