@@ -224,19 +224,17 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
     kept = await startServer({ VIDSHEET_MAX_TRANSFERS: '2', VIDSHEET_TRANSFERS_PER_CLIENT: '4' });
   }, 60_000);
   afterAll(() => kept?.stop());
+  const keptWork = () => kept.leftovers().filter((f) => f.startsWith('work/'));
 
   /**
    * An upload of `chunk` bytes every `everyMs` (by default 64 KiB every 100 ms: ~650 KB/s, far ahead
    * of the takeover bar), as it is received.
    */
   async function streaming(key: string, from: string, chunk = 64 * 1024, everyMs = 100) {
-    const before = kept.leftovers().filter((f) => f.startsWith('work/')).length;
+    const before = keptWork().length;
     const upload = await slowUpload(kept.url, key, { from, first: chunk, size: 64 * 1024 * 1024 });
     const timer = setInterval(() => upload.send(Buffer.alloc(chunk, 0x2a)), everyMs);
-    await waitFor(
-      () => kept.leftovers().filter((f) => f.startsWith('work/')).length > before,
-      `the upload from ${from} to be received`,
-    );
+    await waitFor(() => keptWork().length > before, `the upload from ${from} to be received`);
     return { upload, stop: () => clearInterval(timer) };
   }
 
@@ -274,4 +272,89 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
     expect((await showAccount(kept, payer.email)).balance).toBe(10);
     expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
   }, 40_000);
+  /**
+   * `holders` (account key, address) stream at pace in both slots; a newcomer with its own account
+   * uploads the small clip: its answer, how long it took, and the holders' uploads.
+   */
+  async function bothSlotsHeld(holders: Array<[string, string]>, newcomer: string) {
+    await waitFor(() => keptWork().length === 0, 'the earlier uploads to be deleted');
+    const held = [];
+    for (const [key, from] of holders) held.push(await streaming(key, from));
+    try {
+      await sleep(3000);
+      const started = Date.now();
+      const done = await wholeUpload(kept.url, newcomer, {
+        bytes: small,
+        from: '127.0.0.79',
+        filename: 'small.mp4',
+      });
+      const ms = Date.now() - started;
+      const answers = await Promise.all(
+        held.map(({ upload }) =>
+          Promise.race([upload.answer(), sleep(500).then(() => (upload.closed() ? 'closed' : 'going on'))]),
+        ),
+      );
+      return { done, ms, answers };
+    } finally {
+      for (const { upload, stop } of held) {
+        stop();
+        upload.destroy();
+      }
+    }
+  }
+
+  it('one paying account holding both slots at pace gives one to a payer holding none (the eighth review)', async () => {
+    const holder = await newAccount(kept, 10);
+    const newcomer = await newAccount(kept, 10);
+    const { done, ms, answers } = await bothSlotsHeld(
+      [
+        [holder.key, '127.0.0.74'],
+        [holder.key, '127.0.0.75'],
+      ],
+      newcomer.key,
+    );
+    expect(done?.status, done?.body).toBe(200);
+    expect(ms).toBeLessThan(10_000);
+    // Its youngest transfer gave way, told the service is busy; the older one goes on.
+    expect(answers).toEqual(['going on', BUSY]);
+    expect((await showAccount(kept, holder.email)).balance).toBe(10);
+    expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
+  }, 40_000);
+
+  it('a paying account whose upload came to nothing gives way at any pace; an honest one does not', async () => {
+    const junk = await newAccount(kept, 10);
+    const honest = await newAccount(kept, 10);
+    const newcomer = await newAccount(kept, 10);
+    // One slot each, at pace: a newcomer is refused.
+    const before = await bothSlotsHeld(
+      [
+        [junk.key, '127.0.0.74'],
+        [honest.key, '127.0.0.75'],
+      ],
+      newcomer.key,
+    );
+    expect(before.done).toEqual(BUSY);
+    expect(before.answers).toEqual(['going on', 'going on']);
+    await waitFor(() => keptWork().length === 0, 'the abandoned uploads to be deleted');
+    // The junk account's next upload is no video: 422, nothing charged, and the account is marked.
+    const bytes = Buffer.alloc(256 * 1024, 0x2a);
+    const refused = await wholeUpload(kept.url, junk.key, {
+      bytes,
+      from: '127.0.0.74',
+      filename: 'junk.mp4',
+    });
+    expect(refused).toEqual({ status: 422, body: '{"error":"unreadable_video"}' });
+    const after = await bothSlotsHeld(
+      [
+        [junk.key, '127.0.0.74'],
+        [honest.key, '127.0.0.75'],
+      ],
+      newcomer.key,
+    );
+    expect(after.done?.status, after.done?.body).toBe(200);
+    expect(after.ms).toBeLessThan(10_000);
+    expect(after.answers).toEqual([BUSY, 'going on']);
+    expect((await showAccount(kept, junk.email)).balance).toBe(10);
+    expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
+  }, 60_000);
 });

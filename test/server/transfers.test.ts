@@ -14,7 +14,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BEHIND_RULE, behindBy, STALL_RULE, watchTransfer } from '../../src/server/hosted/stall.js';
-import { Transfers } from '../../src/server/hosted/transfers.js';
+import { Transfers, WASTE_MEMORY_MS } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
 import {
@@ -276,6 +276,59 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(overtaken.at(-1)).toBe('young preempted');
     // One slot in all: a free transfer may have it.
     expect(new Transfers(1, 1).tryEnter({ address: '127.0.0.1', free: true })).toBeDefined();
+  });
+
+  /** Fake watches at pace (never behind), each recording its cut into `cut`. */
+  const atPace = (cut: string[]) => (name: string) => ({
+    stop() {},
+    behind: () => 0,
+    overtake: () => cut.push(name),
+    preempt: () => cut.push(`${name} preempted`),
+  });
+
+  it('with every slot taken at pace, a payer holding none takes one from an account holding several', () => {
+    const transfers = new Transfers(3, 5);
+    const cut: string[] = [];
+    const watch = atPace(cut);
+    transfers.tryEnter({ accountId: 1, address: '127.0.0.61' })?.watch(watch('a-1'));
+    transfers.tryEnter({ accountId: 1, address: '127.0.0.62' })?.watch(watch('a-2'));
+    transfers.tryEnter({ accountId: 2, address: '127.0.0.63' })?.watch(watch('b'));
+    // Account 3 holds none: account 1's youngest gives way.
+    expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.64' })).toBeDefined();
+    expect(cut).toEqual(['a-2 preempted']);
+    // A share each now: account 1 again, or a fourth account, is refused.
+    expect(transfers.tryEnter({ accountId: 1, address: '127.0.0.65' })).toBeUndefined();
+    expect(transfers.tryEnter({ accountId: 4, address: '127.0.0.66' })).toBeUndefined();
+    expect(cut).toEqual(['a-2 preempted']);
+  });
+
+  it('an account whose transfer came to nothing gives way at any pace, for WASTE_MEMORY_MS', () => {
+    vi.useFakeTimers();
+    try {
+      const transfers = new Transfers(3, 5);
+      const cut: string[] = [];
+      const watch = atPace(cut);
+      transfers.tryEnter({ accountId: 1, address: '127.0.0.51' })?.watch(watch('junk'));
+      transfers.tryEnter({ accountId: 2, address: '127.0.0.52' })?.watch(watch('honest-a'));
+      transfers.tryEnter({ accountId: 6, address: '127.0.0.53' })?.watch(watch('honest-b'));
+      // Every slot taken, at pace, one each, nothing free: a paying newcomer is refused.
+      expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeUndefined();
+      // Account 1 sent a transfer that came to nothing: its transfer gives way.
+      transfers.wasted(1);
+      expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeDefined();
+      expect(cut).toEqual(['junk preempted']);
+      // Never an honest account's.
+      expect(transfers.tryEnter({ accountId: 4, address: '127.0.0.55' })).toBeUndefined();
+      // The mark fades: after WASTE_MEMORY_MS account 1's transfers keep their slots again.
+      const fresh = new Transfers(1, 5);
+      fresh.wasted(1);
+      vi.advanceTimersByTime(WASTE_MEMORY_MS);
+      fresh.tryEnter({ accountId: 1, address: '127.0.0.57' })?.watch(watch('late'));
+      expect(fresh.tryEnter({ accountId: 3, address: '127.0.0.58' })).toBeUndefined();
+      expect(cut).toEqual(['junk preempted']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a watch judges the bar from the first byte: bytes late to start are not a shortfall', () => {

@@ -48,12 +48,21 @@ interface Held {
   release(): void;
   watch?: StallWatch;
   free: boolean;
+  accountId?: number;
 }
+
+/**
+ * How long an account whose transfer came to nothing (see `wasted`) may have its transfers preempted
+ * by a paying newcomer when every slot is taken.
+ */
+export const WASTE_MEMORY_MS = 60 * 60 * 1000;
 
 export class Transfers {
   private readonly held = new Set<Held>();
   private readonly perClient = new Map<string, number>();
   private freeHeld = 0;
+  /** Accounts whose transfers came to nothing lately, by when the last did (see `wasted`). */
+  private readonly wasteful = new Map<number, number>();
 
   constructor(
     private readonly max: number,
@@ -72,12 +81,13 @@ export class Transfers {
     if (keys.some((key) => (this.perClient.get(key) ?? 0) >= this.perClientMax)) return undefined;
     const free = client.free === true;
     const room = this.held.size < this.max && !(free && this.freeHeld >= this.freeMax);
-    if (!room && !this.overtakeFurthestBehind(free)) return undefined;
+    if (!room && !this.overtakeFurthestBehind(client)) return undefined;
     for (const key of keys) this.perClient.set(key, (this.perClient.get(key) ?? 0) + 1);
     if (free) this.freeHeld++;
     let released = false;
     const slot: Held = {
       free,
+      accountId: client.accountId,
       release: () => {
         if (released) return;
         released = true;
@@ -106,18 +116,48 @@ export class Transfers {
    * bar, shut every other paying client out: the seventh review); the youngest, as the least work is
    * lost and a free actor that keeps coming back is always it. Only then, for a paying newcomer, the
    * paying transfer furthest behind (a paying upload below the bar was cut while free transfers at
-   * pace kept their slots: the eighth review).
+   * pace kept their slots: the eighth review), else, for a payer holding no slot, the youngest of an
+   * account holding several (one cheap account held two slots of two, and four held all eight: the
+   * eighth review), else the youngest of an account that wasted one lately (`wasted`).
    */
-  private overtakeFurthestBehind(freeOnly: boolean): boolean {
+  private overtakeFurthestBehind(newcomer: TransferClient): boolean {
     const slots = [...this.held];
     const free = slots.filter((slot) => slot.free);
     const behind = furthestBehind(free);
     if (behind) return this.cut(behind, 'overtake');
-    if (freeOnly) return false;
+    if (newcomer.free) return false;
     const youngest = free.reverse().find((slot) => slot.watch);
     if (youngest) return this.cut(youngest, 'preempt');
-    const paying = furthestBehind(slots.filter((slot) => !slot.free));
-    return paying !== undefined && this.cut(paying, 'overtake');
+    const paying = slots.filter((slot) => !slot.free).reverse();
+    const behindPaying = furthestBehind(paying);
+    if (behindPaying) return this.cut(behindPaying, 'overtake');
+    // A share each: a payer holding no slot takes one from an account holding several.
+    const held = (accountId: number) => paying.filter((slot) => slot.accountId === accountId).length;
+    const payer = newcomer.accountId;
+    const crowding =
+      payer !== undefined && held(payer) === 0
+        ? paying.find((slot) => slot.watch && slot.accountId !== undefined && held(slot.accountId) > 1)
+        : undefined;
+    const victim = crowding ?? paying.find((slot) => slot.watch && this.isWasteful(slot.accountId));
+    return victim !== undefined && this.cut(victim, 'preempt');
+  }
+
+  /**
+   * A paying account's transfer came to nothing by its own doing: the file unreadable or too long,
+   * the body too large, malformed, stalled or past its deadline, a fetch cut or broken off. For
+   * WASTE_MEMORY_MS its transfers give way to a paying newcomer when every slot is taken, whatever
+   * their pace: nothing is charged for such a transfer, so without this a few cheap accounts sending
+   * junk just above the takeover bar held every slot for as long as they liked (the eighth review).
+   */
+  wasted(accountId: number): void {
+    const now = Date.now();
+    for (const [id, at] of this.wasteful) if (now - at >= WASTE_MEMORY_MS) this.wasteful.delete(id);
+    this.wasteful.set(accountId, now);
+  }
+
+  private isWasteful(accountId: number | undefined): boolean {
+    const at = accountId === undefined ? undefined : this.wasteful.get(accountId);
+    return at !== undefined && Date.now() - at < WASTE_MEMORY_MS;
   }
 
   private cut(victim: Held, how: 'overtake' | 'preempt'): true {

@@ -35,8 +35,17 @@ declare module 'fastify' {
     freeActor?: boolean;
     /** This request's transfer slot, while its body is received. */
     transferSlot?: TransferSlot;
+    /** Its body has begun to be received (`receive`). */
+    transferStarted?: boolean;
   }
 }
+
+/**
+ * The answers to an upload whose body was under way that are its sender's doing: malformed or cut
+ * short (400), stalled or past its deadline (408), too large (413), an unreadable, too long or
+ * malformed video (422).
+ */
+const SENDERS_FAULT: ReadonlySet<number> = new Set([400, 408, 413, 422]);
 
 /** DESIGN §5a: the answer to an upload cut for stalling, when it can still be answered. */
 export const UPLOAD_STALLED = transportAnswers.uploadStalled.body;
@@ -117,10 +126,13 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       return refuseBeforeBody(request, reply, hostedErrors.tooLarge(config.maxUploadMb));
   };
 
-  app.addHook('onResponse', async (request) => {
+  app.addHook('onResponse', async (request, reply) => {
     request.releaseTransfer?.();
     request.releaseAdmission?.();
     request.releaseFreeActor?.();
+    // A paying upload that came to nothing by its sender's doing (transfers.ts `wasted`).
+    if (request.transferStarted && !request.freeActor && SENDERS_FAULT.has(reply.statusCode))
+      transfers.wasted((request.account as Account).id);
   });
 
   /**
@@ -138,6 +150,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
   ): Promise<Upload | undefined> {
     if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');
     await mkdir(workDir, { recursive: true });
+    request.transferStarted = true;
     // DESIGN §5a: a body that stalls is cut: 408 while it can still be answered, the connection
     // closed, the file stream ended (the abort below), and the parser's error that follows is this
     // answer's, not a second one.

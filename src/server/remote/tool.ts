@@ -172,6 +172,8 @@ export async function callRemoteTool(
         // long as those allow, so it counts as a job of the anonymous lane (DESIGN §5a), or slow
         // fetches would be free.
         if (taken && !FETCH_CUT.has(error.reason)) await deps.anonymous.giveBack(taken);
+        // A keyed fetch that held its slot and came to nothing (transfers.ts `wasted`).
+        if (caller.account && FETCH_CUT.has(error.reason)) deps.transfers.wasted(caller.account.id);
         // A free fetch that gave its slot to a paying one (transfers.ts) was not refused: retry.
         if (error.reason === 'preempted') return toolError(hostedErrors.busy(), 'remote');
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
@@ -225,6 +227,9 @@ export async function callRemoteTool(
     };
   } catch (error) {
     const known = asVidsheetError(error);
+    // A keyed fetch of a file that is no video it can be (transfers.ts `wasted`).
+    if (caller.account && (known.code === 'unreadable_video' || known.code === 'too_long'))
+      deps.transfers.wasted(caller.account.id);
     // The service failed the job, or made it yield to a paying one (`busy`, jobs.ts): an anonymous
     // caller gets the job back, as a keyed one gets credits; but not a job the deadline killed
     // (`diedPastDeadline`), as a stall-cut fetch is not.
