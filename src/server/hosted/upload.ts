@@ -174,7 +174,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       () => socket?.bytesRead ?? 0,
       (why) => {
         if (why === 'preempted') {
-          // A free upload gave its slot to a paying one (transfers.ts): busy, safe to retry.
+          // Its slot went to a paying newcomer (transfers.ts): busy, safe to retry.
           log.info({}, 'upload gave its transfer slot to a paying one: cut');
           const busy = hostedErrors.busy();
           return cutWith({ status: busy.status, body: busy.body() });
