@@ -248,12 +248,21 @@ describe('free actors never take the last queue place: one stays for paying jobs
     const paying = await account(built, 'granted');
     const last = server.inject(uploadAs(paying.key));
     await started(3);
-    // Now the queue is full for everyone.
+    // Paying jobs count only against each other (the ninth review): two more get in, then the
+    // queue is full for payers too.
+    const more = [await account(built, 'purchased'), await account(built, 'granted')].map((a) =>
+      server.inject(uploadAs(a.key)),
+    );
+    await started(5);
     const another = await account(built, 'purchased');
     const full = await server.inject(uploadAs(another.key));
     expect([full.statusCode, full.body]).toEqual([429, BUSY]);
+    // And free actors are still refused: every place is taken.
+    const lateFree = await account(built, 'allowance');
+    const refused = await server.inject(uploadAs(lateFree.key));
+    expect([refused.statusCode, refused.body]).toEqual([429, BUSY]);
     endAll();
-    await Promise.all([...held, last]);
+    await Promise.all([...held, last, ...more]);
   });
 
   it('free transfers never hold the last transfer slot either', async () => {
@@ -293,13 +302,21 @@ describe('free actors never take the last queue place: one stays for paying jobs
     await paying;
   });
 
-  it('a queue of one place takes a free job', async () => {
+  it('a queue of one place takes a free job, and a paying job still gets in beside it', async () => {
     const built = await build({ admission: new Admission(1) });
     const onAllowance = await account(built, 'allowance');
     const upload = built.app.inject(uploadAs(onAllowance.key));
     await started(1);
+    // The ninth review: the free job held the one place for its whole run and every payer got 429.
+    const paying = await account(built, 'purchased');
+    const payingUpload = built.app.inject(uploadAs(paying.key));
+    await started(2);
+    const secondPayer = await account(built, 'granted');
+    const refused = await built.app.inject(uploadAs(secondPayer.key));
+    expect([refused.statusCode, refused.body]).toEqual([429, BUSY]);
     endAll();
     expect((await upload).statusCode).toBe(500);
+    expect((await payingUpload).statusCode).toBe(500);
   });
 });
 

@@ -217,6 +217,46 @@ describe('a newcomer takes the slot of the transfer furthest behind (issue 21)',
   }, 60_000);
 });
 
+describe('a keyed /mcp call whose client leaves (the ninth review)', () => {
+  it('stops its fetch at once and frees its slot: the origin sees the connection close', async () => {
+    const payer = await newAccount(server, 5);
+    const leaving = new AbortController();
+    const before = stalledResponses.length;
+    const call = fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${payer.key}`,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'vidsheet_video',
+          arguments: { video_url: `http://127.0.0.1:${originPort}/stall.mp4` },
+        },
+      }),
+      signal: leaving.signal,
+    }).catch(() => 'left');
+    await waitFor(() => stalledResponses.length > before, 'the fetch to reach the origin');
+    const response = stalledResponses[stalledResponses.length - 1] as ServerResponse;
+    let closedAt = 0;
+    response.once('close', () => {
+      closedAt = Date.now();
+    });
+    const leftAt = Date.now();
+    leaving.abort();
+    expect(await call).toBe('left');
+    // Far sooner than the 20 s stall cut: the server dropped the fetch when its caller left.
+    await waitFor(() => closedAt > 0, 'the origin connection to close', 5000);
+    expect(closedAt - leftAt).toBeLessThan(3000);
+    await waitFor(() => work().length === 0, 'the partial download to be deleted');
+    expect(await showAccount(server, payer.email)).toMatchObject({ balance: 5, usage: [] });
+  }, 30_000);
+});
+
 describe('a free upload keeping pace gives way to a paying one (the seventh review)', () => {
   let kept: TestServer;
   beforeAll(async () => {
@@ -321,11 +361,12 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
     expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
   }, 40_000);
 
-  it('a paying account whose upload came to nothing gives way at any pace; an honest one does not', async () => {
+  it('a paying account whose uploads came to nothing for a minute of slot time gives way at any pace; an honest one does not', async () => {
     const junk = await newAccount(kept, 10);
     const honest = await newAccount(kept, 10);
     const newcomer = await newAccount(kept, 10);
-    // One slot each, at pace: a newcomer is refused.
+    // One slot each, at pace: a newcomer is refused. (Both uploads are then abandoned: a few seconds
+    // of slot time each, an honest mistake's worth, which marks nobody.)
     const before = await bothSlotsHeld(
       [
         [junk.key, '127.0.0.74'],
@@ -335,8 +376,8 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
     );
     expect(before.done).toEqual(BUSY);
     expect(before.answers).toEqual(['going on', 'going on']);
+    // A file that is no video, sent at once: 422, nothing charged, milliseconds of slot time.
     await waitFor(() => keptWork().length === 0, 'the abandoned uploads to be deleted');
-    // The junk account's next upload is no video: 422, nothing charged, and the account is marked.
     const bytes = Buffer.alloc(256 * 1024, 0x2a);
     const refused = await wholeUpload(kept.url, junk.key, {
       bytes,
@@ -344,6 +385,14 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
       filename: 'junk.mp4',
     });
     expect(refused).toEqual({ status: 422, body: '{"error":"unreadable_video"}' });
+    // Then the junk account holds both slots for 31 s and leaves without a word (never answered, as
+    // the ninth review's attacker did): over a minute of slot time that came to nothing.
+    const junkHolds = [await streaming(junk.key, '127.0.0.74'), await streaming(junk.key, '127.0.0.76')];
+    await sleep(31_000);
+    for (const { upload, stop } of junkHolds) {
+      stop();
+      upload.destroy();
+    }
     const after = await bothSlotsHeld(
       [
         [junk.key, '127.0.0.74'],
@@ -356,5 +405,5 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
     expect(after.answers).toEqual([BUSY, 'going on']);
     expect((await showAccount(kept, junk.email)).balance).toBe(10);
     expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
-  }, 60_000);
+  }, 90_000);
 });

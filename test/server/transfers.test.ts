@@ -14,7 +14,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BEHIND_RULE, behindBy, STALL_RULE, watchTransfer } from '../../src/server/hosted/stall.js';
-import { Transfers, WASTE_MEMORY_MS } from '../../src/server/hosted/transfers.js';
+import { Transfers, WASTE_MARK_MS, WASTE_MEMORY_MS } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
 import {
@@ -313,15 +313,18 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
       transfers.tryEnter({ accountId: 6, address: '127.0.0.53' })?.watch(watch('honest-b'));
       // Every slot taken, at pace, one each, nothing free: a paying newcomer is refused.
       expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeUndefined();
-      // Account 1 sent a transfer that came to nothing: its transfer gives way.
-      transfers.wasted(1);
+      // Account 1's transfers came to nothing: a few seconds of slot time is an honest mistake...
+      transfers.wasted(1, 5000);
+      expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeUndefined();
+      // ...a minute of it, in however many transfers, marks it: its transfer gives way.
+      transfers.wasted(1, WASTE_MARK_MS - 5000);
       expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeDefined();
       expect(cut).toEqual(['junk preempted']);
       // Never an honest account's.
       expect(transfers.tryEnter({ accountId: 4, address: '127.0.0.55' })).toBeUndefined();
       // The mark fades: after WASTE_MEMORY_MS account 1's transfers keep their slots again.
       const fresh = new Transfers(1, 5);
-      fresh.wasted(1);
+      fresh.wasted(1, WASTE_MARK_MS);
       vi.advanceTimersByTime(WASTE_MEMORY_MS);
       fresh.tryEnter({ accountId: 1, address: '127.0.0.57' })?.watch(watch('late'));
       expect(fresh.tryEnter({ accountId: 3, address: '127.0.0.58' })).toBeUndefined();

@@ -9,6 +9,12 @@
  * place: one stays for paying jobs. Each free actor has one job at a time, but five addresses (or
  * five allowance accounts) could otherwise fill every place, and paying clients got `429` for as
  * long as free jobs kept coming (the fifth review). With a queue of one place, free jobs may take it.
+ *
+ * Paying jobs count only against each other: a place a free job holds is never a paying job's
+ * refusal. With one place in all, a free job held it for the whole job deadline and every payer got
+ * `429` meanwhile (the ninth review); now the payer is let in, runs first (jobs.ts `Turns`), and a
+ * free job that has run its share yields the worker to it. So at most `capacity` paying jobs and
+ * `freeCapacity` free ones are in flight (their files on disk with them).
  */
 export class Admission {
   private inFlight = 0;
@@ -40,7 +46,8 @@ export class Admission {
 
   /** No place is free now for such a job: it is refused before its body is read or its fetch starts. */
   isFull(free = false): boolean {
-    return this.inFlight >= this.capacity || (free && this.freeInFlight >= this.freeCapacity);
+    if (free) return this.inFlight >= this.capacity || this.freeInFlight >= this.freeCapacity;
+    return this.inFlight - this.freeInFlight >= this.capacity;
   }
 
   get size(): number {

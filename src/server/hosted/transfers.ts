@@ -22,7 +22,7 @@
  * transfer's only when no free transfer is left and that one is behind.
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
-import type { StallWatch } from './stall.js';
+import { type StallWatch, TEST_TIME_SCALE } from './stall.js';
 
 export interface TransferClient {
   /** The paying account, when there is one. */
@@ -42,6 +42,8 @@ export interface TransferSlot {
    * stall cut does.
    */
   watch(watch: StallWatch): void;
+  /** How long the slot was held: from its taking to its release (or to now, while held). */
+  heldMs(): number;
 }
 
 interface Held {
@@ -52,17 +54,30 @@ interface Held {
 }
 
 /**
- * How long an account whose transfer came to nothing (see `wasted`) may have its transfers preempted
- * by a paying newcomer when every slot is taken.
+ * An account's transfers that came to nothing (see `wasted`) are counted by the slot time they held:
+ * once they add up to WASTE_MARK_MS within WASTE_MEMORY_MS, the account is marked for WASTE_MEMORY_MS
+ * from then. An honest mistake (one bad file sent at a normal pace) holds a slot for seconds and
+ * marks nothing (the ninth review: one bad file marked an honest account for an hour); a sender
+ * holding a slot with junk marks itself within a minute, however it ends each transfer. Scaled
+ * by the test clock like the stall rule's figures.
  */
+export const WASTE_MARK_MS = 60_000 * TEST_TIME_SCALE;
 export const WASTE_MEMORY_MS = 60 * 60 * 1000;
+
+interface Waste {
+  /** When this count began; counts older than WASTE_MEMORY_MS start again. */
+  since: number;
+  heldMs: number;
+  /** When the count reached WASTE_MARK_MS, if it did. */
+  markedAt?: number;
+}
 
 export class Transfers {
   private readonly held = new Set<Held>();
   private readonly perClient = new Map<string, number>();
   private freeHeld = 0;
-  /** Accounts whose transfers came to nothing lately, by when the last did (see `wasted`). */
-  private readonly wasteful = new Map<number, number>();
+  /** Accounts whose transfers came to nothing lately (see `wasted`). */
+  private readonly waste = new Map<number, Waste>();
 
   constructor(
     private readonly max: number,
@@ -84,13 +99,14 @@ export class Transfers {
     if (!room && !this.overtakeFurthestBehind(client)) return undefined;
     for (const key of keys) this.perClient.set(key, (this.perClient.get(key) ?? 0) + 1);
     if (free) this.freeHeld++;
-    let released = false;
+    let released: number | undefined;
+    const takenAt = Date.now();
     const slot: Held = {
       free,
       accountId: client.accountId,
       release: () => {
-        if (released) return;
-        released = true;
+        if (released !== undefined) return;
+        released = Date.now();
         if (free) this.freeHeld--;
         this.held.delete(slot);
         for (const key of keys) {
@@ -106,6 +122,7 @@ export class Transfers {
       watch: (watch) => {
         slot.watch = watch;
       },
+      heldMs: () => (released ?? Date.now()) - takenAt,
     };
   }
 
@@ -142,29 +159,35 @@ export class Transfers {
     return victim !== undefined && this.cut(victim, 'preempt');
   }
 
-  /**
-   * A paying account's transfer came to nothing by its own doing: the file unreadable or too long,
-   * the body too large, malformed, stalled or past its deadline, a fetch cut or broken off. For
-   * WASTE_MEMORY_MS its transfers give way to a paying newcomer when every slot is taken, whatever
-   * their pace: nothing is charged for such a transfer, so without this a few cheap accounts sending
-   * junk just above the takeover bar held every slot for as long as they liked (the eighth review).
-   */
-  wasted(accountId: number): void {
-    const now = Date.now();
-    for (const [id, at] of this.wasteful) if (now - at >= WASTE_MEMORY_MS) this.wasteful.delete(id);
-    this.wasteful.set(accountId, now);
-  }
-
-  private isWasteful(accountId: number | undefined): boolean {
-    const at = accountId === undefined ? undefined : this.wasteful.get(accountId);
-    return at !== undefined && Date.now() - at < WASTE_MEMORY_MS;
-  }
-
   private cut(victim: Held, how: 'overtake' | 'preempt'): true {
     // The slot is given back now, whatever the cut's own cleanup takes (it releases again: idempotent).
     victim.release();
     victim.watch?.[how]();
     return true;
+  }
+
+  /**
+   * A paying account's transfer came to nothing by its own doing, after holding its slot `heldMs`:
+   * the file unreadable or too long, the body too large, malformed, stalled, past its deadline or
+   * abandoned, a fetch cut, broken off or left by its caller. Once such slot time adds up to
+   * WASTE_MARK_MS, the account's transfers give way to a paying newcomer when every slot is taken,
+   * whatever their pace, for WASTE_MEMORY_MS: nothing is charged for such a transfer, so without
+   * this a few cheap accounts sending junk just above the takeover bar held every slot for as long
+   * as they liked (the eighth and ninth reviews).
+   */
+  wasted(accountId: number, heldMs: number): void {
+    const now = Date.now();
+    for (const [id, w] of this.waste)
+      if (now - (w.markedAt ?? w.since) >= WASTE_MEMORY_MS) this.waste.delete(id);
+    const w = this.waste.get(accountId) ?? { since: now, heldMs: 0 };
+    w.heldMs += heldMs;
+    if (w.markedAt === undefined && w.heldMs >= WASTE_MARK_MS) w.markedAt = now;
+    this.waste.set(accountId, w);
+  }
+
+  private isWasteful(accountId: number | undefined): boolean {
+    const at = accountId === undefined ? undefined : this.waste.get(accountId)?.markedAt;
+    return at !== undefined && Date.now() - at < WASTE_MEMORY_MS;
   }
 
   get size(): number {

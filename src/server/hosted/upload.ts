@@ -35,17 +35,18 @@ declare module 'fastify' {
     freeActor?: boolean;
     /** This request's transfer slot, while its body is received. */
     transferSlot?: TransferSlot;
-    /** Its body has begun to be received (`receive`). */
+    /** Its body has begun to be received (`receive`), has all arrived, was cut for a newcomer. */
     transferStarted?: boolean;
+    transferDone?: boolean;
+    transferTakenOver?: boolean;
   }
 }
 
 /**
- * The answers to an upload whose body was under way that are its sender's doing: malformed or cut
- * short (400), stalled or past its deadline (408), too large (413), an unreadable, too long or
- * malformed video (422).
+ * The answers to a whole upload that are its sender's doing: a malformed body (400), too large
+ * (413), an unreadable, too long or malformed video (422).
  */
-const SENDERS_FAULT: ReadonlySet<number> = new Set([400, 408, 413, 422]);
+const SENDERS_FAULT: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /** DESIGN §5a: the answer to an upload cut for stalling, when it can still be answered. */
 export const UPLOAD_STALLED = transportAnswers.uploadStalled.body;
@@ -117,6 +118,15 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     }
     request.transferSlot = slot;
     request.releaseTransfer = slot.release;
+    // A paying upload that came to nothing by its sender's doing (transfers.ts `wasted`): its body
+    // begun and then abandoned, cut by the stall rule or its deadline, too large, or a file that is no
+    // video (told when the connection ends: an abandoned one is never answered).
+    if (!ticket.free)
+      reply.raw.once('close', () => {
+        if (!request.transferStarted || request.transferTakenOver) return;
+        if (!request.transferDone || SENDERS_FAULT.has(reply.raw.statusCode))
+          transfers.wasted(accountId, slot.heldMs());
+      });
   };
 
   /** A body announced larger than the cap allows is refused before it is read. */
@@ -126,13 +136,10 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       return refuseBeforeBody(request, reply, hostedErrors.tooLarge(config.maxUploadMb));
   };
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', async (request) => {
     request.releaseTransfer?.();
     request.releaseAdmission?.();
     request.releaseFreeActor?.();
-    // A paying upload that came to nothing by its sender's doing (transfers.ts `wasted`).
-    if (request.transferStarted && !request.freeActor && SENDERS_FAULT.has(reply.statusCode))
-      transfers.wasted((request.account as Account).id);
   });
 
   /**
@@ -173,6 +180,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       config.stallS * 1000,
       () => socket?.bytesRead ?? 0,
       (why) => {
+        if (why === 'preempted' || why === 'overtaken') request.transferTakenOver = true;
         if (why === 'preempted') {
           // Its slot went to a paying newcomer (transfers.ts): busy, safe to retry.
           log.info({}, 'upload gave its transfer slot to a paying one: cut');
@@ -207,6 +215,7 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       request.cutBody = undefined;
     }
     // The video is complete on disk: the transfer is over, and only now is a queue place taken.
+    request.transferDone = true;
     request.releaseTransfer?.();
     const release = admission.tryEnter(request.freeActor);
     if (!release) throw hostedErrors.busy();

@@ -46,6 +46,8 @@ export interface RemoteCaller {
   account?: Account;
   /** The client's IP (behind a proxy: from X-Forwarded-For when VIDSHEET_TRUST_PROXY is set). */
   ip: string;
+  /** Aborted when the caller's connection closes before its answer: the fetch stops, no job runs. */
+  gone?: AbortSignal;
   log: {
     info(o: object, m: string): void;
     warn(o: object, m: string): void;
@@ -142,6 +144,14 @@ export async function callRemoteTool(
   const log = caller.log;
   let counter: AnonymousCounter | undefined;
   let taken: (TakenJob & { remaining: number }) | undefined;
+  // The caller left mid-fetch (or before its job): nobody reads an answer and no job runs. The slot
+  // time counts as a transfer that came to nothing, and an anonymous job is not given back (the
+  // ninth review: a client that left held its slot to the fetch's end, for free).
+  const callerGone = () => {
+    log.info({ jobId: shortJobId(jobId) }, 'the caller went away: fetch stopped, no job');
+    if (caller.account) deps.transfers.wasted(caller.account.id, slot.heldMs());
+    return toolError(hostedErrors.busy(), 'remote');
+  };
   try {
     if (!caller.account) {
       // A subject's calls also count against the address they come from (DESIGN §5a).
@@ -162,9 +172,11 @@ export async function callRemoteTool(
         // A newcomer may take this slot while the fetch is behind: it then fails as a stalled fetch;
         // a paying newcomer may take it from a free fetch at any pace: the caller is told to retry.
         onWatch: slot.watch,
+        signal: caller.gone,
       });
       log.info({ jobId: shortJobId(jobId), bytes: got.bytes }, 'video fetched');
     } catch (error) {
+      if (caller.gone?.aborted) return callerGone();
       if (error instanceof FetchError) {
         log.info({ jobId: shortJobId(jobId), reason: error.reason }, 'fetch refused or failed');
         // A URL that could not be fetched used no job: the quota is given back; but a fetch cut by
@@ -173,7 +185,8 @@ export async function callRemoteTool(
         // fetches would be free.
         if (taken && !FETCH_CUT.has(error.reason)) await deps.anonymous.giveBack(taken);
         // A keyed fetch that held its slot and came to nothing (transfers.ts `wasted`).
-        if (caller.account && FETCH_CUT.has(error.reason)) deps.transfers.wasted(caller.account.id);
+        if (caller.account && FETCH_CUT.has(error.reason))
+          deps.transfers.wasted(caller.account.id, slot.heldMs());
         // A free fetch that gave its slot to a paying one (transfers.ts) was not refused: retry.
         if (error.reason === 'preempted') return toolError(hostedErrors.busy(), 'remote');
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
@@ -182,6 +195,7 @@ export async function callRemoteTool(
     } finally {
       slot.release();
     }
+    if (caller.gone?.aborted) return callerGone();
     release = deps.admission.tryEnter(ticket.free);
     if (!release) {
       // Complete, but the queue filled meanwhile: refused now, the file deleted below, no job used.
@@ -229,7 +243,7 @@ export async function callRemoteTool(
     const known = asVidsheetError(error);
     // A keyed fetch of a file that is no video it can be (transfers.ts `wasted`).
     if (caller.account && (known.code === 'unreadable_video' || known.code === 'too_long'))
-      deps.transfers.wasted(caller.account.id);
+      deps.transfers.wasted(caller.account.id, slot.heldMs());
     // The service failed the job, or made it yield to a paying one (`busy`, jobs.ts): an anonymous
     // caller gets the job back, as a keyed one gets credits; but not a job the deadline killed
     // (`diedPastDeadline`), as a stall-cut fetch is not.

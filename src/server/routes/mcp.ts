@@ -64,7 +64,9 @@ export async function mcpRoutes(
   // A body that is not JSON gets the zoom's `415` (the catalog's shape, like this route's 403 and 405).
   const onRequest = [app.keyIfPresent, requireJsonBody];
   app.post('/mcp', { schema: { hide: true }, onRequest }, async (request, reply) => {
-    const caller = { account: request.account, ip: request.ip, log: request.log };
+    // The caller's connection closing before its answer stops its fetch (remote/tool.ts).
+    const gone = new AbortController();
+    const caller = { account: request.account, ip: request.ip, log: request.log, gone: gone.signal };
     // From here the transport writes the response itself.
     reply.hijack();
     const server = new McpServer({ name: 'vidsheet', version: deps.version });
@@ -77,6 +79,7 @@ export async function mcpRoutes(
       enableJsonResponse: true,
     });
     reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) gone.abort();
       void transport.close();
       void server.close();
     });
