@@ -178,4 +178,20 @@ describe('turns through the one worker (DESIGN §5a, the eighth review)', () => 
     await second;
     expect(order).toEqual(['paying-slow', 'paying-next']);
   });
+  it('a job whose caller left before its turn never runs (nothing prepared, nothing charged)', async () => {
+    const { worker, order, endNext } = gatedWorker();
+    const jobs = jobsWith(worker);
+    const running = jobs.run(job('running', false)).catch((error: unknown) => error);
+    const left = new AbortController();
+    const waiting = jobs.run({ ...job('left', false), gone: left.signal }).catch((error: unknown) => error);
+    const next = jobs.run(job('next', false)).catch((error: unknown) => error);
+    await settle();
+    left.abort();
+    endNext();
+    expect(((await waiting) as VidsheetError).code).toBe('busy');
+    await settle();
+    expect(order).toEqual(['running', 'next']);
+    endNext();
+    await Promise.all([running, next]);
+  });
 });

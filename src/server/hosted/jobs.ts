@@ -43,6 +43,8 @@ export interface HostedJobRequest {
   payer: { accountId: number } | 'anonymous';
   /** A free actor's job (DESIGN §5a): it waits behind every paying job (see `Turns`). */
   free?: boolean;
+  /** Aborted when the caller left (caller-gone.ts): if so when its turn comes, the job does not run. */
+  gone?: AbortSignal;
   log: JobLog;
 }
 
@@ -125,9 +127,15 @@ export class HostedJobs {
   ) {}
 
   run(request: HostedJobRequest): Promise<HostedJobResult> {
-    return this.turns.take(request.free === true, () =>
-      this.withDeadline(request, (rendered) => this.runNow(request, rendered)),
-    );
+    return this.turns.take(request.free === true, () => {
+      // Nobody would read the answer: nothing is charged and the worker goes to the next job (the
+      // ninth review: a paying upload whose client left while it waited was run and charged).
+      if (request.gone?.aborted) {
+        request.log.info({}, 'the caller left before its turn: job not run');
+        throw hostedErrors.busy();
+      }
+      return this.withDeadline(request, (rendered) => this.runNow(request, rendered));
+    });
   }
 
   /**

@@ -214,6 +214,7 @@ export async function callRemoteTool(
       surface: 'mcp',
       payer: caller.account ? { accountId: caller.account.id } : 'anonymous',
       free: ticket.free,
+      gone: caller.gone,
       log: { info: log.info.bind(log), warn: log.warn.bind(log), error: log.error.bind(log) },
     });
     const first = await deps.storage.get(jobId, sheetName(1));

@@ -13,6 +13,7 @@ import { addressKey } from '#vidsheet/core/client-address.js';
 import { remoteErrors, type VidsheetError } from '#vidsheet/core/errors.js';
 import { excerpt } from '#vidsheet/core/redact.js';
 import { type RemoteInput, toolDefinition } from '#vidsheet/mcp/tool.js';
+import { callerGone } from '../hosted/caller-gone.js';
 import { requireJsonBody } from '../plugins/early-answer.js';
 import { callRemoteTool, type RemoteParts } from '../remote/tool.js';
 
@@ -65,8 +66,8 @@ export async function mcpRoutes(
   const onRequest = [app.keyIfPresent, requireJsonBody];
   app.post('/mcp', { schema: { hide: true }, onRequest }, async (request, reply) => {
     // The caller's connection closing before its answer stops its fetch (remote/tool.ts).
-    const gone = new AbortController();
-    const caller = { account: request.account, ip: request.ip, log: request.log, gone: gone.signal };
+    const gone = callerGone(reply.raw);
+    const caller = { account: request.account, ip: request.ip, log: request.log, gone };
     // From here the transport writes the response itself.
     reply.hijack();
     const server = new McpServer({ name: 'vidsheet', version: deps.version });
@@ -79,7 +80,6 @@ export async function mcpRoutes(
       enableJsonResponse: true,
     });
     reply.raw.on('close', () => {
-      if (!reply.raw.writableFinished) gone.abort();
       void transport.close();
       void server.close();
     });

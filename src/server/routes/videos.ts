@@ -21,6 +21,7 @@ import { CONTRACTS, hostedReport } from '#vidsheet/core/report.js';
 import { explainedWindowError, parseSessionFields } from '#vidsheet/core/request.js';
 import type { ProbeInfo } from '#vidsheet/engine/types.js';
 import type { Account } from '../billing/ledger.js';
+import { callerGone } from '../hosted/caller-gone.js';
 import { type HostedJobs, newJobId } from '../hosted/jobs.js';
 import { FRAMING_SLACK, type UploadParts, uploads } from '../hosted/upload.js';
 import { refuseBeforeBody, requireJsonBody } from '../plugins/early-answer.js';
@@ -223,6 +224,7 @@ export async function videoRoutes(app: FastifyInstance, deps: VideoRouteParts): 
               surface: 'http',
               payer: { accountId: video.accountId },
               free: request.freeActor,
+              gone: callerGone(reply.raw),
               log,
             });
           })

@@ -13,6 +13,7 @@ import { excerpt, shortJobId } from '#vidsheet/core/redact.js';
 import { hostedReport } from '#vidsheet/core/report.js';
 import { parseHostedFields, type ResponseMode } from '#vidsheet/core/request.js';
 import type { Account } from '../billing/ledger.js';
+import { callerGone } from '../hosted/caller-gone.js';
 import { type HostedJobResult, type HostedJobs, newJobId } from '../hosted/jobs.js';
 import { type UploadParts, uploads } from '../hosted/upload.js';
 import type { SheetStorage } from '../storage/storage.js';
@@ -43,6 +44,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
       const workDir = join(config.dataDir, 'work', jobId);
       // Logs name the job by its first 8 characters: the full id is the capability to its sheets.
       const log = request.log.child({ jobId: shortJobId(jobId) });
+      const gone = callerGone(reply.raw);
       let answer: { result: HostedJobResult; density: Density; response: ResponseMode };
       try {
         const received = await upload.receive(request, reply, workDir, log);
@@ -59,6 +61,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
           surface: 'http',
           payer: { accountId: account.id },
           free: request.freeActor,
+          gone,
           log,
         });
         log.info({ sheets: result.outcome.files.length, credits: result.creditsCharged }, 'job done');
