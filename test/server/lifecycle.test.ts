@@ -9,6 +9,7 @@ import { createServer } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mcpToolCall } from '../helpers/app.js';
 import { plainClip } from '../helpers/fixtures.js';
 import {
   type LogLine,
@@ -256,18 +257,11 @@ describe('stopping', () => {
     const originPort = (origin.address() as AddressInfo).port;
     const server = await startServer({ VIDSHEET_FETCH_ALLOW: `127.0.0.1:${originPort}` });
     try {
+      const tool = mcpToolCall({ video_url: `http://127.0.0.1:${originPort}/v.mp4` });
       const call = fetch(`${server.url}/mcp`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({
-          jsonrpc: '2.0',
-          id: 1,
-          method: 'tools/call',
-          params: {
-            name: 'vidsheet_video',
-            arguments: { video_url: `http://127.0.0.1:${originPort}/v.mp4` },
-          },
-        }),
+        headers: tool.headers,
+        body: JSON.stringify(tool.payload),
       }).catch(() => undefined);
       await waitFor(() => sent > 2 ** 20, 'the fetch is under way', 20_000);
       const stopped = Date.now();

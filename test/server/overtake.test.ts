@@ -13,6 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mcpToolCall } from '../helpers/app.js';
 import { plainClip } from '../helpers/fixtures.js';
 import {
   newAccount,
@@ -222,22 +223,11 @@ describe('a keyed /mcp call whose client leaves (the ninth review)', () => {
     const payer = await newAccount(server, 5);
     const leaving = new AbortController();
     const before = stalledResponses.length;
+    const tool = mcpToolCall({ video_url: `http://127.0.0.1:${originPort}/stall.mp4` });
     const call = fetch(`${server.url}/mcp`, {
       method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        authorization: `Bearer ${payer.key}`,
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: {
-          name: 'vidsheet_video',
-          arguments: { video_url: `http://127.0.0.1:${originPort}/stall.mp4` },
-        },
-      }),
+      headers: { ...tool.headers, authorization: `Bearer ${payer.key}` },
+      body: JSON.stringify(tool.payload),
       signal: leaving.signal,
     }).catch(() => 'left');
     await waitFor(() => stalledResponses.length > before, 'the fetch to reach the origin');
