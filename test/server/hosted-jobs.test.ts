@@ -194,4 +194,21 @@ describe('turns through the one worker (DESIGN §5a, the eighth review)', () => 
     endNext();
     await Promise.all([running, next]);
   });
+  it('a paying job whose caller left never makes a free job yield', async () => {
+    const { worker, order, endNext } = gatedWorker();
+    const jobs = jobsWith(worker, 60, 100);
+    const free = jobs.run(job('free-slow', true)).catch((error: unknown) => error);
+    const left = new AbortController();
+    left.abort();
+    const paying = jobs
+      .run({ ...job('paying-left', false), gone: left.signal })
+      .catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // The free job kept the worker: the only paying job waiting is one nobody will read.
+    expect(order).toEqual(['free-slow']);
+    endNext();
+    expect(((await free) as VidsheetError).code).not.toBe('busy');
+    expect(((await paying) as VidsheetError).code).toBe('busy');
+    expect(order).toEqual(['free-slow']);
+  });
 });

@@ -83,21 +83,25 @@ export const diedPastDeadline = (error: unknown): boolean =>
  */
 class Turns {
   private busy = false;
-  private readonly waiting = { paying: [] as Array<() => void>, free: [] as Array<() => void> };
+  private readonly waiting = {
+    paying: [] as Array<{ go: () => void; gone?: AbortSignal }>,
+    free: [] as Array<{ go: () => void; gone?: AbortSignal }>,
+  };
 
+  /** A paying job waits whose caller is still there (one that left never makes a free job yield). */
   get payingWaits(): boolean {
-    return this.waiting.paying.length > 0;
+    return this.waiting.paying.some((waiter) => !waiter.gone?.aborted);
   }
 
-  async take<T>(free: boolean, task: () => Promise<T>): Promise<T> {
-    if (this.busy) await new Promise<void>((go) => this.waiting[free ? 'free' : 'paying'].push(go));
+  async take<T>(free: boolean, gone: AbortSignal | undefined, task: () => Promise<T>): Promise<T> {
+    if (this.busy) await new Promise<void>((go) => this.waiting[free ? 'free' : 'paying'].push({ go, gone }));
     else this.busy = true;
     try {
       return await task();
     } finally {
       // Handed over, never let go in between: a newcomer cannot take the turn out of order.
       const next = this.waiting.paying.shift() ?? this.waiting.free.shift();
-      if (next) next();
+      if (next) next.go();
       else this.busy = false;
     }
   }
@@ -127,7 +131,7 @@ export class HostedJobs {
   ) {}
 
   run(request: HostedJobRequest): Promise<HostedJobResult> {
-    return this.turns.take(request.free === true, () => {
+    return this.turns.take(request.free === true, request.gone, () => {
       // Nobody would read the answer: nothing is charged and the worker goes to the next job (the
       // ninth review: a paying upload whose client left while it waited was run and charged).
       if (request.gone?.aborted) {
@@ -199,7 +203,7 @@ export class HostedJobs {
     durationMs: number;
     probe: ProbeInfo;
   }> {
-    return this.turns.take(request.free === true, () =>
+    return this.turns.take(request.free === true, undefined, () =>
       this.withDeadline(request, async () => {
         const job = await this.prepare({ ...request, density: DEFAULT_DENSITY }).catch((error: unknown) => {
           // Nothing is charged for keeping a video: the balance is whole whatever failed.
