@@ -14,7 +14,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mcpToolCall } from '../helpers/app.js';
-import { plainClip } from '../helpers/fixtures.js';
+import { noiseClip, plainClip } from '../helpers/fixtures.js';
 import {
   newAccount,
   removeServerDirs,
@@ -249,9 +249,16 @@ describe('a keyed /mcp call whose client leaves (the ninth review)', () => {
 
 describe('a free upload keeping pace gives way to a paying one (the seventh review)', () => {
   let kept: TestServer;
+  /** The (scaled) minute of unbacked slot time that makes an account give way (transfers.ts). */
+  const MARK_MS = 12_000;
   beforeAll(async () => {
-    // The daily allowance on (its default floor): a never-paying account with no balance is a free actor.
-    kept = await startServer({ VIDSHEET_MAX_TRANSFERS: '2', VIDSHEET_TRANSFERS_PER_CLIENT: '4' });
+    // The daily allowance on (its default floor): a never-paying account with no balance is a free
+    // actor. The test clock at 0.2: the takeover bar is 160 KiB/s, a minute 12 s.
+    kept = await startServer({
+      VIDSHEET_MAX_TRANSFERS: '2',
+      VIDSHEET_TRANSFERS_PER_CLIENT: '4',
+      VIDSHEET_TEST_TIME_SCALE: String(MARK_MS / 60_000),
+    });
   }, 60_000);
   afterAll(() => kept?.stop());
   const keptWork = () => kept.leftovers().filter((f) => f.startsWith('work/'));
@@ -375,10 +382,10 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
       filename: 'junk.mp4',
     });
     expect(refused).toEqual({ status: 422, body: '{"error":"unreadable_video"}' });
-    // Then the junk account holds both slots for 31 s and leaves without a word (never answered, as
-    // the ninth review's attacker did): over a minute of slot time that came to nothing.
+    // Then the junk account holds both slots for over half a minute and leaves without a word (never
+    // answered, as the ninth review's attacker did): over a minute of slot time that came to nothing.
     const junkHolds = [await streaming(junk.key, '127.0.0.74'), await streaming(junk.key, '127.0.0.76')];
-    await sleep(31_000);
+    await sleep(MARK_MS / 2 + 1000);
     for (const { upload, stop } of junkHolds) {
       stop();
       upload.destroy();
@@ -395,5 +402,53 @@ describe('a free upload keeping pace gives way to a paying one (the seventh revi
     expect(after.answers).toEqual([BUSY, 'going on']);
     expect((await showAccount(kept, junk.email)).balance).toBe(10);
     expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
-  }, 90_000);
+  }, 60_000);
+
+  it("a fresh account's junk upload at pace gives way once it has held its slot a minute; one backed by a job does not (the tenth review)", async () => {
+    await waitFor(() => keptWork().length === 0, 'the earlier uploads to be deleted');
+    const backed = await newAccount(kept, 10);
+    const fresh = await newAccount(kept, 10);
+    const newcomer = await newAccount(kept, 10);
+    // A real upload over a poor link (1.6 MB at ~100 KB/s), alone (nobody to give way to), longer
+    // than the minute: a job.
+    const video = readFileSync(await noiseClip(10));
+    const started = Date.now();
+    const real = await slowUpload(kept.url, backed.key, {
+      from: '127.0.0.81',
+      size: video.length,
+      fill: video,
+    });
+    const piece = Math.ceil(video.length / 20);
+    for (let sent = 0; sent < video.length; sent += piece) {
+      real.send(video.subarray(sent, sent + piece));
+      await sleep((MARK_MS + 3000) / 20);
+    }
+    real.finish();
+    expect((await real.answer())?.status).toBe(200);
+    real.destroy();
+    expect(Date.now() - started).toBeGreaterThan(MARK_MS + 2000);
+    // Both accounts stream at pace, one slot each. Within the minute, nobody gives way.
+    const holds = [await streaming(backed.key, '127.0.0.82'), await streaming(fresh.key, '127.0.0.83')];
+    try {
+      await sleep(3000);
+      expect(await wholeUpload(kept.url, newcomer.key, { bytes: small, from: '127.0.0.84' })).toEqual(BUSY);
+      // Past it, the fresh account's open transfer gives way (counted only at its end, it held its slot
+      // to the upload deadline); the backed account's goes on.
+      await sleep(MARK_MS - 2000);
+      const done = await wholeUpload(kept.url, newcomer.key, { bytes: small, from: '127.0.0.84' });
+      expect(done?.status, done?.body).toBe(200);
+      const gaveWay = holds.map(({ upload }) =>
+        Promise.race([upload.answer(), sleep(1000).then(() => 'going on')]),
+      );
+      expect(await Promise.all(gaveWay)).toEqual(['going on', BUSY]);
+    } finally {
+      for (const { upload, stop } of holds) {
+        stop();
+        upload.destroy();
+      }
+    }
+    expect((await showAccount(kept, backed.email)).balance).toBe(9);
+    expect((await showAccount(kept, fresh.email)).balance).toBe(10);
+    expect((await showAccount(kept, newcomer.email)).balance).toBe(9);
+  }, 60_000);
 });

@@ -302,33 +302,72 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(cut).toEqual(['a-2 preempted']);
   });
 
-  it('an account whose transfer came to nothing gives way at any pace, for WASTE_MEMORY_MS', () => {
+  it('slot time wasted or still open counts against an account: from a minute of it, it gives way', () => {
     vi.useFakeTimers();
     try {
       const transfers = new Transfers(3, 5);
       const cut: string[] = [];
       const watch = atPace(cut);
+      // Account 1 sent a file that was no video: 5 s of slot time wasted, an honest mistake's worth.
+      const mistake = transfers.tryEnter({ accountId: 1, address: '127.0.0.51' });
+      vi.advanceTimersByTime(5000);
+      mistake?.settle('wasted');
+      mistake?.settle('job');
+      expect(transfers.unbacked(1)).toBe(5000);
       transfers.tryEnter({ accountId: 1, address: '127.0.0.51' })?.watch(watch('junk'));
-      transfers.tryEnter({ accountId: 2, address: '127.0.0.52' })?.watch(watch('honest-a'));
-      transfers.tryEnter({ accountId: 6, address: '127.0.0.53' })?.watch(watch('honest-b'));
-      // Every slot taken, at pace, one each, nothing free: a paying newcomer is refused.
+      transfers.tryEnter({ accountId: 2, address: '127.0.0.52' })?.watch(watch('fresh-a'));
+      transfers.tryEnter({ accountId: 6, address: '127.0.0.53' })?.watch(watch('fresh-b'));
+      // Every slot taken, at pace, one each, nothing free: a paying newcomer is refused...
       expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeUndefined();
-      // Account 1's transfers came to nothing: a few seconds of slot time is an honest mistake...
-      transfers.wasted(1, 5000);
+      vi.advanceTimersByTime(WASTE_MARK_MS - 5001);
       expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeUndefined();
-      // ...a minute of it, in however many transfers, marks it: its transfer gives way.
-      transfers.wasted(1, WASTE_MARK_MS - 5000);
-      expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeDefined();
+      // ...until an account's wasted and open slot time add up to a minute: its transfer gives way.
+      vi.advanceTimersByTime(1);
+      transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })?.watch(watch('newcomer'));
       expect(cut).toEqual(['junk preempted']);
-      // Never an honest account's.
+      // Open time alone marks a fresh account (the tenth review's R1: a junk transfer cannot be
+      // told from a real one until it ends); of two as far over, the youngest gives way.
       expect(transfers.tryEnter({ accountId: 4, address: '127.0.0.55' })).toBeUndefined();
-      // The mark fades: after WASTE_MEMORY_MS account 1's transfers keep their slots again.
-      const fresh = new Transfers(1, 5);
-      fresh.wasted(1, WASTE_MARK_MS);
+      vi.advanceTimersByTime(5000);
+      expect(transfers.tryEnter({ accountId: 4, address: '127.0.0.55' })).toBeDefined();
+      expect(cut).toEqual(['junk preempted', 'fresh-b preempted']);
+      // A transfer taken over counts as wasted: account 1 comes back over the mark, so it takes no
+      // slot from anyone, and its own gives way to the next newcomer at once.
+      expect(transfers.unbacked(1)).toBe(WASTE_MARK_MS);
+      expect(transfers.unbacked(6)).toBe(WASTE_MARK_MS);
+      expect(transfers.tryEnter({ accountId: 1, address: '127.0.0.56' })).toBeUndefined();
+      expect(transfers.tryEnter({ accountId: 6, address: '127.0.0.57' })).toBeUndefined();
+      expect(cut).toEqual(['junk preempted', 'fresh-b preempted']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('slot time that became jobs backs an account; the counts fade after WASTE_MEMORY_MS', () => {
+    vi.useFakeTimers();
+    try {
+      const transfers = new Transfers(1, 5);
+      const cut: string[] = [];
+      const watch = atPace(cut);
+      // Account 1's long real upload went through: three minutes of slot time backed by a job.
+      const real = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
+      vi.advanceTimersByTime(3 * WASTE_MARK_MS);
+      real?.settle('job');
+      // A dropped upload of two minutes (the tenth review's R2), then a long one: it keeps its slot.
+      const dropped = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
+      vi.advanceTimersByTime(2 * WASTE_MARK_MS);
+      dropped?.settle('wasted');
+      transfers.tryEnter({ accountId: 1, address: '127.0.0.61' })?.watch(watch('backed'));
+      vi.advanceTimersByTime(WASTE_MARK_MS + 1000);
+      expect(transfers.unbacked(1)).toBe(1000);
+      expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.62' })).toBeUndefined();
+      // Past the hour the job no longer backs it, nor does the waste count: its open time does.
       vi.advanceTimersByTime(WASTE_MEMORY_MS);
-      fresh.tryEnter({ accountId: 1, address: '127.0.0.57' })?.watch(watch('late'));
-      expect(fresh.tryEnter({ accountId: 3, address: '127.0.0.58' })).toBeUndefined();
-      expect(cut).toEqual(['junk preempted']);
+      expect(transfers.unbacked(1)).toBe(WASTE_MEMORY_MS + WASTE_MARK_MS + 1000);
+      expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.62' })).toBeDefined();
+      expect(cut).toEqual(['backed preempted']);
+      vi.advanceTimersByTime(WASTE_MEMORY_MS);
+      expect(transfers.unbacked(1)).toBe(0);
     } finally {
       vi.useRealTimers();
     }

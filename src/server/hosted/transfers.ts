@@ -19,7 +19,8 @@
  * `429` meanwhile (the sixth review). A free newcomer may take over only a free transfer behind; a
  * paying newcomer takes a free transfer's slot whatever its pace (`preempt`: its caller is told the
  * service is busy, and an anonymous fetch gets its job back, as nothing was its fault), and a paying
- * transfer's only when no free transfer is left and that one is behind.
+ * transfer's only when no free transfer is left: one behind, one of an account holding several, or
+ * one of an account whose slot time is not backed by jobs (`unbacked`).
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
 import { type StallWatch, TEST_TIME_SCALE } from './stall.js';
@@ -42,8 +43,13 @@ export interface TransferSlot {
    * stall cut does.
    */
   watch(watch: StallWatch): void;
-  /** How long the slot was held: from its taking to its release (or to now, while held). */
-  heldMs(): number;
+  /**
+   * How the transfer ended, for its paying account's standing (see `Transfers.unbacked`): it became
+   * a `job`, or it was `wasted` (came to nothing by its sender's doing). Recorded once, with the slot
+   * time held; a transfer taken over by a newcomer is recorded as wasted by the takeover itself.
+   * Free and accountless slots record nothing.
+   */
+  settle(outcome: 'job' | 'wasted'): void;
 }
 
 interface Held {
@@ -51,33 +57,43 @@ interface Held {
   watch?: StallWatch;
   free: boolean;
   accountId?: number;
+  /** Slot time so far: from its taking to its release, or to now while held. */
+  heldMs(): number;
+  settle(outcome: 'job' | 'wasted'): void;
 }
 
 /**
- * An account's transfers that came to nothing (see `wasted`) are counted by the slot time they held:
- * once they add up to WASTE_MARK_MS within WASTE_MEMORY_MS, the account is marked for WASTE_MEMORY_MS
- * from then. An honest mistake (one bad file sent at a normal pace) holds a slot for seconds and
- * marks nothing (the ninth review: one bad file marked an honest account for an hour); a sender
- * holding a slot with junk marks itself within a minute, however it ends each transfer. Scaled
- * by the test clock like the stall rule's figures.
+ * A paying account's standing is its unbacked slot time within the last WASTE_MEMORY_MS: the slot
+ * time of its transfers that came to nothing (`wasted`), and of the ones still open, less the slot
+ * time of its transfers that became jobs. From WASTE_MARK_MS of it, the account's transfers give way
+ * to a paying newcomer under the mark when every slot is taken, whatever their pace.
+ * - Open time counts as it passes: a junk transfer cannot be told from a slow real one until it
+ *   ends, and counted only at its end, each fresh account held a slot with junk for the whole upload
+ *   deadline (900 s) before its first mark: eight of them denied every slot for about $24 of credit
+ *   packs, never spent (the tenth review).
+ * - Jobs back it: a customer whose real uploads went through in the hour keeps its slot through a
+ *   long upload or after a dropped connection (the tenth review: one dropped upload marked an honest
+ *   account for an hour). An attacker backs junk only by paying for as much real work.
+ * - One bad file sent at a normal pace holds a slot for seconds and marks nothing (the ninth review).
+ * Scaled by the test clock like the stall rule's figures.
  */
 export const WASTE_MARK_MS = 60_000 * TEST_TIME_SCALE;
 export const WASTE_MEMORY_MS = 60 * 60 * 1000;
+/** Entries within this long of an account's last one are added to it: at most ~60 an account. */
+const LEDGER_BUCKET_MS = WASTE_MEMORY_MS / 60;
 
-interface Waste {
-  /** When this count began; counts older than WASTE_MEMORY_MS start again. */
-  since: number;
-  heldMs: number;
-  /** When the count reached WASTE_MARK_MS, if it did. */
-  markedAt?: number;
+/** Settled slot time, from `at` on: wasted adds, a job takes away. */
+interface Entry {
+  at: number;
+  ms: number;
 }
 
 export class Transfers {
   private readonly held = new Set<Held>();
   private readonly perClient = new Map<string, number>();
   private freeHeld = 0;
-  /** Accounts whose transfers came to nothing lately (see `wasted`). */
-  private readonly waste = new Map<number, Waste>();
+  /** Paying accounts' settled slot time within WASTE_MEMORY_MS (see `unbacked`). */
+  private readonly ledger = new Map<number, Entry[]>();
 
   constructor(
     private readonly max: number,
@@ -100,6 +116,7 @@ export class Transfers {
     for (const key of keys) this.perClient.set(key, (this.perClient.get(key) ?? 0) + 1);
     if (free) this.freeHeld++;
     let released: number | undefined;
+    let settled = false;
     const takenAt = Date.now();
     const slot: Held = {
       free,
@@ -115,6 +132,14 @@ export class Transfers {
           else this.perClient.delete(key);
         }
       },
+      heldMs: () => (released ?? Date.now()) - takenAt,
+      settle: (outcome) => {
+        if (settled || free || client.accountId === undefined) return;
+        settled = true;
+        slot.release();
+        const ms = slot.heldMs();
+        this.record(client.accountId, outcome === 'wasted' ? ms : -ms);
+      },
     };
     this.held.add(slot);
     return {
@@ -122,7 +147,7 @@ export class Transfers {
       watch: (watch) => {
         slot.watch = watch;
       },
-      heldMs: () => (released ?? Date.now()) - takenAt,
+      settle: slot.settle,
     };
   }
 
@@ -135,7 +160,8 @@ export class Transfers {
    * paying transfer furthest behind (a paying upload below the bar was cut while free transfers at
    * pace kept their slots: the eighth review), else, for a payer holding no slot, the youngest of an
    * account holding several (one cheap account held two slots of two, and four held all eight: the
-   * eighth review), else the youngest of an account that wasted one lately (`wasted`).
+   * eighth review), else, for a payer under the mark, the youngest of the account with the most
+   * unbacked slot time, from WASTE_MARK_MS of it (`unbacked`).
    */
   private overtakeFurthestBehind(newcomer: TransferClient): boolean {
     const slots = [...this.held];
@@ -151,43 +177,61 @@ export class Transfers {
     // A share each: a payer holding no slot takes one from an account holding several.
     const held = (accountId: number) => paying.filter((slot) => slot.accountId === accountId).length;
     const payer = newcomer.accountId;
+    if (payer === undefined) return false;
     const crowding =
-      payer !== undefined && held(payer) === 0
+      held(payer) === 0
         ? paying.find((slot) => slot.watch && slot.accountId !== undefined && held(slot.accountId) > 1)
         : undefined;
-    const victim = crowding ?? paying.find((slot) => slot.watch && this.isWasteful(slot.accountId));
+    if (crowding) return this.cut(crowding, 'preempt');
+    // Then the youngest transfer of the account with the most unbacked slot time, from a minute of
+    // it; never for a newcomer that is itself over the mark.
+    if (this.unbacked(payer) >= WASTE_MARK_MS) return false;
+    let victim: Held | undefined;
+    let most = WASTE_MARK_MS - 1;
+    for (const slot of paying) {
+      const unbacked = slot.watch && slot.accountId !== undefined ? this.unbacked(slot.accountId) : 0;
+      if (unbacked > most) {
+        most = unbacked;
+        victim = slot;
+      }
+    }
     return victim !== undefined && this.cut(victim, 'preempt');
   }
 
   private cut(victim: Held, how: 'overtake' | 'preempt'): true {
     // The slot is given back now, whatever the cut's own cleanup takes (it releases again: idempotent).
     victim.release();
+    // Its time counts against its own account: a paying sender cut so gets nothing to show for it,
+    // and one coming straight back starts over the mark, not afresh.
+    victim.settle('wasted');
     victim.watch?.[how]();
     return true;
   }
 
   /**
-   * A paying account's transfer came to nothing by its own doing, after holding its slot `heldMs`:
-   * the file unreadable or too long, the body too large, malformed, stalled, past its deadline or
-   * abandoned, a fetch cut, broken off or left by its caller. Once such slot time adds up to
-   * WASTE_MARK_MS, the account's transfers give way to a paying newcomer when every slot is taken,
-   * whatever their pace, for WASTE_MEMORY_MS: nothing is charged for such a transfer, so without
-   * this a few cheap accounts sending junk just above the takeover bar held every slot for as long
-   * as they liked (the eighth and ninth reviews).
+   * The account's unbacked slot time (see WASTE_MARK_MS): its wasted slot time within the last
+   * WASTE_MEMORY_MS, and its open transfers', less its jobs'.
    */
-  wasted(accountId: number, heldMs: number): void {
-    const now = Date.now();
-    for (const [id, w] of this.waste)
-      if (now - (w.markedAt ?? w.since) >= WASTE_MEMORY_MS) this.waste.delete(id);
-    const w = this.waste.get(accountId) ?? { since: now, heldMs: 0 };
-    w.heldMs += heldMs;
-    if (w.markedAt === undefined && w.heldMs >= WASTE_MARK_MS) w.markedAt = now;
-    this.waste.set(accountId, w);
+  unbacked(accountId: number): number {
+    const since = Date.now() - WASTE_MEMORY_MS;
+    const entries = (this.ledger.get(accountId) ?? []).filter((entry) => entry.at > since);
+    let ms = entries.reduce((sum, entry) => sum + entry.ms, 0);
+    for (const slot of this.held) if (slot.accountId === accountId && !slot.free) ms += slot.heldMs();
+    return ms;
   }
 
-  private isWasteful(accountId: number | undefined): boolean {
-    const at = accountId === undefined ? undefined : this.waste.get(accountId)?.markedAt;
-    return at !== undefined && Date.now() - at < WASTE_MEMORY_MS;
+  private record(accountId: number, ms: number): void {
+    const now = Date.now();
+    for (const [id, entries] of this.ledger) {
+      const kept = entries.filter((entry) => now - entry.at < WASTE_MEMORY_MS);
+      if (kept.length > 0) this.ledger.set(id, kept);
+      else this.ledger.delete(id);
+    }
+    const entries = this.ledger.get(accountId) ?? [];
+    const last = entries.at(-1);
+    if (last && now - last.at < LEDGER_BUCKET_MS) last.ms += ms;
+    else entries.push({ at: now, ms });
+    this.ledger.set(accountId, entries);
   }
 
   get size(): number {

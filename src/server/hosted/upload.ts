@@ -35,10 +35,9 @@ declare module 'fastify' {
     freeActor?: boolean;
     /** This request's transfer slot, while its body is received. */
     transferSlot?: TransferSlot;
-    /** Its body has begun to be received (`receive`), has all arrived, was cut for a newcomer. */
+    /** Its body has begun to be received (`receive`), has all arrived. */
     transferStarted?: boolean;
     transferDone?: boolean;
-    transferTakenOver?: boolean;
   }
 }
 
@@ -118,14 +117,15 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     }
     request.transferSlot = slot;
     request.releaseTransfer = slot.release;
-    // A paying upload that came to nothing by its sender's doing (transfers.ts `wasted`): its body
-    // begun and then abandoned, cut by the stall rule or its deadline, too large, or a file that is no
-    // video (told when the connection ends: an abandoned one is never answered).
+    // The paying account's standing (transfers.ts `unbacked`), told when the connection ends (an
+    // abandoned upload is never answered): a job backs its slot time; a body begun and then
+    // abandoned, cut by the stall rule or its deadline, too large, or a file that is no video wasted it.
     if (!ticket.free)
       reply.raw.once('close', () => {
-        if (!request.transferStarted || request.transferTakenOver) return;
-        if (!request.transferDone || SENDERS_FAULT.has(reply.raw.statusCode))
-          transfers.wasted(accountId, slot.heldMs());
+        if (!request.transferStarted) return;
+        const status = reply.raw.statusCode;
+        if (request.transferDone && status === 200) slot.settle('job');
+        else if (!request.transferDone || SENDERS_FAULT.has(status)) slot.settle('wasted');
       });
   };
 
@@ -180,7 +180,6 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       config.stallS * 1000,
       () => socket?.bytesRead ?? 0,
       (why) => {
-        if (why === 'preempted' || why === 'overtaken') request.transferTakenOver = true;
         if (why === 'preempted') {
           // Its slot went to a paying newcomer (transfers.ts): busy, safe to retry.
           log.info({}, 'upload gave its transfer slot to a paying one: cut');

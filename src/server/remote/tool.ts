@@ -145,11 +145,11 @@ export async function callRemoteTool(
   let counter: AnonymousCounter | undefined;
   let taken: (TakenJob & { remaining: number }) | undefined;
   // The caller left mid-fetch (or before its job): nobody reads an answer and no job runs. The slot
-  // time counts as a transfer that came to nothing, and an anonymous job is not given back (the
-  // ninth review: a client that left held its slot to the fetch's end, for free).
+  // time was wasted (transfers.ts `unbacked`), and an anonymous job is not given back (the ninth
+  // review: a client that left held its slot to the fetch's end, for free).
   const callerGone = () => {
     log.info({ jobId: shortJobId(jobId) }, 'the caller went away: fetch stopped, no job');
-    if (caller.account) deps.transfers.wasted(caller.account.id, slot.heldMs());
+    slot.settle('wasted');
     return toolError(hostedErrors.busy(), 'remote');
   };
   try {
@@ -184,9 +184,8 @@ export async function callRemoteTool(
         // long as those allow, so it counts as a job of the anonymous lane (DESIGN §5a), or slow
         // fetches would be free.
         if (taken && !FETCH_CUT.has(error.reason)) await deps.anonymous.giveBack(taken);
-        // A keyed fetch that held its slot and came to nothing (transfers.ts `wasted`).
-        if (caller.account && FETCH_CUT.has(error.reason))
-          deps.transfers.wasted(caller.account.id, slot.heldMs());
+        // A keyed fetch that held its slot and came to nothing (transfers.ts `unbacked`).
+        if (FETCH_CUT.has(error.reason)) slot.settle('wasted');
         // A free fetch that gave its slot to a paying one (transfers.ts) was not refused: retry.
         if (error.reason === 'preempted') return toolError(hostedErrors.busy(), 'remote');
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
@@ -217,6 +216,8 @@ export async function callRemoteTool(
       gone: caller.gone,
       log: { info: log.info.bind(log), warn: log.warn.bind(log), error: log.error.bind(log) },
     });
+    // The fetch became a job: it backs its account's slot time (transfers.ts `unbacked`).
+    slot.settle('job');
     const first = await deps.storage.get(jobId, sheetName(1));
     if (!first) throw new Error('the first sheet is missing from storage');
     const inline = await fitJpeg(await readAll(first), { budgetBytes: INLINE_BUDGET_BYTES });
@@ -242,9 +243,8 @@ export async function callRemoteTool(
     };
   } catch (error) {
     const known = asVidsheetError(error);
-    // A keyed fetch of a file that is no video it can be (transfers.ts `wasted`).
-    if (caller.account && (known.code === 'unreadable_video' || known.code === 'too_long'))
-      deps.transfers.wasted(caller.account.id, slot.heldMs());
+    // A keyed fetch of a file that is no video it can be (transfers.ts `unbacked`).
+    if (known.code === 'unreadable_video' || known.code === 'too_long') slot.settle('wasted');
     // The service failed the job, or made it yield to a paying one (`busy`, jobs.ts): an anonymous
     // caller gets the job back, as a keyed one gets credits; but not a job the deadline killed
     // (`diedPastDeadline`), as a stall-cut fetch is not.
