@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 // The built worker: its child process runs the built child.js.
 import { JobWorker } from '../../dist/server/hosted/worker/worker.js';
 
-const log = { info() {}, error() {} };
+const log = { info() {}, warn() {}, error() {} };
 let worker: JobWorker | undefined;
 afterEach(async () => {
   await worker?.close();

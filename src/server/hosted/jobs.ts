@@ -138,7 +138,7 @@ export class HostedJobs {
         request.log.info({}, 'the caller left before its turn: job not run');
         throw hostedErrors.busy();
       }
-      return this.withDeadline(request, (rendered) => this.runNow(request, rendered));
+      return this.withDeadline(request, (rendered, yielding) => this.runNow(request, rendered, yielding));
     });
   }
 
@@ -151,7 +151,7 @@ export class HostedJobs {
    */
   private async withDeadline<T>(
     request: { log?: JobLog; free?: boolean },
-    work: (done: () => void) => Promise<T>,
+    work: (done: () => void, yielding: () => boolean) => Promise<T>,
   ): Promise<T> {
     const { config, worker } = this.deps;
     const { log } = request;
@@ -171,7 +171,7 @@ export class HostedJobs {
             if (!this.turns.payingWaits || Date.now() - started < yieldMs) return;
             yielded = true;
             log?.warn({}, 'a free job yields the worker to a paying one: killing its worker');
-            worker.kill('a paying job waits');
+            worker.kill('a paying job waits', { planned: true });
           },
           Math.min(1000, yieldMs / 4),
         )
@@ -181,7 +181,7 @@ export class HostedJobs {
       clearInterval(yieldCheck);
     };
     try {
-      return await work(stop);
+      return await work(stop, () => yielded);
     } catch (error) {
       // Refunded (runNow) or never charged; the caller may retry.
       if (yielded) throw hostedErrors.busy();
@@ -252,7 +252,12 @@ export class HostedJobs {
     );
   }
 
-  private async runNow(request: HostedJobRequest, rendered: () => void): Promise<HostedJobResult> {
+  /** `yielding`: the job is being stopped for a paying one (withDeadline): a failure is expected. */
+  private async runNow(
+    request: HostedJobRequest,
+    rendered: () => void,
+    yielding: () => boolean,
+  ): Promise<HostedJobResult> {
     const { config, ledger, storage } = this.deps;
     const { jobId, log } = request;
     const job = await this.prepare(request).catch((error: unknown) => {
@@ -311,10 +316,13 @@ export class HostedJobs {
         return false;
       });
       await storage.remove(jobId).catch(() => {});
-      log.error(
-        { refunded, err: error, detail: error instanceof VidsheetError ? error.detail : undefined },
-        'job failed after it was charged or recorded',
-      );
+      const fields = {
+        refunded,
+        err: error,
+        detail: error instanceof VidsheetError ? error.detail : undefined,
+      };
+      if (yielding()) log.warn({ refunded }, 'a free job gave the worker to a paying one: stopped');
+      else log.error(fields, 'job failed after it was charged or recorded');
       throw hostedErrors.processingFailed(refunded, error);
     }
   }

@@ -30,6 +30,7 @@ import type { FromWorker, ToWorker, WorkerJobOptions } from './protocol.js';
 
 export interface WorkerLog {
   info(object: object, message: string): void;
+  warn(object: object, message: string): void;
   error(object: object, message: string): void;
 }
 
@@ -58,6 +59,7 @@ export class JobWorker {
   private readonly pending = new Map<string, Pending>();
   private sequence = 0;
   private closing = false;
+  private readonly planned = new WeakSet<ChildProcess>();
 
   /** `memoryMb`: the worker's (and each of its children's) memory limit, MB; omitted: none. */
   constructor(
@@ -103,12 +105,20 @@ export class JobWorker {
    * the job in flight fails as a worker death does (its caller refunds it), and the next call
    * starts a new worker without waiting for this one's exit to be reported.
    */
-  kill(why: string): void {
+  kill(why: string, options: { planned?: boolean } = {}): void {
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     this.child = undefined;
-    this.log.error({ workerPid: child.pid, why }, 'killing the job worker');
+    // A planned kill (a free job yielding to a paying one) is operation, not a fault: no error line
+    // an operator would be paged for (the tenth review).
+    if (options.planned) this.planned.add(child);
+    this.levelFor(child)({ workerPid: child.pid, why }, 'killing the job worker');
     killGroup(child);
+  }
+
+  /** The log level for a worker's end: a warning when it was planned, else an error. */
+  private levelFor(child: ChildProcess): WorkerLog['error'] {
+    return this.planned.has(child) ? this.log.warn.bind(this.log) : this.log.error.bind(this.log);
   }
 
   /** Stops the worker: the job in flight, if any, fails as a worker death does. */
@@ -177,7 +187,7 @@ export class JobWorker {
     child.on('exit', (code, signal) => {
       if (this.child === child) this.child = undefined;
       killGroup(child);
-      if (!this.closing) this.log.error({ workerPid: child.pid, code, signal }, 'job worker exited');
+      if (!this.closing) this.levelFor(child)({ workerPid: child.pid, code, signal }, 'job worker exited');
       const error = runtimeErrors.processingFailed(`the job worker exited (${signal ?? `code ${code}`})`);
       for (const [id, waiter] of this.pending) {
         if (waiter.child !== child) continue;
