@@ -152,30 +152,37 @@ function decodedFrames(data, cells, { nonref = false } = {}) {
   return [...set].sort((a, b) => a - b);
 }
 
-/** Today's packet score per gap (src/core/zoom.ts's keyframe + bitrate parts, every packet listed). */
+/**
+ * Today's packet score per gap (src/core/zoom.ts's keyframe, departure and bitrate parts, every
+ * packet listed).
+ */
 function todayScores(data, cells) {
   const spans = [[-1, 1e9]];
-  const unexplained = new Set(unexplainedKeyframes(data.packets, spans) ?? []);
+  const found = unexplainedKeyframes(data.packets, spans);
+  const unexplained = new Set(found?.times ?? []);
+  const departures = new Set(found?.departures ?? []);
   const pos = cells.map((c) => data.decodeIndex[c]);
   const gaps = [];
   for (let k = 1; k < cells.length; k++) {
     let peak = 0;
     let total = 0;
     let keyframe = false;
+    let departure = false;
     for (let i = pos[k - 1] + 1; i <= pos[k]; i++) {
       const p = data.packets[i];
       if (p.key && unexplained.has(p.time)) keyframe = true;
+      if (p.key && departures.has(p.time)) departure = true;
       if (p.key && !unexplained.has(p.time)) continue;
       peak = Math.max(peak, p.size);
       total += p.size;
     }
     const seconds = Math.max(1e-3, (cells[k] - cells[k - 1]) / REAL_FPS);
-    gaps.push({ peak, rate: total / seconds, keyframe });
+    gaps.push({ peak, rate: total / seconds, keyframe, departure });
   }
   const bp = median(gaps.map((g) => g.peak));
   const br = median(gaps.map((g) => g.rate));
   return gaps.map((g) => {
-    let quiet = g.keyframe ? 0.5 : 1;
+    let quiet = g.departure ? 0.1 : g.keyframe ? 0.5 : 1;
     const ratio = Math.max(g.peak / bp, g.rate / br);
     if (ratio >= 2.5) quiet *= 1 - Math.min(1, Math.log(ratio) / Math.log(16));
     return 1 - quiet;

@@ -58,6 +58,17 @@ const AUDIO_JUMP = 0.25;
  * apart for keyint 250), and encoders rarely run more than 8 B-frames.
  */
 const INTERVAL_SLACK = 8;
+/**
+ * A short departure (DESIGN §10 ranks it above an ordinary cut): two unexplained keyframes at most
+ * this many pictures apart, the encoder cutting away and straight back (a flash, a moment of
+ * something else). Without B-frames x264 puts a keyframe on both sides of a one-frame white flash;
+ * on the real-footage haystacks (bench/hunt/real-haystack.mjs) that gap ranked 18th of 179 on its
+ * keyframe and bytes, level with the footage's own cuts, which come seconds apart. Half a second
+ * at 25 fps.
+ */
+const DEPARTURE_PICTURES = 12;
+/** A departure's part of a score, in place of KEYFRAME_WEIGHT: above any ordinary cut's. */
+const DEPARTURE_WEIGHT = 0.9;
 
 export interface ZoomHint {
   start: string;
@@ -181,10 +192,20 @@ function spansOf(log: PacketLog): Array<[number, number]> {
   return merged;
 }
 
-/** Consecutive keyframes: the later one's time and how far it follows the earlier (packets or frames). */
+/**
+ * Consecutive keyframes: the later one's time, the earlier one's, and how far apart they are
+ * (packets or frames).
+ */
 interface Interval {
   time: number;
+  from: number;
   length: number;
+}
+
+/** Unexplained keyframes (their times), and those of them that make a short departure. */
+interface Unexplained {
+  times: number[];
+  departures: number[];
 }
 
 /**
@@ -196,9 +217,9 @@ interface Interval {
  * shows by its bytes alone. An intra-only codec (every picture a keyframe) has none. Returns the
  * unexplained keyframes' times, or null when the cadence is unknown.
  */
-function unexplainedOf(intervals: Interval[]): number[] | null {
+function unexplainedOf(intervals: Interval[]): Unexplained | null {
   if (intervals.length === 0) return null;
-  if (intervals.every((v) => v.length === 1)) return [];
+  if (intervals.every((v) => v.length === 1)) return { times: [], departures: [] };
   const counts = new Map<number, number>();
   for (const { length } of intervals) {
     let matches = 0;
@@ -211,22 +232,29 @@ function unexplainedOf(intervals: Interval[]): number[] | null {
   // when these counted as cuts (and only the engine that had read the whole stream gave them).
   if (!recurring.length) return null;
   const regular = Math.max(...recurring);
-  return intervals.filter((v) => v.length < regular - INTERVAL_SLACK).map((v) => v.time);
+  const short = intervals.filter((v) => v.length < regular - INTERVAL_SLACK);
+  const times = short.map((v) => v.time);
+  // Away and straight back: both keyframes of a short interval that follows an unexplained one.
+  const departures = short
+    .filter((v) => v.length <= DEPARTURE_PICTURES && times.includes(v.from))
+    .flatMap((v) => [v.from, v.time]);
+  return { times, departures };
 }
 
 /**
  * Unexplained keyframes among the listed packets: intervals counted in packets (decode order),
  * only between keyframes listed in the same span.
  */
-export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): number[] | null {
+export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): Unexplained | null {
   const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
   const intervals: Interval[] = [];
-  let prev: { index: number; span: number } | null = null;
+  let prev: { index: number; span: number; time: number } | null = null;
   for (const [i, p] of packets.entries()) {
     if (!p.key) continue;
     const span = inSpan(p.time);
-    if (prev && span >= 0 && prev.span === span) intervals.push({ time: p.time, length: i - prev.index });
-    prev = span >= 0 ? { index: i, span } : null;
+    if (prev && span >= 0 && prev.span === span)
+      intervals.push({ time: p.time, from: prev.time, length: i - prev.index });
+    prev = span >= 0 ? { index: i, span, time: p.time } : null;
   }
   return unexplainedOf(intervals);
 }
@@ -235,11 +263,12 @@ export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, nu
  * Unexplained keyframes of a keyframe-only index (ascending, distinct times): intervals counted in
  * frames, the seconds between two keyframes over the stream's frame step (null when unknown).
  */
-export function unexplainedIndexKeys(times: number[], step: number | null): number[] | null {
+export function unexplainedIndexKeys(times: number[], step: number | null): Unexplained | null {
   if (step === null) return null;
-  const intervals = times
-    .slice(1)
-    .map((t, i) => ({ time: t, length: Math.round((t - (times[i] as number)) / step) }));
+  const intervals = times.slice(1).map((t, i) => {
+    const from = times[i] as number;
+    return { time: t, from, length: Math.round((t - from) / step) };
+  });
   return unexplainedOf(intervals);
 }
 
@@ -263,6 +292,8 @@ interface GapBytes {
   peak: number;
   rate: number;
   keyframe: boolean;
+  /** One of its unexplained keyframes makes a short departure (DEPARTURE_PICTURES). */
+  departure: boolean;
   /** Its packets were not measured (only the index's keyframe signal holds). */
   unmeasured?: boolean;
 }
@@ -293,7 +324,8 @@ export function zoomHints(input: {
   const found = indexed
     ? unexplainedIndexKeys(indexKeys, frameStep(packets, spans))
     : unexplainedKeyframes(packets, spans);
-  const unexplained = new Set(found ?? []);
+  const unexplained = new Set(found?.times ?? []);
+  const departures = new Set(found?.departures ?? []);
   // A keyframe the cadence explains is big by design: it says nothing of the picture. Where the
   // cadence is unknown, a keyframe's bytes count like any packet's (a VFR screen recording's few
   // keyframes are its changes).
@@ -303,7 +335,7 @@ export function zoomHints(input: {
     indexKeys.reduce((best, k) => (Math.abs(k - t) < Math.abs(best - t) ? k : best), Number.NaN);
   const regularKey = (p: Packet) =>
     found !== null && p.key && !unexplained.has(indexed ? nearestIndexKey(p.time) : p.time);
-  const keyframeIn = (g: Gap) => (found ?? []).some((t) => t > g.from && t <= g.to);
+  const keyframeIn = (g: Gap, of = unexplained) => [...of].some((t) => t > g.from && t <= g.to);
 
   // With a keyframe-only index, a gap is measured only within one keyframe interval (no index
   // keyframe in it): the native engine reads from the keyframe before each cell to the cell, so
@@ -313,18 +345,23 @@ export function zoomHints(input: {
     spans.some(([a, b]) => a <= g.from && b >= g.to) &&
     !(indexed && indexKeys.some((t) => t > g.from && t <= g.to));
   const bytes: Array<GapBytes | null> = gaps.map((g) => {
+    const departure = indexed && keyframeIn(g, departures);
     if (!covered(g))
-      return indexed && keyframeIn(g) ? { peak: 0, rate: 0, keyframe: true, unmeasured: true } : null;
+      return indexed && keyframeIn(g)
+        ? { peak: 0, rate: 0, keyframe: true, departure, unmeasured: true }
+        : null;
     let peak = 0;
     let total = 0;
     let keyframe = indexed && keyframeIn(g);
+    let away = departure;
     for (const p of packetsBetween(packets, g.from, g.to)) {
       if (!indexed && unexplained.has(p.time)) keyframe = true;
+      if (!indexed && departures.has(p.time)) away = true;
       if (regularKey(p)) continue;
       peak = Math.max(peak, p.size);
       total += p.size;
     }
-    return { peak, rate: total / (g.to - g.from), keyframe };
+    return { peak, rate: total / (g.to - g.from), keyframe, departure: away };
   });
   const measured = bytes.filter((b): b is GapBytes => b !== null && !b.unmeasured);
   const basePeak = median(measured.map((b) => b.peak));
@@ -344,7 +381,7 @@ export function zoomHints(input: {
     const b = bytes[i];
     if (b?.keyframe) {
       signals.push('keyframe');
-      quiet *= 1 - KEYFRAME_WEIGHT;
+      quiet *= 1 - (b.departure ? DEPARTURE_WEIGHT : KEYFRAME_WEIGHT);
     }
     if (b && !b.unmeasured && basePeak > 0 && baseRate > 0) {
       const ratio = Math.max(b.peak / basePeak, b.rate / baseRate);
