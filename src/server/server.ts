@@ -111,9 +111,16 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   await sessions.cache.clear();
   const worker = new JobWorker(log, config.workerMemoryMb);
   worker.start();
-  const jobs = new HostedJobs({ config, ledger, storage, worker });
   const admission = new Admission(1 + config.queueLength);
   const transfers = new Transfers(config.maxTransfers, config.transfersPerClient);
+  // Credits charged back their account's slot time (transfers.ts `unbacked`).
+  const jobs = new HostedJobs({
+    config,
+    ledger,
+    storage,
+    worker,
+    onCharged: (accountId, credits) => transfers.charged(accountId, credits),
+  });
   const freeActors = new FreeActors((accountId) => ledger.credits.livesOnAllowance(accountId));
   const anonymous = new AnonymousLane(db, {
     daily: config.anonDaily,

@@ -71,6 +71,59 @@ describe('a prepared job that will not render', () => {
   });
 });
 
+describe("credits back the account's transfers (transfers.ts `unbacked`)", () => {
+  /** A job of one 4x4 sheet (2 credits) whose render succeeds or fails; what `onCharged` heard. */
+  function charging(renders: boolean) {
+    const heard: Array<[number, number]> = [];
+    const worker = {
+      prepare: async () => ({
+        sheets: 1,
+        durationMs: 1000,
+        probe: {},
+        render: async () => {
+          if (!renders) throw new VidsheetError('processing_failed', 'the render failed');
+          return { files: [], warnings: [] };
+        },
+        discard: () => {},
+      }),
+      kill: () => {},
+    } as unknown as JobWorker;
+    const jobs = new HostedJobs({
+      config: {
+        jobTimeoutS: 60,
+        sheetTtlS: 60,
+        maxSheets: 5,
+        baseUrl: 'http://127.0.0.1',
+      } as unknown as ServerConfig,
+      ledger: {
+        credits: {
+          charge: async () => ({ ok: true, balance: 8, allowance: 0 }),
+          refund: async () => true,
+        },
+        jobs: { finishJob: async () => {} },
+      } as unknown as Ledger,
+      storage: { put: async () => {}, remove: async () => {} } as unknown as SheetStorage,
+      worker,
+      onCharged: (accountId, credits) => heard.push([accountId, credits]),
+    });
+    return { jobs, heard };
+  }
+
+  it('a job that went through backs its account by what it was charged', async () => {
+    const { jobs, heard } = charging(true);
+    await expect(jobs.run(request({ accountId: 7 }))).resolves.toMatchObject({ creditsCharged: 2 });
+    expect(heard).toEqual([[7, 2]]);
+  });
+
+  it('a job refunded backs nothing', async () => {
+    const failed = charging(false);
+    await expect(failed.jobs.run(request({ accountId: 7 }))).rejects.toMatchObject({
+      code: 'processing_failed',
+    });
+    expect(failed.heard).toEqual([]);
+  });
+});
+
 describe('turns through the one worker (DESIGN §5a, the eighth review)', () => {
   /** A worker whose `prepare` waits until the test ends it (or `kill` does), recording the order. */
   function gatedWorker() {

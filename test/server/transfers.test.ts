@@ -14,7 +14,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BEHIND_RULE, behindBy, STALL_RULE, watchTransfer } from '../../src/server/hosted/stall.js';
-import { Transfers, WASTE_MARK_MS, WASTE_MEMORY_MS } from '../../src/server/hosted/transfers.js';
+import { STANDING_MEMORY_MS, Transfers, UNBACKED_MARK_MS } from '../../src/server/hosted/transfers.js';
 import { BACKENDS } from '../helpers/databases.js';
 import { plainClip } from '../helpers/fixtures.js';
 import {
@@ -302,26 +302,26 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     expect(cut).toEqual(['a-2 preempted']);
   });
 
-  it('slot time wasted or still open counts against an account: from a minute of it, it gives way', () => {
+  it("every transfer's slot time counts, open ones as they go: from a minute of it, an account gives way", () => {
     vi.useFakeTimers();
     try {
       const transfers = new Transfers(3, 5);
       const cut: string[] = [];
       const watch = atPace(cut);
-      // Account 1 sent a file that was no video: 5 s of slot time wasted, an honest mistake's worth.
+      // Account 1 sent a file that was no video: 5 s of slot time, an honest mistake's worth. How
+      // a transfer ends does not matter (the eleventh review: each end left out was a way in).
       const mistake = transfers.tryEnter({ accountId: 1, address: '127.0.0.51' });
       vi.advanceTimersByTime(5000);
-      mistake?.settle('wasted');
-      mistake?.settle('job');
+      mistake?.release();
       expect(transfers.unbacked(1)).toBe(5000);
       transfers.tryEnter({ accountId: 1, address: '127.0.0.51' })?.watch(watch('junk'));
       transfers.tryEnter({ accountId: 2, address: '127.0.0.52' })?.watch(watch('fresh-a'));
       transfers.tryEnter({ accountId: 6, address: '127.0.0.53' })?.watch(watch('fresh-b'));
       // Every slot taken, at pace, one each, nothing free: a paying newcomer is refused...
       expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeUndefined();
-      vi.advanceTimersByTime(WASTE_MARK_MS - 5001);
+      vi.advanceTimersByTime(UNBACKED_MARK_MS - 5001);
       expect(transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })).toBeUndefined();
-      // ...until an account's wasted and open slot time add up to a minute: its transfer gives way.
+      // ...until an account's slot time, ended and open, adds up to a minute: its transfer gives way.
       vi.advanceTimersByTime(1);
       transfers.tryEnter({ accountId: 3, address: '127.0.0.54' })?.watch(watch('newcomer'));
       expect(cut).toEqual(['junk preempted']);
@@ -331,42 +331,54 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
       vi.advanceTimersByTime(5000);
       expect(transfers.tryEnter({ accountId: 4, address: '127.0.0.55' })).toBeDefined();
       expect(cut).toEqual(['junk preempted', 'fresh-b preempted']);
-      // A transfer taken over counts as wasted: account 1 comes back over the mark, so it takes no
-      // slot from anyone, and its own gives way to the next newcomer at once.
-      expect(transfers.unbacked(1)).toBe(WASTE_MARK_MS);
-      expect(transfers.unbacked(6)).toBe(WASTE_MARK_MS);
+      // A transfer cut so still counted: accounts 1 and 6 come back as far over as they left.
+      expect(transfers.unbacked(1)).toBe(UNBACKED_MARK_MS);
+      expect(transfers.unbacked(6)).toBe(UNBACKED_MARK_MS);
+      // They take a slot only from an account further over than themselves (the eleventh review:
+      // a customer cut once was shut out for the hour while junk further over kept its slot).
       expect(transfers.tryEnter({ accountId: 1, address: '127.0.0.56' })).toBeUndefined();
-      expect(transfers.tryEnter({ accountId: 6, address: '127.0.0.57' })).toBeUndefined();
-      expect(cut).toEqual(['junk preempted', 'fresh-b preempted']);
+      vi.advanceTimersByTime(1000);
+      expect(transfers.unbacked(2)).toBe(UNBACKED_MARK_MS + 1000);
+      expect(transfers.tryEnter({ accountId: 6, address: '127.0.0.57' })).toBeDefined();
+      expect(cut).toEqual(['junk preempted', 'fresh-b preempted', 'fresh-a preempted']);
     } finally {
       vi.useRealTimers();
     }
   });
 
-  it('slot time that became jobs backs an account; the counts fade after WASTE_MEMORY_MS', () => {
+  it('credits charged back slot time, a minute each; the counts fade after STANDING_MEMORY_MS', () => {
     vi.useFakeTimers();
     try {
       const transfers = new Transfers(1, 5);
       const cut: string[] = [];
       const watch = atPace(cut);
-      // Account 1's long real upload went through: three minutes of slot time backed by a job.
+      // Account 1's three-minute upload went through: three credits back three minutes...
       const real = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
-      vi.advanceTimersByTime(3 * WASTE_MARK_MS);
-      real?.settle('job');
-      // A dropped upload of two minutes (the tenth review's R2), then a long one: it keeps its slot.
+      vi.advanceTimersByTime(3 * UNBACKED_MARK_MS);
+      real?.release();
+      transfers.charged(1, 3);
+      expect(transfers.unbacked(1)).toBe(0);
+      // ...one credit one minute, however long its upload took (the eleventh review: a slow
+      // one-credit upload backed a quarter of an hour of junk).
+      const slow = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
+      vi.advanceTimersByTime(3 * UNBACKED_MARK_MS);
+      slow?.release();
+      transfers.charged(1, 1);
+      transfers.charged(1, 4);
+      // Five credits in all back the slow upload and a dropped one of a minute (the tenth review's
+      // R2), and a long upload after them keeps its slot for its first minute and one more.
       const dropped = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
-      vi.advanceTimersByTime(2 * WASTE_MARK_MS);
-      dropped?.settle('wasted');
+      vi.advanceTimersByTime(UNBACKED_MARK_MS);
+      dropped?.release();
       transfers.tryEnter({ accountId: 1, address: '127.0.0.61' })?.watch(watch('backed'));
-      vi.advanceTimersByTime(WASTE_MARK_MS + 1000);
-      expect(transfers.unbacked(1)).toBe(1000);
+      vi.advanceTimersByTime(2 * UNBACKED_MARK_MS - 1);
+      expect(transfers.unbacked(1)).toBe(UNBACKED_MARK_MS - 1);
       expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.62' })).toBeUndefined();
-      // Past the hour the job no longer backs it, nor does the waste count: its open time does.
-      vi.advanceTimersByTime(WASTE_MEMORY_MS);
-      expect(transfers.unbacked(1)).toBe(WASTE_MEMORY_MS + WASTE_MARK_MS + 1000);
+      vi.advanceTimersByTime(1);
       expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.62' })).toBeDefined();
       expect(cut).toEqual(['backed preempted']);
-      vi.advanceTimersByTime(WASTE_MEMORY_MS);
+      // Past the hour nothing of it is remembered.
+      vi.advanceTimersByTime(STANDING_MEMORY_MS);
       expect(transfers.unbacked(1)).toBe(0);
     } finally {
       vi.useRealTimers();

@@ -127,6 +127,8 @@ export class HostedJobs {
       worker: JobWorker;
       /** FREE_YIELD_MS, shorter in tests. */
       freeYieldMs?: number;
+      /** An account was charged for a job that went through (transfers.ts `charged`). */
+      onCharged?: (accountId: number, credits: number) => void;
     },
   ) {}
 
@@ -304,6 +306,7 @@ export class HostedJobs {
       rendered();
       await storage.put(jobId, outcome.files);
       await ledger.jobs.finishJob(jobId);
+      if (request.payer !== 'anonymous' && price > 0) this.deps.onCharged?.(request.payer.accountId, price);
       return {
         jobId,
         outcome: { ...outcome, files: outcome.files.map((_, i) => sheetUrl(config.baseUrl, jobId, i + 1)) },

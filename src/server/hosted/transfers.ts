@@ -43,13 +43,6 @@ export interface TransferSlot {
    * stall cut does.
    */
   watch(watch: StallWatch): void;
-  /**
-   * How the transfer ended, for its paying account's standing (see `Transfers.unbacked`): it became
-   * a `job`, or it was `wasted` (came to nothing by its sender's doing). Recorded once, with the slot
-   * time held; a transfer taken over by a newcomer is recorded as wasted by the takeover itself.
-   * Free and accountless slots record nothing.
-   */
-  settle(outcome: 'job' | 'wasted'): void;
 }
 
 interface Held {
@@ -59,30 +52,34 @@ interface Held {
   accountId?: number;
   /** Slot time so far: from its taking to its release, or to now while held. */
   heldMs(): number;
-  settle(outcome: 'job' | 'wasted'): void;
 }
 
 /**
- * A paying account's standing is its unbacked slot time within the last WASTE_MEMORY_MS: the slot
- * time of its transfers that came to nothing (`wasted`), and of the ones still open, less the slot
- * time of its transfers that became jobs. From WASTE_MARK_MS of it, the account's transfers give way
- * to a paying newcomer under the mark when every slot is taken, whatever their pace.
+ * A paying account's standing is its unbacked slot time within the last STANDING_MEMORY_MS: the
+ * slot time all its transfers held, ended or still open, less BACKING_PER_CREDIT_MS for each credit
+ * it was charged. From UNBACKED_MARK_MS of it, its transfers give way, whatever their pace, to a
+ * paying newcomer with less unbacked slot time when every slot is taken.
+ * - Every transfer counts, however it ends: paid work is the one thing that tells a real sender
+ *   from junk, and each way of ending a transfer the rule left out let junk hold a slot for free
+ *   (the eleventh review: a client that left right after its last byte, a video kept and deleted).
  * - Open time counts as it passes: a junk transfer cannot be told from a slow real one until it
  *   ends, and counted only at its end, each fresh account held a slot with junk for the whole upload
- *   deadline (900 s) before its first mark: eight of them denied every slot for about $24 of credit
- *   packs, never spent (the tenth review).
- * - Jobs back it: a customer whose real uploads went through in the hour keeps its slot through a
- *   long upload or after a dropped connection (the tenth review: one dropped upload marked an honest
- *   account for an hour). An attacker backs junk only by paying for as much real work.
+ *   deadline (900 s) before its first mark (the tenth review).
+ * - Credits back it, not upload time: a slow one-credit upload backed a quarter of an hour of junk
+ *   (the eleventh review). A customer's jobs in the hour carry it through a long upload or a
+ *   dropped connection; an attacker pays a credit for each minute of slot it holds past the first.
+ * - A newcomer takes only from an account further over than itself: a customer cut once is not shut
+ *   out for the hour while junk senders further over keep their slots (the eleventh review).
  * - One bad file sent at a normal pace holds a slot for seconds and marks nothing (the ninth review).
  * Scaled by the test clock like the stall rule's figures.
  */
-export const WASTE_MARK_MS = 60_000 * TEST_TIME_SCALE;
-export const WASTE_MEMORY_MS = 60 * 60 * 1000;
+export const UNBACKED_MARK_MS = 60_000 * TEST_TIME_SCALE;
+export const BACKING_PER_CREDIT_MS = 60_000 * TEST_TIME_SCALE;
+export const STANDING_MEMORY_MS = 60 * 60 * 1000;
 /** Entries within this long of an account's last one are added to it: at most ~60 an account. */
-const LEDGER_BUCKET_MS = WASTE_MEMORY_MS / 60;
+const LEDGER_BUCKET_MS = STANDING_MEMORY_MS / 60;
 
-/** Settled slot time, from `at` on: wasted adds, a job takes away. */
+/** From `at` on: slot time held adds, credits charged take away. */
 interface Entry {
   at: number;
   ms: number;
@@ -92,7 +89,7 @@ export class Transfers {
   private readonly held = new Set<Held>();
   private readonly perClient = new Map<string, number>();
   private freeHeld = 0;
-  /** Paying accounts' settled slot time within WASTE_MEMORY_MS (see `unbacked`). */
+  /** Paying accounts' slot time and credits within STANDING_MEMORY_MS (see `unbacked`). */
   private readonly ledger = new Map<number, Entry[]>();
 
   constructor(
@@ -116,7 +113,6 @@ export class Transfers {
     for (const key of keys) this.perClient.set(key, (this.perClient.get(key) ?? 0) + 1);
     if (free) this.freeHeld++;
     let released: number | undefined;
-    let settled = false;
     const takenAt = Date.now();
     const slot: Held = {
       free,
@@ -131,15 +127,9 @@ export class Transfers {
           if (left > 0) this.perClient.set(key, left);
           else this.perClient.delete(key);
         }
+        if (!free && client.accountId !== undefined) this.record(client.accountId, released - takenAt);
       },
       heldMs: () => (released ?? Date.now()) - takenAt,
-      settle: (outcome) => {
-        if (settled || free || client.accountId === undefined) return;
-        settled = true;
-        slot.release();
-        const ms = slot.heldMs();
-        this.record(client.accountId, outcome === 'wasted' ? ms : -ms);
-      },
     };
     this.held.add(slot);
     return {
@@ -147,7 +137,6 @@ export class Transfers {
       watch: (watch) => {
         slot.watch = watch;
       },
-      settle: slot.settle,
     };
   }
 
@@ -160,8 +149,8 @@ export class Transfers {
    * paying transfer furthest behind (a paying upload below the bar was cut while free transfers at
    * pace kept their slots: the eighth review), else, for a payer holding no slot, the youngest of an
    * account holding several (one cheap account held two slots of two, and four held all eight: the
-   * eighth review), else, for a payer under the mark, the youngest of the account with the most
-   * unbacked slot time, from WASTE_MARK_MS of it (`unbacked`).
+   * eighth review), else the youngest of the account with the most unbacked slot time, from
+   * UNBACKED_MARK_MS of it and more than the newcomer's (`unbacked`).
    */
   private overtakeFurthestBehind(newcomer: TransferClient): boolean {
     const slots = [...this.held];
@@ -184,10 +173,9 @@ export class Transfers {
         : undefined;
     if (crowding) return this.cut(crowding, 'preempt');
     // Then the youngest transfer of the account with the most unbacked slot time, from a minute of
-    // it; never for a newcomer that is itself over the mark.
-    if (this.unbacked(payer) >= WASTE_MARK_MS) return false;
+    // it and more than the newcomer's own.
     let victim: Held | undefined;
-    let most = WASTE_MARK_MS - 1;
+    let most = Math.max(UNBACKED_MARK_MS - 1, this.unbacked(payer));
     for (const slot of paying) {
       const unbacked = slot.watch && slot.accountId !== undefined ? this.unbacked(slot.accountId) : 0;
       if (unbacked > most) {
@@ -201,19 +189,21 @@ export class Transfers {
   private cut(victim: Held, how: 'overtake' | 'preempt'): true {
     // The slot is given back now, whatever the cut's own cleanup takes (it releases again: idempotent).
     victim.release();
-    // Its time counts against its own account: a paying sender cut so gets nothing to show for it,
-    // and one coming straight back starts over the mark, not afresh.
-    victim.settle('wasted');
     victim.watch?.[how]();
     return true;
   }
 
+  /** An account was charged `credits` for a job: they back its slot time (see UNBACKED_MARK_MS). */
+  charged(accountId: number, credits: number): void {
+    this.record(accountId, -credits * BACKING_PER_CREDIT_MS);
+  }
+
   /**
-   * The account's unbacked slot time (see WASTE_MARK_MS): its wasted slot time within the last
-   * WASTE_MEMORY_MS, and its open transfers', less its jobs'.
+   * The account's unbacked slot time (see UNBACKED_MARK_MS): the slot time of its transfers within
+   * the last STANDING_MEMORY_MS, open ones included, less what its credits charged back.
    */
   unbacked(accountId: number): number {
-    const since = Date.now() - WASTE_MEMORY_MS;
+    const since = Date.now() - STANDING_MEMORY_MS;
     const entries = (this.ledger.get(accountId) ?? []).filter((entry) => entry.at > since);
     let ms = entries.reduce((sum, entry) => sum + entry.ms, 0);
     for (const slot of this.held) if (slot.accountId === accountId && !slot.free) ms += slot.heldMs();
@@ -223,7 +213,7 @@ export class Transfers {
   private record(accountId: number, ms: number): void {
     const now = Date.now();
     for (const [id, entries] of this.ledger) {
-      const kept = entries.filter((entry) => now - entry.at < WASTE_MEMORY_MS);
+      const kept = entries.filter((entry) => now - entry.at < STANDING_MEMORY_MS);
       if (kept.length > 0) this.ledger.set(id, kept);
       else this.ledger.delete(id);
     }

@@ -35,17 +35,8 @@ declare module 'fastify' {
     freeActor?: boolean;
     /** This request's transfer slot, while its body is received. */
     transferSlot?: TransferSlot;
-    /** Its body has begun to be received (`receive`), has all arrived. */
-    transferStarted?: boolean;
-    transferDone?: boolean;
   }
 }
-
-/**
- * The answers to a whole upload that are its sender's doing: a malformed body (400), too large
- * (413), an unreadable, too long or malformed video (422).
- */
-const SENDERS_FAULT: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /** DESIGN §5a: the answer to an upload cut for stalling, when it can still be answered. */
 export const UPLOAD_STALLED = transportAnswers.uploadStalled.body;
@@ -117,16 +108,6 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
     }
     request.transferSlot = slot;
     request.releaseTransfer = slot.release;
-    // The paying account's standing (transfers.ts `unbacked`), told when the connection ends (an
-    // abandoned upload is never answered): a job backs its slot time; a body begun and then
-    // abandoned, cut by the stall rule or its deadline, too large, or a file that is no video wasted it.
-    if (!ticket.free)
-      reply.raw.once('close', () => {
-        if (!request.transferStarted) return;
-        const status = reply.raw.statusCode;
-        if (request.transferDone && status === 200) slot.settle('job');
-        else if (!request.transferDone || SENDERS_FAULT.has(status)) slot.settle('wasted');
-      });
   };
 
   /** A body announced larger than the cap allows is refused before it is read. */
@@ -157,7 +138,6 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
   ): Promise<Upload | undefined> {
     if (!request.isMultipart()) throw hostedErrors.badRequest('the body must be multipart/form-data');
     await mkdir(workDir, { recursive: true });
-    request.transferStarted = true;
     // DESIGN §5a: a body that stalls is cut: 408 while it can still be answered, the connection
     // closed, the file stream ended (the abort below), and the parser's error that follows is this
     // answer's, not a second one.
@@ -214,7 +194,6 @@ export function uploads(app: FastifyInstance, deps: UploadParts) {
       request.cutBody = undefined;
     }
     // The video is complete on disk: the transfer is over, and only now is a queue place taken.
-    request.transferDone = true;
     request.releaseTransfer?.();
     const release = admission.tryEnter(request.freeActor);
     if (!release) throw hostedErrors.busy();

@@ -144,12 +144,11 @@ export async function callRemoteTool(
   const log = caller.log;
   let counter: AnonymousCounter | undefined;
   let taken: (TakenJob & { remaining: number }) | undefined;
-  // The caller left mid-fetch (or before its job): nobody reads an answer and no job runs. The slot
-  // time was wasted (transfers.ts `unbacked`), and an anonymous job is not given back (the ninth
-  // review: a client that left held its slot to the fetch's end, for free).
+  // The caller left mid-fetch (or before its job): nobody reads an answer and no job runs, and an
+  // anonymous job is not given back (the ninth review: a client that left held its slot to the
+  // fetch's end, for free).
   const callerGone = () => {
     log.info({ jobId: shortJobId(jobId) }, 'the caller went away: fetch stopped, no job');
-    slot.settle('wasted');
     return toolError(hostedErrors.busy(), 'remote');
   };
   try {
@@ -184,8 +183,6 @@ export async function callRemoteTool(
         // long as those allow, so it counts as a job of the anonymous lane (DESIGN §5a), or slow
         // fetches would be free.
         if (taken && !FETCH_CUT.has(error.reason)) await deps.anonymous.giveBack(taken);
-        // A keyed fetch that held its slot and came to nothing (transfers.ts `unbacked`).
-        if (FETCH_CUT.has(error.reason)) slot.settle('wasted');
         // A free fetch that gave its slot to a paying one (transfers.ts) was not refused: retry.
         if (error.reason === 'preempted') return toolError(hostedErrors.busy(), 'remote');
         return toolError(remoteErrors.fetchFailed(error.message), 'remote');
@@ -216,8 +213,6 @@ export async function callRemoteTool(
       gone: caller.gone,
       log: { info: log.info.bind(log), warn: log.warn.bind(log), error: log.error.bind(log) },
     });
-    // The fetch became a job: it backs its account's slot time (transfers.ts `unbacked`).
-    slot.settle('job');
     const first = await deps.storage.get(jobId, sheetName(1));
     if (!first) throw new Error('the first sheet is missing from storage');
     const inline = await fitJpeg(await readAll(first), { budgetBytes: INLINE_BUDGET_BYTES });
@@ -243,8 +238,6 @@ export async function callRemoteTool(
     };
   } catch (error) {
     const known = asVidsheetError(error);
-    // A keyed fetch of a file that is no video it can be (transfers.ts `unbacked`).
-    if (known.code === 'unreadable_video' || known.code === 'too_long') slot.settle('wasted');
     // The service failed the job, or made it yield to a paying one (`busy`, jobs.ts): an anonymous
     // caller gets the job back, as a keyed one gets credits; but not a job the deadline killed
     // (`diedPastDeadline`), as a stall-cut fetch is not.
