@@ -669,8 +669,10 @@ async function idleCheck(label) {
   idleChecks.push({
     label,
     stuck,
-    // The server's RSS with nothing in flight: a leak raises it from one check to the next.
+    // The server's and the worker's RSS with nothing in flight: a leak raises them from one check
+    // to the next. (A minute's sample of the worker mostly measures the job it is running.)
     idleRss: sample().server,
+    idleWorkerRss: sample().worker,
     resumedAtS: (Date.now() - began) / 1000,
     drainS: (quiet - t0) / 1000,
     atQuiet,
@@ -895,7 +897,7 @@ printTrend(
   fitTrend(samples.filter(inWindow)),
 );
 console.log(
-  `  server RSS with nothing in flight, check by check: ${idleChecks.map((c) => c.idleRss).join(', ')} MB`,
+  `  server RSS with nothing in flight, check by check: ${idleChecks.map((c) => c.idleRss).join(', ')} MB; worker RSS: ${idleChecks.map((c) => c.idleWorkerRss).join(', ')} MB`,
 );
 
 console.log(
