@@ -334,13 +334,47 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
       // A transfer cut so still counted: accounts 1 and 6 come back as far over as they left.
       expect(transfers.unbacked(1)).toBe(UNBACKED_MARK_MS);
       expect(transfers.unbacked(6)).toBe(UNBACKED_MARK_MS);
-      // They take a slot only from an account further over than themselves (the eleventh review:
-      // a customer cut once was shut out for the hour while junk further over kept its slot).
+      // They take a slot only from an account twice as far over as themselves (the eleventh review:
+      // a customer cut once was shut out for the hour while junk far further over kept its slot),
+      // so two accounts cutting each other hold the slot twice as long each time.
       expect(transfers.tryEnter({ accountId: 1, address: '127.0.0.56' })).toBeUndefined();
-      vi.advanceTimersByTime(1000);
-      expect(transfers.unbacked(2)).toBe(UNBACKED_MARK_MS + 1000);
+      vi.advanceTimersByTime(UNBACKED_MARK_MS - 1);
+      expect(transfers.unbacked(2)).toBe(2 * UNBACKED_MARK_MS - 1);
+      expect(transfers.tryEnter({ accountId: 6, address: '127.0.0.57' })).toBeUndefined();
+      vi.advanceTimersByTime(1);
       expect(transfers.tryEnter({ accountId: 6, address: '127.0.0.57' })).toBeDefined();
       expect(cut).toEqual(['junk preempted', 'fresh-b preempted', 'fresh-a preempted']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('two accounts taking one slot from each other: each holds it twice as long as before, so a long upload gets through', () => {
+    vi.useFakeTimers();
+    try {
+      const transfers = new Transfers(1, 5);
+      const NEEDS = 10 * UNBACKED_MARK_MS;
+      const holder = { name: '', since: 0 };
+      const cut: string[] = [];
+      const enter = (name: string, accountId: number) => {
+        const slot = transfers.tryEnter({ accountId, address: `127.0.0.${accountId}` });
+        if (!slot) return;
+        slot.watch({ stop() {}, behind: () => 0, overtake() {}, preempt: () => cut.push(name) });
+        holder.name = name;
+        holder.since = Date.now();
+      };
+      enter('honest', 1);
+      let done = false;
+      // Each second, whoever does not hold the slot tries to take it; the honest upload needs ten
+      // (scaled) minutes of slot in one go.
+      for (let t = 0; t < STANDING_MEMORY_MS && !done; t += 1000) {
+        vi.advanceTimersByTime(1000);
+        if (holder.name === 'honest' && Date.now() - holder.since >= NEEDS) done = true;
+        else enter(holder.name === 'honest' ? 'cutter' : 'honest', holder.name === 'honest' ? 2 : 1);
+      }
+      expect(done).toBe(true);
+      // The honest upload held the slot 1 minute, then 3, then the 10 it needed; the cutter 2, then 6.
+      expect(cut).toEqual(['honest', 'cutter', 'honest', 'cutter']);
     } finally {
       vi.useRealTimers();
     }

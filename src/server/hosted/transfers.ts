@@ -68,8 +68,9 @@ interface Held {
  * - Credits back it, not upload time: a slow one-credit upload backed a quarter of an hour of junk
  *   (the eleventh review). A customer's jobs in the hour carry it through a long upload or a
  *   dropped connection; an attacker pays a credit for each minute of slot it holds past the first.
- * - A newcomer takes only from an account further over than itself: a customer cut once is not shut
- *   out for the hour while junk senders further over keep their slots (the eleventh review).
+ * - A newcomer over the mark takes only from an account twice as far over: a customer cut once is
+ *   not shut out for the hour while junk senders far further over keep their slots (the eleventh
+ *   review), and two accounts cannot keep cutting each other's uploads short.
  * - One bad file sent at a normal pace holds a slot for seconds and marks nothing (the ninth review).
  * Scaled by the test clock like the stall rule's figures.
  */
@@ -150,7 +151,7 @@ export class Transfers {
    * pace kept their slots: the eighth review), else, for a payer holding no slot, the youngest of an
    * account holding several (one cheap account held two slots of two, and four held all eight: the
    * eighth review), else the youngest of the account with the most unbacked slot time, from
-   * UNBACKED_MARK_MS of it and more than the newcomer's (`unbacked`).
+   * UNBACKED_MARK_MS of it and twice the newcomer's (`unbacked`).
    */
   private overtakeFurthestBehind(newcomer: TransferClient): boolean {
     const slots = [...this.held];
@@ -173,9 +174,11 @@ export class Transfers {
         : undefined;
     if (crowding) return this.cut(crowding, 'preempt');
     // Then the youngest transfer of the account with the most unbacked slot time, from a minute of
-    // it and more than the newcomer's own.
+    // it and twice the newcomer's own: an account cut so may take a slot back from one twice as far
+    // over, so of two accounts taking a slot from each other, each holds it twice as long as the
+    // last time, and an upload gets through.
     let victim: Held | undefined;
-    let most = Math.max(UNBACKED_MARK_MS - 1, this.unbacked(payer));
+    let most = Math.max(UNBACKED_MARK_MS, 2 * this.unbacked(payer)) - 1;
     for (const slot of paying) {
       const unbacked = slot.watch && slot.accountId !== undefined ? this.unbacked(slot.accountId) : 0;
       if (unbacked > most) {
