@@ -380,38 +380,39 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     }
   });
 
-  it('credits charged back slot time, a minute each; the counts fade after STANDING_MEMORY_MS', () => {
+  it("a paid job's own upload is not held against it; each credit backs a minute; the counts fade after STANDING_MEMORY_MS", () => {
     vi.useFakeTimers();
     try {
       const transfers = new Transfers(1, 5);
       const cut: string[] = [];
       const watch = atPace(cut);
-      // Account 1's three-minute upload went through: three credits back three minutes...
+      // Account 1's three-minute upload became a one-credit job: its slot time was the job's, and
+      // the credit backs a minute more (the twelfth review: a slow customer was marked by its own
+      // job), however slow the upload (the eleventh: a slow one-credit upload backed 15 min of junk).
       const real = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
       vi.advanceTimersByTime(3 * UNBACKED_MARK_MS);
       real?.release();
-      transfers.charged(1, 3);
-      expect(transfers.unbacked(1)).toBe(0);
-      // ...one credit one minute, however long its upload took (the eleventh review: a slow
-      // one-credit upload backed a quarter of an hour of junk).
-      const slow = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
-      vi.advanceTimersByTime(3 * UNBACKED_MARK_MS);
-      slow?.release();
-      transfers.charged(1, 1);
-      transfers.charged(1, 4);
-      // Five credits in all back the slow upload and a dropped one of a minute (the tenth review's
-      // R2), and a long upload after them keeps its slot for its first minute and one more.
+      expect(transfers.unbacked(1)).toBe(3 * UNBACKED_MARK_MS);
+      transfers.charged(1, 1, real?.countedMs());
+      expect(transfers.unbacked(1)).toBe(-UNBACKED_MARK_MS);
+      // Two zooms of a credit each (no transfer), then an upload dropped after two minutes.
+      transfers.charged(1, 2);
       const dropped = transfers.tryEnter({ accountId: 1, address: '127.0.0.61' });
-      vi.advanceTimersByTime(UNBACKED_MARK_MS);
+      vi.advanceTimersByTime(2 * UNBACKED_MARK_MS);
       dropped?.release();
+      expect(transfers.unbacked(1)).toBe(-UNBACKED_MARK_MS);
+      // A long upload after them keeps its slot for its first minute and one more.
       transfers.tryEnter({ accountId: 1, address: '127.0.0.61' })?.watch(watch('backed'));
       vi.advanceTimersByTime(2 * UNBACKED_MARK_MS - 1);
-      expect(transfers.unbacked(1)).toBe(UNBACKED_MARK_MS - 1);
       expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.62' })).toBeUndefined();
       vi.advanceTimersByTime(1);
       expect(transfers.tryEnter({ accountId: 2, address: '127.0.0.62' })).toBeDefined();
       expect(cut).toEqual(['backed preempted']);
-      // Past the hour nothing of it is remembered.
+      // A free actor's slot counts against nobody.
+      expect(
+        new Transfers(1, 5).tryEnter({ accountId: 3, address: '127.0.0.63', free: true })?.countedMs(),
+      ).toBe(0);
+      // Past the day nothing of it is remembered.
       vi.advanceTimersByTime(STANDING_MEMORY_MS);
       expect(transfers.unbacked(1)).toBe(0);
     } finally {

@@ -61,6 +61,7 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
           surface: 'http',
           payer: { accountId: account.id },
           free: request.freeActor,
+          transferMs: request.transferSlot?.countedMs,
           gone,
           log,
         });
