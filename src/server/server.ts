@@ -119,7 +119,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     ledger,
     storage,
     worker,
-    onCharged: (accountId, credits, transferMs) => transfers.charged(accountId, credits, transferMs),
+    onCharged: (accountId, credits) => transfers.charged(accountId, credits),
   });
   const freeActors = new FreeActors((accountId) => ledger.credits.livesOnAllowance(accountId));
   const anonymous = new AnonymousLane(db, {

@@ -74,7 +74,7 @@ describe('a prepared job that will not render', () => {
 describe("credits back the account's transfers (transfers.ts `unbacked`)", () => {
   /** A job of one 4x4 sheet (2 credits) whose render succeeds or fails; what `onCharged` heard. */
   function charging(renders: boolean) {
-    const heard: Array<[number, number, number]> = [];
+    const heard: Array<[number, number]> = [];
     const worker = {
       prepare: async () => ({
         sheets: 1,
@@ -104,16 +104,15 @@ describe("credits back the account's transfers (transfers.ts `unbacked`)", () =>
       } as unknown as Ledger,
       storage: { put: async () => {}, remove: async () => {} } as unknown as SheetStorage,
       worker,
-      onCharged: (accountId, credits, transferMs) => heard.push([accountId, credits, transferMs]),
+      onCharged: (accountId, credits) => heard.push([accountId, credits]),
     });
     return { jobs, heard };
   }
 
-  it('a job that went through backs its account by what it was charged and its own upload', async () => {
+  it('a job that went through backs its account by what it was charged', async () => {
     const { jobs, heard } = charging(true);
-    const upload = { ...request({ accountId: 7 }), transferMs: () => 5000 };
-    await expect(jobs.run(upload)).resolves.toMatchObject({ creditsCharged: 2 });
-    expect(heard).toEqual([[7, 2, 5000]]);
+    await expect(jobs.run(request({ accountId: 7 }))).resolves.toMatchObject({ creditsCharged: 2 });
+    expect(heard).toEqual([[7, 2]]);
   });
 
   it('a job refunded backs nothing', async () => {

@@ -45,8 +45,6 @@ export interface HostedJobRequest {
   free?: boolean;
   /** Aborted when the caller left (caller-gone.ts): if so when its turn comes, the job does not run. */
   gone?: AbortSignal;
-  /** The slot time of the transfer that brought its video, if one did (transfers.ts `charged`). */
-  transferMs?: () => number;
   log: JobLog;
 }
 
@@ -130,7 +128,7 @@ export class HostedJobs {
       /** FREE_YIELD_MS, shorter in tests. */
       freeYieldMs?: number;
       /** An account was charged for a job that went through (transfers.ts `charged`). */
-      onCharged?: (accountId: number, credits: number, transferMs: number) => void;
+      onCharged?: (accountId: number, credits: number) => void;
     },
   ) {}
 
@@ -308,8 +306,7 @@ export class HostedJobs {
       rendered();
       await storage.put(jobId, outcome.files);
       await ledger.jobs.finishJob(jobId);
-      if (request.payer !== 'anonymous' && price > 0)
-        this.deps.onCharged?.(request.payer.accountId, price, request.transferMs?.() ?? 0);
+      if (request.payer !== 'anonymous' && price > 0) this.deps.onCharged?.(request.payer.accountId, price);
       return {
         jobId,
         outcome: { ...outcome, files: outcome.files.map((_, i) => sheetUrl(config.baseUrl, jobId, i + 1)) },

@@ -43,11 +43,6 @@ export interface TransferSlot {
    * stall cut does.
    */
   watch(watch: StallWatch): void;
-  /**
-   * The slot time counted against its paying account (see `unbacked`): from its taking to its
-   * release, or to now while held; 0 for a free actor's or an accountless slot.
-   */
-  countedMs(): number;
 }
 
 interface Held {
@@ -61,10 +56,9 @@ interface Held {
 
 /**
  * A paying account's standing is its unbacked slot time within the last STANDING_MEMORY_MS: the
- * slot time all its transfers held, ended or still open, except those that brought a job it paid
- * for, less BACKING_PER_CREDIT_MS for each credit it was charged. From UNBACKED_MARK_MS of it, its
- * transfers give way, whatever their pace, to a paying newcomer with less unbacked slot time when
- * every slot is taken.
+ * slot time all its transfers held, ended or still open, less BACKING_PER_CREDIT_MS for each credit
+ * it was charged. From UNBACKED_MARK_MS of it, its transfers give way, whatever their pace, to a
+ * paying newcomer with far less unbacked slot time when every slot is taken.
  * - Every transfer counts, however it ends: paid work is the one thing that tells a real sender
  *   from junk, and each way of ending a transfer the rule left out let junk hold a slot for free
  *   (the eleventh review: a client that left right after its last byte, a video kept and deleted).
@@ -72,10 +66,11 @@ interface Held {
  *   ends, and counted only at its end, each fresh account held a slot with junk for the whole upload
  *   deadline (900 s) before its first mark (the tenth review).
  * - Credits back it, not upload time: a slow one-credit upload backed a quarter of an hour of junk
- *   (the eleventh review). A paid job's own upload is not held against it, however slow (the
- *   twelfth review: a slow customer was marked by its own job); a customer's jobs carry it through
- *   a long upload or a dropped connection; an attacker pays a credit for each minute of slot it
- *   holds past the first.
+ *   (the eleventh review). A job's own upload counts like any other: forgiven, each slow upload
+ *   ending in a one-credit job would let the next last a minute longer, so a pack of 30 credits
+ *   held a slot for hours. A customer's credits carry it through a long upload or a dropped
+ *   connection; one whose uploads take longer than a minute per credit they end in gives way
+ *   under contention (the twelfth review); an attacker pays a credit for each slot-minute.
  * - A day's memory: with an hour's, a pool of accounts each holding a slot for just under a minute
  *   was fresh again the next hour (the twelfth review: about 500 accounts, bought once, held all
  *   eight slots for good); with a day's, a pool lasts an hour a day.
@@ -149,7 +144,6 @@ export class Transfers {
       watch: (watch) => {
         slot.watch = watch;
       },
-      countedMs: () => (free || client.accountId === undefined ? 0 : slot.heldMs()),
     };
   }
 
@@ -208,12 +202,9 @@ export class Transfers {
     return true;
   }
 
-  /**
-   * An account was charged `credits` for a job whose video a transfer of `transferMs` brought (0 for
-   * a zoom): that slot time was the job's, and each credit backs a minute more (see UNBACKED_MARK_MS).
-   */
-  charged(accountId: number, credits: number, transferMs = 0): void {
-    this.record(accountId, -credits * BACKING_PER_CREDIT_MS - transferMs);
+  /** An account was charged `credits` for a job: each backs a minute (see UNBACKED_MARK_MS). */
+  charged(accountId: number, credits: number): void {
+    this.record(accountId, -credits * BACKING_PER_CREDIT_MS);
   }
 
   /**

@@ -211,7 +211,6 @@ export async function callRemoteTool(
       payer: caller.account ? { accountId: caller.account.id } : 'anonymous',
       free: ticket.free,
       gone: caller.gone,
-      transferMs: slot.countedMs,
       log: { info: log.info.bind(log), warn: log.warn.bind(log), error: log.error.bind(log) },
     });
     const first = await deps.storage.get(jobId, sheetName(1));

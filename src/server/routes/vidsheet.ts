@@ -61,7 +61,6 @@ export async function vidsheetRoutes(app: FastifyInstance, deps: VidsheetParts):
           surface: 'http',
           payer: { accountId: account.id },
           free: request.freeActor,
-          transferMs: request.transferSlot?.countedMs,
           gone,
           log,
         });
