@@ -11,27 +11,30 @@ import { diedPastDeadline, type HostedJobRequest, HostedJobs } from '../../src/s
 import type { JobWorker } from '../../src/server/hosted/worker/worker.js';
 import type { SheetStorage } from '../../src/server/storage/storage.js';
 
+const CONFIG = {
+  jobTimeoutS: 60,
+  sheetTtlS: 60,
+  maxSheets: 5,
+  baseUrl: 'http://127.0.0.1',
+} as unknown as ServerConfig;
+
+/** A worker whose every job is one sheet, rendered by `render`. */
+const workerWith = (render: () => Promise<unknown>, discard = () => {}) =>
+  ({
+    prepare: async () => ({ sheets: 1, durationMs: 1000, probe: {}, render, discard }),
+    kill: () => {},
+  }) as unknown as JobWorker;
+
 function setup(ledger: Partial<{ charge: () => Promise<never>; recordFreeJob: () => Promise<never> }>) {
   const discarded: string[] = [];
-  const worker = {
-    prepare: async () => ({
-      sheets: 1,
-      durationMs: 1000,
-      probe: {},
-      render: async () => {
-        throw new Error('not rendered in this test');
-      },
-      discard: () => discarded.push('job'),
-    }),
-    kill: () => {},
-  } as unknown as JobWorker;
+  const worker = workerWith(
+    async () => {
+      throw new Error('not rendered in this test');
+    },
+    () => discarded.push('job'),
+  );
   const jobs = new HostedJobs({
-    config: {
-      jobTimeoutS: 60,
-      sheetTtlS: 60,
-      maxSheets: 5,
-      baseUrl: 'http://127.0.0.1',
-    } as unknown as ServerConfig,
+    config: CONFIG,
     ledger: {
       credits: { charge: ledger.charge },
       jobs: { recordFreeJob: ledger.recordFreeJob },
@@ -75,26 +78,12 @@ describe("credits back the account's transfers (transfers.ts `unbacked`)", () =>
   /** A job of one 4x4 sheet (2 credits) whose render succeeds or fails; what `onCharged` heard. */
   function charging(renders: boolean) {
     const heard: Array<[number, number]> = [];
-    const worker = {
-      prepare: async () => ({
-        sheets: 1,
-        durationMs: 1000,
-        probe: {},
-        render: async () => {
-          if (!renders) throw new VidsheetError('processing_failed', 'the render failed');
-          return { files: [], warnings: [] };
-        },
-        discard: () => {},
-      }),
-      kill: () => {},
-    } as unknown as JobWorker;
+    const worker = workerWith(async () => {
+      if (!renders) throw new VidsheetError('processing_failed', 'the render failed');
+      return { files: [], warnings: [] };
+    });
     const jobs = new HostedJobs({
-      config: {
-        jobTimeoutS: 60,
-        sheetTtlS: 60,
-        maxSheets: 5,
-        baseUrl: 'http://127.0.0.1',
-      } as unknown as ServerConfig,
+      config: CONFIG,
       ledger: {
         credits: {
           charge: async () => ({ ok: true, balance: 8, allowance: 0 }),
@@ -144,12 +133,7 @@ describe('turns through the one worker (DESIGN §5a, the eighth review)', () => 
 
   const jobsWith = (worker: JobWorker, jobTimeoutS = 60, freeYieldMs = 60_000) =>
     new HostedJobs({
-      config: {
-        jobTimeoutS,
-        sheetTtlS: 60,
-        maxSheets: 5,
-        baseUrl: 'http://127.0.0.1',
-      } as unknown as ServerConfig,
+      config: { ...CONFIG, jobTimeoutS },
       ledger: {} as Ledger,
       storage: {} as SheetStorage,
       worker,
