@@ -5,6 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { freePort } from './free-port.mjs';
 
 export const MOTO_ENV = { AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' };
@@ -12,8 +13,10 @@ export const MOTO_ENV = { AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'tes
 /** Resolves to { url, child } once the bucket exists; the caller kills `child` when done. */
 export async function startMoto(bucket = 'bench') {
   const port = await freePort();
-  const child = spawn('python3', ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], {
-    stdio: 'ignore',
+  // Tied to this process by its stdin: a bench that dies leaves no server behind.
+  const tethered = fileURLToPath(new URL('../scripts/moto-tethered.py', import.meta.url));
+  const child = spawn('python3', [tethered, '127.0.0.1', String(port)], {
+    stdio: ['pipe', 'ignore', 'ignore'],
   });
   const endpoint = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 300; i++) {

@@ -5,10 +5,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from './net.js';
 
 export const MOTO_INSTALL = 'pip install "moto[server]"';
+const MOTO_TETHERED = fileURLToPath(new URL('../../scripts/moto-tethered.py', import.meta.url));
 
 /** Credentials moto accepts; pass as `env` to `S3SheetStorage.open` rather than setting process.env. */
 export const TEST_AWS_ENV = { AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' };
@@ -32,9 +34,10 @@ function exited(child: ChildProcess): Promise<void> {
 export async function startS3(prefix = 'sheets'): Promise<TestS3> {
   const port = await freePort();
   const endpoint = `http://127.0.0.1:${port}`;
-  // Through the interpreter, so no console-script shim (pyenv, a venv) has to be on PATH.
-  const child = spawn('python3', ['-m', 'moto.server', '-H', '127.0.0.1', '-p', String(port)], {
-    stdio: ['ignore', 'ignore', 'pipe'],
+  // Through the interpreter, so no console-script shim (pyenv, a venv) has to be on PATH; tied to
+  // this process by its stdin (scripts/moto-tethered.py), so a test run that dies leaves no server.
+  const child = spawn('python3', [MOTO_TETHERED, '127.0.0.1', String(port)], {
+    stdio: ['pipe', 'ignore', 'pipe'],
   });
   let stderr = '';
   child.stderr?.on('data', (d) => (stderr += d));

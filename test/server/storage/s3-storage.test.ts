@@ -3,11 +3,13 @@
  * grammar, byte-identical round trips, deletion that two instances may repeat, errors at start that
  * name the bucket, and one contract that the directory store and the bucket store both keep.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { HeadObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { LocalSheetStorage } from '../../../src/server/storage/local.js';
@@ -112,6 +114,34 @@ describe('parseStorageUrl', () => {
     ['s3://bucket/a%2F..%2Fb', /"\." or "\.\."/],
   ])('rejects %s', (url, message) => {
     expect(() => parseStorageUrl(url)).toThrow(message);
+  });
+});
+
+describe('the test store', () => {
+  it('goes when the process that started it dies without stopping it (no server left after a failed run)', async () => {
+    const port = await freePort();
+    const endpoint = `http://127.0.0.1:${port}/moto-api/`;
+    const answers = () =>
+      fetch(endpoint).then(
+        (r) => r.ok,
+        () => false,
+      );
+    // A parent as test/helpers/s3.ts starts it, then killed outright: no afterAll, no stop().
+    const script = fileURLToPath(new URL('../../../scripts/moto-tethered.py', import.meta.url));
+    const parent = spawn(
+      process.execPath,
+      [
+        '-e',
+        `require('node:child_process').spawn('python3', [${JSON.stringify(script)}, '127.0.0.1', '${port}'], { stdio: ['pipe', 'ignore', 'ignore'] }); setInterval(() => {}, 1000);`,
+      ],
+      { stdio: 'ignore' },
+    );
+    try {
+      await vi.waitFor(async () => expect(await answers()).toBe(true), { timeout: 30_000, interval: 100 });
+    } finally {
+      parent.kill('SIGKILL');
+    }
+    await vi.waitFor(async () => expect(await answers()).toBe(false), { timeout: 10_000, interval: 100 });
   });
 });
 
