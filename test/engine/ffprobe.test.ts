@@ -164,7 +164,9 @@ describe('reference hints from NAL headers', () => {
 
 describe("the zoom hints' light listing", () => {
   // It must give the hints exactly what the frame rule's whole listing gives them (its cheaper
-  // parse is the only difference), and every packet ffprobe counts.
+  // parse is one difference; the other, keyframes as the sample table flags them, not FFmpeg's
+  // parser, shows only on files like test/engine/hint-keyframes.test.ts's), and every packet
+  // ffprobe counts.
   const cases: Array<[string, () => Promise<string>]> = [
     ['h264 with B-frames', () => indexClip({ seconds: 6, gop: 25, bframes: 3 })],
     ['hevc with B-frames', () => indexClip({ seconds: 4, gop: 25, bframes: 1, codec: 'hevc' })],

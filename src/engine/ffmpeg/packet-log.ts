@@ -13,8 +13,9 @@ import { listAllPackets, type Packets } from './packets.js';
  * A render's packet lists. The hints' packets are what the frame rule's listings read, but MP4/MOV
  * lists only the neighbourhood of each target, which leaves most gaps unseen, so a whole list
  * (demux only, a few % of a render, measured in bench/run.mjs --hints) is read alongside the
- * decoding, as the native engine reads the sample table: the light one made for the hints, unless
- * the frame rule needed the whole stream's list anyway.
+ * decoding, as the native engine reads the sample table: the light one made for the hints, with
+ * the sample table's own keyframes (see listHintPackets), also where the frame rule needed the
+ * whole stream's list (rare in MP4/MOV: only when its listing near the targets fails).
  */
 export class StreamLists {
   private listing: Promise<Packets> | undefined;
@@ -23,8 +24,6 @@ export class StreamLists {
    * tell whether it already has it without waiting for a listing still running for the hints.
    */
   private wholeList: Packets | undefined;
-  /** Stops the light listing as soon as the whole stream's list, which serves the hints too, is asked for. */
-  private readonly hintsStop = new AbortController();
   private readonly logs: Array<Omit<PacketLog, 'cells'>> = [];
   private readonly hinting = process.env.VIDSHEET_BENCH_NO_HINTS !== '1';
   private readonly light: Promise<Omit<PacketLog, 'cells'>> | undefined;
@@ -34,17 +33,12 @@ export class StreamLists {
     private readonly d: VideoDetails,
     private readonly signal: AbortSignal,
   ) {
-    signal.addEventListener('abort', () => this.hintsStop.abort(), { once: true });
-    this.light =
-      this.hinting && d.sampleTable && d.timestamps
-        ? listHintPackets(path, d, this.hintsStop.signal)
-        : undefined;
+    this.light = this.hinting && d.sampleTable && d.timestamps ? listHintPackets(path, d, signal) : undefined;
     this.light?.catch(() => {});
   }
 
-  /** The whole stream's list, listed once a render (the light listing stops: this one serves the hints). */
+  /** The whole stream's list, listed once a render. */
   whole(): Promise<Packets> {
-    this.hintsStop.abort();
     this.listing ??= listAllPackets(this.path, this.d, this.signal).then((list) => {
       this.wholeList = list;
       return list;
@@ -68,7 +62,7 @@ export class StreamLists {
       // Awaited even when unused (no ffprobe outlives the job); a failed listing costs the hints,
       // not the sheets.
       const light = await this.light.catch(() => undefined);
-      const log = this.wholeList?.log ?? light;
+      const log = light ?? this.wholeList?.log;
       if (log) this.logs.push(log);
     }
     return mergeLogs(this.logs);
@@ -89,10 +83,14 @@ export async function listHintPackets(
   signal?: AbortSignal,
 ): Promise<Omit<PacketLog, 'cells'>> {
   // csv prints ffprobe's own field order whatever the order asked: pts, dts, size, flags.
+  // Unparsed: a keyframe is a sync sample of the sample table, as the native engine reads it
+  // (FFmpeg's H.264 parser also flags x264's I-frames at a scene cut inside its minimum keyframe
+  // interval, which the sample table does not list: 380 keyframes against 359 on a real-footage
+  // haystack, and the engines' `keyframe` hints differed). Times and sizes are the table's either way.
   const stdout = await probePackets(
     path,
     d,
-    ['-show_entries', 'packet=pts,dts,size,flags', '-of', 'csv=p=0'],
+    ['-fflags', '+noparse', '-show_entries', 'packet=pts,dts,size,flags', '-of', 'csv=p=0'],
     signal,
   );
   const text = stdout.toString();

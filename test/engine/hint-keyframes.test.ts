@@ -1,0 +1,59 @@
+/**
+ * Which packets the zoom hints count as keyframes (core/zoom.ts `keyframe`): the same on both
+ * engines. In MP4/MOV the native engine reads them from the sample table; the fallback's listing
+ * for the hints is unparsed so that it does too, while the frame rule's own listing is parsed
+ * (FFmpeg's H.264 parser also flags pictures the table does not list as sync samples).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { computeGrid } from '../../src/core/layout.js';
+import { chooseVideoStream } from '../../src/core/probe.js';
+import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
+import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
+import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
+import { loadNative } from '../../src/engine/native-loader.js';
+import type { Engine, PacketLog } from '../../src/engine/types.js';
+import { ENGINES } from '../helpers/cli.js';
+import { renderPlan } from '../helpers/plans.js';
+
+const work = mkdtempSync(join(tmpdir(), 'vs-hint-keys-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** The keyframes' times a log holds, each once, ascending. */
+const keyTimes = (log: Pick<PacketLog, 'times' | 'keys'>) =>
+  [...new Set([...log.times].filter((_, i) => log.keys[i] === 1))].sort((a, b) => a - b);
+
+/** The packet log of a 3x3 overview of `clip` on `engine`. */
+async function overviewLog(engine: Engine, clip: string): Promise<PacketLog> {
+  const info = await engine.probe(clip);
+  const video = info.videoStreams[0];
+  const endMs = Math.floor(info.duration * 1000);
+  const dir = mkdtempSync(join(work, `${engine.name}-`));
+  const times = Array.from({ length: 9 }, (_, i) => Math.floor(((i + 0.5) * endMs) / 9));
+  const plan = renderPlan(clip, dir, {
+    grid: computeGrid(video?.width ?? 320, video?.height ?? 240, '3x3', false),
+    sheets: [times.map((timeMs) => ({ timeMs, label: String(timeMs) }))],
+    window: { startMs: 0, endMs },
+    paths: [join(dir, 'sheet.jpg')],
+  });
+  return (await engine.render(plan)).packets;
+}
+
+describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyframes for the hints', () => {
+  it("are the sample table's on both engines where FFmpeg's H.264 parser flags more (FATE wwwq_cut.mp4)", async () => {
+    const clip = new URL('../../fixtures/fate/wwwq_cut.mp4', import.meta.url).pathname;
+    // The file is as hostile as meant: its parsed listing flags a picture every half second, its
+    // sample table (an empty `stss`, so FFmpeg's index flags the first sample only) one.
+    const probed = await probeFile(clip);
+    const d = videoDetails(probed, chooseVideoStream(probed.info.videoStreams)?.index ?? -1);
+    const parsed = keyTimes((await listAllPackets(clip, d)).log);
+    expect(parsed.length).toBe(8);
+    const native = loadNative();
+    if (!('engine' in native)) throw new Error(native.error);
+    const table = keyTimes(await overviewLog(native.engine, clip));
+    expect(table).toEqual([0]);
+    expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(table);
+  }, 120_000);
+});
