@@ -59,12 +59,14 @@ const AUDIO_JUMP = 0.25;
  */
 const INTERVAL_SLACK = 8;
 /**
- * A short departure (DESIGN §10 ranks it above an ordinary cut): two unexplained keyframes at most
- * this many pictures apart, the encoder cutting away and straight back (a flash, a moment of
- * something else). Without B-frames x264 puts a keyframe on both sides of a one-frame white flash;
- * on the real-footage haystacks (bench/hunt/real-haystack.mjs) that gap ranked 18th of 179 on its
- * keyframe and bytes, level with the footage's own cuts, which come seconds apart. Half a second
- * at 25 fps.
+ * A short departure (DESIGN §10 ranks it above an ordinary cut): the encoder cutting away and
+ * straight back within this many pictures (a flash, a moment of something else), seen as two
+ * unexplained keyframes, or as one followed by a packet at least as large (the way back, coded
+ * intra but, inside the encoder's minimum keyframe interval, no sync sample). An ordinary cut's
+ * keyframe is the largest packet for a while after it. Without B-frames x264 codes a one-frame
+ * white flash as a small keyframe and its return as a large I-frame; on the real-footage haystacks
+ * (bench/hunt/real-haystack.mjs) that gap ranked 18th of 179 on its keyframe and bytes, level with
+ * the footage's own cuts, which come seconds apart. Half a second at 25 fps.
  */
 const DEPARTURE_PICTURES = 12;
 /** A departure's part of a score, in place of KEYFRAME_WEIGHT: above any ordinary cut's. */
@@ -243,20 +245,42 @@ function unexplainedOf(intervals: Interval[]): Unexplained | null {
 
 /**
  * Unexplained keyframes among the listed packets: intervals counted in packets (decode order),
- * only between keyframes listed in the same span.
+ * only between keyframes listed in the same span. A departure is also an unexplained keyframe
+ * followed, within DEPARTURE_PICTURES packets of its span, by a packet at least as large: the way
+ * back coded as a picture of its own, which is no sync sample when it falls inside the encoder's
+ * minimum keyframe interval (x264 codes a one-frame flash's return as a plain I-frame, whose
+ * bytes both engines list; only FFmpeg's parser would call it a keyframe).
  */
 export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, number]>): Unexplained | null {
   const inSpan = (t: number) => spans.findIndex(([a, b]) => t >= a && t <= b);
   const intervals: Interval[] = [];
+  const keyAt = new Map<number, { index: number; span: number }>();
   let prev: { index: number; span: number; time: number } | null = null;
   for (const [i, p] of packets.entries()) {
     if (!p.key) continue;
     const span = inSpan(p.time);
+    if (span >= 0) keyAt.set(p.time, { index: i, span });
     if (prev && span >= 0 && prev.span === span)
       intervals.push({ time: p.time, from: prev.time, length: i - prev.index });
     prev = span >= 0 ? { index: i, span, time: p.time } : null;
   }
-  return unexplainedOf(intervals);
+  const found = unexplainedOf(intervals);
+  if (!found) return found;
+  const departures = new Set(found.departures);
+  for (const time of found.times) {
+    const at = keyAt.get(time);
+    if (!at) continue;
+    const key = packets[at.index] as Packet;
+    for (let i = at.index + 1; i <= at.index + DEPARTURE_PICTURES && i < packets.length; i++) {
+      const back = packets[i] as Packet;
+      if (inSpan(back.time) !== at.span) break;
+      if (back.size >= key.size) {
+        departures.add(time).add(back.time);
+        break;
+      }
+    }
+  }
+  return { times: found.times, departures: [...departures] };
 }
 
 /**
