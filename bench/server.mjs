@@ -61,9 +61,15 @@ export async function startServer({ prefix = 'vidsheet-bench-', env: extra = {} 
   mkdirSync(env.TMPDIR, { recursive: true });
   const child = spawn(process.execPath, [SERVER_BIN], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise((resolve) => child.on('close', resolve));
-  // Should the bench die without stopping it (an error, a kill), the server goes with it.
+  // Should the bench die without stopping it (an error, a kill), the server goes with it. A signal
+  // ends Node without 'exit': the server is stopped first, then the signal raised again.
   const onExit = () => child.exitCode === null && child.signalCode === null && child.kill('SIGTERM');
   process.once('exit', onExit);
+  const onSignal = (signal) => {
+    onExit();
+    process.kill(process.pid, signal);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, onSignal);
   const logs = [];
   const waiters = [];
   let raw = '';
@@ -154,6 +160,7 @@ export async function startServer({ prefix = 'vidsheet-bench-', env: extra = {} 
     stop() {
       stopping ??= (async () => {
         process.removeListener('exit', onExit);
+        for (const signal of ['SIGINT', 'SIGTERM']) process.removeListener(signal, onSignal);
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
         await exited;
         rmSync(root, { recursive: true, force: true });
