@@ -380,64 +380,6 @@ describe('taking over the slot of the transfer furthest behind (unit, fake watch
     }
   });
 
-  it('the least backed gives way first; a slot goes to a marked newcomer only from one half as well backed', () => {
-    vi.useFakeTimers();
-    try {
-      const transfers = new Transfers(2, 5);
-      const cut: string[] = [];
-      const watch = atPace(cut);
-      const enter = (accountId: number, name: string, on = transfers) => {
-        const slot = on.tryEnter({ accountId, address: `127.0.0.${accountId}` });
-        slot?.watch(watch(name));
-        return slot;
-      };
-      // Account 1, a customer on a slow link: a three-minute upload that became a one-credit job.
-      const first = enter(1, 'first upload');
-      vi.advanceTimersByTime(3 * UNBACKED_MARK_MS);
-      first?.release();
-      transfers.charged(1, 1);
-      expect(transfers.standing(1)).toEqual({ unbacked: 2 * UNBACKED_MARK_MS, share: 1 / 3 });
-      // Account 2 never paid: a minute and a half of junk, while the customer uploads again.
-      enter(2, 'junk');
-      vi.advanceTimersByTime(UNBACKED_MARK_MS / 2);
-      const customer = enter(1, 'customer');
-      vi.advanceTimersByTime(UNBACKED_MARK_MS);
-      expect(transfers.standing(1)).toEqual({ unbacked: 3 * UNBACKED_MARK_MS, share: 1 / 4 });
-      expect(transfers.standing(2)).toEqual({ unbacked: 1.5 * UNBACKED_MARK_MS, share: 0 });
-      // A fresh payer: both are over the mark, and the one that never paid gives way, though the
-      // customer is twice as far over (the fourteenth review's HCb cut the customer).
-      const fresh = enter(3, 'fresh');
-      expect(cut).toEqual(['junk preempted']);
-      // The junk comes back: the customer is twice as far over, but better backed, and keeps its slot.
-      expect(enter(2, 'junk again')).toBeUndefined();
-      // The other way round: the junk holds a slot, the customer comes back marked, three times as
-      // far over, and takes it (before, only an account twice as far over as itself gave way).
-      fresh?.release();
-      customer?.release();
-      enter(2, 'junk again');
-      enter(4, 'another fresh');
-      vi.advanceTimersByTime(1000);
-      expect(enter(1, 'customer again')).toBeDefined();
-      expect(cut).toEqual(['junk preempted', 'junk again preempted']);
-      // Two customers backed alike (a third and a quarter of their slot time, two and three minutes
-      // over) take nothing from each other, whichever holds the slot: the newcomer waits, and no
-      // upload is cut short.
-      const alike = new Transfers(1, 5);
-      alike.charged(5, 1);
-      alike.charged(6, 1);
-      const earlier = enter(5, 'a third', alike);
-      vi.advanceTimersByTime(3 * UNBACKED_MARK_MS);
-      earlier?.release();
-      enter(6, 'a quarter', alike);
-      vi.advanceTimersByTime(4 * UNBACKED_MARK_MS);
-      expect(alike.standing(6)).toEqual({ unbacked: 3 * UNBACKED_MARK_MS, share: 1 / 4 });
-      expect(enter(5, 'a third again', alike)).toBeUndefined();
-      expect(cut).toEqual(['junk preempted', 'junk again preempted']);
-    } finally {
-      vi.useRealTimers();
-    }
-  });
-
   it('each credit charged backs a minute, however long the upload it ended; the counts fade after STANDING_MEMORY_MS', () => {
     vi.useFakeTimers();
     try {

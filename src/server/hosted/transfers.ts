@@ -20,7 +20,7 @@
  * paying newcomer takes a free transfer's slot whatever its pace (`preempt`: its caller is told the
  * service is busy, and an anonymous fetch gets its job back, as nothing was its fault), and a paying
  * transfer's only when no free transfer is left: one behind, one of an account holding several, or
- * one of an account whose slot time is not backed by credits (`standing`).
+ * one of an account whose slot time is not backed by credits (`unbacked`).
  */
 import { addressKey } from '#vidsheet/core/client-address.js';
 import { type StallWatch, TEST_TIME_SCALE } from './stall.js';
@@ -74,11 +74,9 @@ interface Held {
  * - A day's memory: with an hour's, a pool of accounts each holding a slot for just under a minute
  *   was fresh again the next hour (the twelfth review: about 500 accounts, bought once, held all
  *   eight slots for good); with a day's, a pool lasts an hour a day.
- * - A newcomer over the mark takes only from an account twice as far over, or half as well backed
- *   (its credits' share of its slot time), and never from one better backed than itself: a customer
- *   cut once is not shut out while junk senders keep their slots (the eleventh and fourteenth
- *   reviews), and two accounts cannot keep cutting each other's uploads short. The least backed
- *   gives way first: junk that never paid before a customer whose uploads outran its credits.
+ * - A newcomer over the mark takes only from an account twice as far over: a customer cut once is
+ *   not shut out for the hour while junk senders far further over keep their slots (the eleventh
+ *   review), and two accounts cannot keep cutting each other's uploads short.
  * - One bad file sent at a normal pace holds a slot for seconds and marks nothing (the ninth review).
  * Scaled by the test clock like the stall rule's figures.
  */
@@ -88,26 +86,17 @@ export const STANDING_MEMORY_MS = 24 * 60 * 60 * 1000;
 /** Entries within this long of an account's last one are added to it: at most ~60 an account. */
 const LEDGER_BUCKET_MS = STANDING_MEMORY_MS / 60;
 
-/** From `at` on: slot time held, and the slot time credits charged back. */
+/** From `at` on: slot time held adds, credits charged take away. */
 interface Entry {
   at: number;
-  held: number;
-  backed: number;
-}
-
-/** An account's standing (see UNBACKED_MARK_MS). */
-export interface Standing {
-  /** Slot time held less slot time backed (ms); from UNBACKED_MARK_MS its transfers give way. */
-  unbacked: number;
-  /** Backed over held: 0 for an account never charged, Infinity for one that held no slot. */
-  share: number;
+  ms: number;
 }
 
 export class Transfers {
   private readonly held = new Set<Held>();
   private readonly perClient = new Map<string, number>();
   private freeHeld = 0;
-  /** Paying accounts' slot time and credits within STANDING_MEMORY_MS (see `standing`). */
+  /** Paying accounts' slot time and credits within STANDING_MEMORY_MS (see `unbacked`). */
   private readonly ledger = new Map<number, Entry[]>();
   /** When every account's ledger was last pruned (see `record`). */
   private prunedAt = 0;
@@ -147,8 +136,7 @@ export class Transfers {
           if (left > 0) this.perClient.set(key, left);
           else this.perClient.delete(key);
         }
-        if (!free && client.accountId !== undefined)
-          this.record(client.accountId, { held: released - takenAt, backed: 0 });
+        if (!free && client.accountId !== undefined) this.record(client.accountId, released - takenAt);
       },
       heldMs: () => (released ?? Date.now()) - takenAt,
     };
@@ -170,8 +158,8 @@ export class Transfers {
    * paying transfer furthest behind (a paying upload below the bar was cut while free transfers at
    * pace kept their slots: the eighth review), else, for a payer holding no slot, the youngest of an
    * account holding several (one cheap account held two slots of two, and four held all eight: the
-   * eighth review), else the youngest of the least backed account from UNBACKED_MARK_MS over that
-   * stands far worse than the newcomer (`standing`).
+   * eighth review), else the youngest of the account with the most unbacked slot time, from
+   * UNBACKED_MARK_MS of it and twice the newcomer's (`unbacked`).
    */
   private overtakeFurthestBehind(newcomer: TransferClient): boolean {
     const slots = [...this.held];
@@ -193,29 +181,16 @@ export class Transfers {
         ? paying.find((slot) => slot.watch && slot.accountId !== undefined && held(slot.accountId) > 1)
         : undefined;
     if (crowding) return this.cut(crowding, 'preempt');
-    // Then a transfer of an account from a minute over (UNBACKED_MARK_MS), to a newcomer at least
-    // as well backed (credits' share of slot time) that stands far better: at most half as far
-    // over, or, marked itself, twice as well backed (a customer marked by slow honest uploads was
-    // refused while junk only just over the mark kept its slot: the fourteenth review). So a slot
-    // changes hands only as its holder falls twice as far behind as the one it took it from, and
-    // two accounts cannot keep cutting each other's uploads short. The least backed gives way
-    // first (never charged before charged: the same review's customer was cut before the junk),
-    // then the furthest over; its youngest transfer, as the least work is lost.
-    const me = this.standing(payer);
+    // Then the youngest transfer of the account with the most unbacked slot time, from a minute of
+    // it and twice the newcomer's own: an account cut so may take a slot back from one twice as far
+    // over, so of two accounts taking a slot from each other, each holds it twice as long as the
+    // last time, and an upload gets through.
     let victim: Held | undefined;
-    let worst: Standing | undefined;
+    let most = Math.max(UNBACKED_MARK_MS, 2 * this.unbacked(payer)) - 1;
     for (const slot of paying) {
-      if (!slot.watch || slot.accountId === undefined) continue;
-      const them = this.standing(slot.accountId);
-      if (them.unbacked < UNBACKED_MARK_MS) continue;
-      const farBetter = 2 * me.unbacked <= them.unbacked || (me.share > 0 && me.share >= 2 * them.share);
-      if (me.share < them.share || !farBetter) continue;
-      if (
-        !worst ||
-        them.share < worst.share ||
-        (them.share === worst.share && them.unbacked > worst.unbacked)
-      ) {
-        worst = them;
+      const unbacked = slot.watch && slot.accountId !== undefined ? this.unbacked(slot.accountId) : 0;
+      if (unbacked > most) {
+        most = unbacked;
         victim = slot;
       }
     }
@@ -231,32 +206,22 @@ export class Transfers {
 
   /** An account was charged `credits` for a job: each backs a minute (see UNBACKED_MARK_MS). */
   charged(accountId: number, credits: number): void {
-    this.record(accountId, { held: 0, backed: credits * BACKING_PER_CREDIT_MS });
+    this.record(accountId, -credits * BACKING_PER_CREDIT_MS);
   }
 
   /**
-   * The account's standing (see UNBACKED_MARK_MS): the slot time of its transfers within the last
-   * STANDING_MEMORY_MS, open ones included, against what its credits charged back.
+   * The account's unbacked slot time (see UNBACKED_MARK_MS): the slot time of its transfers within
+   * the last STANDING_MEMORY_MS, open ones included, less what its credits charged back.
    */
-  standing(accountId: number): Standing {
-    const since = Date.now() - STANDING_MEMORY_MS;
-    let held = 0;
-    let backed = 0;
-    for (const entry of this.ledger.get(accountId) ?? []) {
-      if (entry.at <= since) continue;
-      held += entry.held;
-      backed += entry.backed;
-    }
-    for (const slot of this.held) if (slot.accountId === accountId && !slot.free) held += slot.heldMs();
-    return { unbacked: held - backed, share: held > 0 ? backed / held : Number.POSITIVE_INFINITY };
-  }
-
-  /** The account's unbacked slot time (`standing`). */
   unbacked(accountId: number): number {
-    return this.standing(accountId).unbacked;
+    const since = Date.now() - STANDING_MEMORY_MS;
+    const entries = (this.ledger.get(accountId) ?? []).filter((entry) => entry.at > since);
+    let ms = entries.reduce((sum, entry) => sum + entry.ms, 0);
+    for (const slot of this.held) if (slot.accountId === accountId && !slot.free) ms += slot.heldMs();
+    return ms;
   }
 
-  private record(accountId: number, add: { held: number; backed: number }): void {
+  private record(accountId: number, ms: number): void {
     const now = Date.now();
     const fresh = (entry: Entry) => now - entry.at < STANDING_MEMORY_MS;
     // Every account's old entries go at most once a bucket (not on each release: O(accounts of
@@ -271,10 +236,8 @@ export class Transfers {
     }
     const entries = (this.ledger.get(accountId) ?? []).filter(fresh);
     const last = entries.at(-1);
-    if (last && now - last.at < LEDGER_BUCKET_MS) {
-      last.held += add.held;
-      last.backed += add.backed;
-    } else entries.push({ at: now, ...add });
+    if (last && now - last.at < LEDGER_BUCKET_MS) last.ms += ms;
+    else entries.push({ at: now, ms });
     this.ledger.set(accountId, entries);
   }
 
