@@ -78,6 +78,10 @@ interface Held {
  *   not shut out for the hour while junk senders far further over keep their slots (the eleventh
  *   review), and two accounts cannot keep cutting each other's uploads short.
  * - One bad file sent at a normal pace holds a slot for seconds and marks nothing (the ninth review).
+ * - By unbacked time, not by credits' share of it: ordered and shielded by share, junk that paid one
+ *   credit kept every account never charged today (a new customer's first long upload, a bad first
+ *   file) out of the slots for the day, for a credit a slot (the fifteenth review). A share bounds
+ *   nothing; unbacked time is what an account took without paying.
  * Scaled by the test clock like the stall rule's figures.
  */
 export const UNBACKED_MARK_MS = 60_000 * TEST_TIME_SCALE;
