@@ -4,7 +4,8 @@
  * for the hints is unparsed so that it does too, while the frame rule's own listing is parsed
  * (FFmpeg's H.264 parser also flags pictures the table does not list as sync samples).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -55,5 +56,38 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyfra
     const table = keyTimes(await overviewLog(native.engine, clip));
     expect(table).toEqual([0]);
     expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(table);
+  }, 120_000);
+
+  it("leave out what a cut MP4's index lists past the end of the file (FATE two_first_slice.mp4)", async () => {
+    const clip = new URL('../../fixtures/fate/two_first_slice.mp4', import.meta.url).pathname;
+    // As hostile as meant: its sync-sample table lists 16 keyframes, the file holds the first 3.
+    const file = readFileSync(clip);
+    const stss = file.indexOf('stss', 0, 'latin1');
+    expect(file.readUInt32BE(stss + 8)).toBe(16);
+    const readable = execFileSync(
+      'ffprobe',
+      [
+        '-v',
+        'error',
+        '-fflags',
+        '+noparse',
+        '-select_streams',
+        'v:0',
+        '-show_entries',
+        'packet=dts,flags',
+        '-of',
+        'csv=p=0',
+        clip,
+      ],
+      { encoding: 'utf8' },
+    )
+      .split('\n')
+      .filter((line) => line.endsWith(',K_'))
+      .map((line) => Number(line.split(',')[0]) / 90_000);
+    expect(readable).toEqual([0, 1, 2]);
+    const native = loadNative();
+    if (!('engine' in native)) throw new Error(native.error);
+    expect(keyTimes(await overviewLog(native.engine, clip))).toEqual(readable);
+    expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(readable);
   }, 120_000);
 });

@@ -108,11 +108,19 @@ impl VideoSource {
             if n <= 1 || frames <= 0 || (n as i64 - frames).abs() > 2 {
                 return None;
             }
+            // A sample whose bytes lie past the end of the file is not there (as for the clip's
+            // extent: extent/index.rs): a cut file's index still lists them, and no listing of
+            // the packets (the fallback's) can read them.
+            let file_size = ffi::avio_size((*self.input.as_ptr()).pb);
             let mut log = PacketLog::default();
             for i in 0..n {
                 let e = ffi::avformat_index_get_entry(st, i);
                 if e.is_null() {
                     return None;
+                }
+                let stop = (*e).pos.saturating_add((*e).size() as i64);
+                if file_size >= 0 && (*e).pos >= 0 && stop > file_size {
+                    continue;
                 }
                 let key = (*e).flags() & ffi::AVINDEX_KEYFRAME != 0;
                 log.times.push(self.label_seconds((*e).timestamp));
