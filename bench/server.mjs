@@ -22,6 +22,8 @@ import { ROOT } from './clip.mjs';
 import { freePort } from './free-port.mjs';
 
 export const SERVER_BIN = join(ROOT, 'bin', 'vidsheet-server.js');
+/** Signals that end a bench: its server is stopped first (see startServer). */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM'];
 
 const temps = [];
 const started = [];
@@ -69,7 +71,7 @@ export async function startServer({ prefix = 'vidsheet-bench-', env: extra = {} 
     onExit();
     process.kill(process.pid, signal);
   };
-  for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, onSignal);
+  for (const signal of STOP_SIGNALS) process.once(signal, onSignal);
   const logs = [];
   const waiters = [];
   let raw = '';
@@ -160,7 +162,7 @@ export async function startServer({ prefix = 'vidsheet-bench-', env: extra = {} 
     stop() {
       stopping ??= (async () => {
         process.removeListener('exit', onExit);
-        for (const signal of ['SIGINT', 'SIGTERM']) process.removeListener(signal, onSignal);
+        for (const signal of STOP_SIGNALS) process.removeListener(signal, onSignal);
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
         await exited;
         rmSync(root, { recursive: true, force: true });

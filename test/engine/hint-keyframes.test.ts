@@ -26,6 +26,13 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 const keyTimes = (log: Pick<PacketLog, 'times' | 'keys'>) =>
   [...new Set([...log.times].filter((_, i) => log.keys[i] === 1))].sort((a, b) => a - b);
 
+/** The native engine (the tests run only where it loads). */
+function nativeEngine(): Engine {
+  const native = loadNative();
+  if (!('engine' in native)) throw new Error(native.error);
+  return native.engine;
+}
+
 /** The packet log of a 3x3 overview of `clip` on `engine`. */
 async function overviewLog(engine: Engine, clip: string): Promise<PacketLog> {
   const info = await engine.probe(clip);
@@ -51,9 +58,7 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyfra
     const d = videoDetails(probed, chooseVideoStream(probed.info.videoStreams)?.index ?? -1);
     const parsed = keyTimes((await listAllPackets(clip, d)).log);
     expect(parsed.length).toBe(8);
-    const native = loadNative();
-    if (!('engine' in native)) throw new Error(native.error);
-    const table = keyTimes(await overviewLog(native.engine, clip));
+    const table = keyTimes(await overviewLog(nativeEngine(), clip));
     expect(table).toEqual([0]);
     expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(table);
   }, 120_000);
@@ -85,9 +90,7 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyfra
       .filter((line) => line.endsWith(',K_'))
       .map((line) => Number(line.split(',')[0]) / 90_000);
     expect(readable).toEqual([0, 1, 2]);
-    const native = loadNative();
-    if (!('engine' in native)) throw new Error(native.error);
-    expect(keyTimes(await overviewLog(native.engine, clip))).toEqual(readable);
+    expect(keyTimes(await overviewLog(nativeEngine(), clip))).toEqual(readable);
     expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(readable);
   }, 120_000);
 });
