@@ -86,7 +86,7 @@ export interface LabelPlan {
 
 /**
  * The video packets a render read on the way to its cells (src/core/packet-log.ts `PacketLog`):
- * headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
+ * headers only, and a thumbnail of every picture decoded, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
  * container start), the decode timestamp where the packet has one, else its presentation time
  * (Matroska: always the presentation time).
  */
@@ -111,6 +111,13 @@ export interface PacketLog {
    * where the cell stands among the packets, which are in decode order.
    */
   cells: Float64Array
+  /**
+   * Every picture decoded on the way (the cells' own among them): its presentation time
+   * (seconds, same clock), in decode output order, possibly repeated.
+   */
+  pictures: Float64Array
+  /** Per picture, in that order: its luma thumbnail (`video::thumbs`, 576 bytes each). */
+  thumbs: Uint8Array
 }
 
 /** What the engine learns from opening the file. */

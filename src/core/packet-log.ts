@@ -64,7 +64,18 @@ export interface PacketLog {
    * cell's frame, up to and including the second cell's frame.
    */
   cells: Float64Array;
+  /**
+   * The pictures the engine decoded on the way to the cells (every one it decoded, the cells' own
+   * frames among them): presentation times (seconds, labels' clock), in any order, possibly
+   * repeated; NaN for a picture without a time.
+   */
+  pictures: Float64Array;
+  /** Per picture, in the order of `pictures`: its thumbnail (./pictures.ts THUMB), THUMB_BYTES each. */
+  thumbs: Uint8Array;
 }
+
+/** A packet listing: the log without what a render adds (its cells, its decoded pictures). */
+export type ListedPackets = Omit<PacketLog, 'cells' | 'pictures' | 'thumbs'>;
 
 export const emptyPacketLog = (): PacketLog => ({
   times: new Float64Array(0),
@@ -73,4 +84,6 @@ export const emptyPacketLog = (): PacketLog => ({
   spans: new Float64Array(0),
   indexKeys: new Float64Array(0),
   cells: new Float64Array(0),
+  pictures: new Float64Array(0),
+  thumbs: new Uint8Array(0),
 });

@@ -3,7 +3,8 @@
  *
  * Sampling shows what is on screen at each label; what happens between two cells is invisible on
  * the sheet. The engines already read what betrays it, and hand it over raw (`PacketLog`): every
- * video packet's size and keyframe flag they listed while finding the cells' frames. Locally the
+ * video packet's size and keyframe flag they listed while finding the cells' frames, and a thumbnail
+ * of every picture they decoded on the way. Locally the
  * audio peaks are measured anyway. This module turns those into at most MAX_HINTS gaps between
  * consecutive cells, each with a score and the signals that raised it:
  *
@@ -19,11 +20,18 @@
  *   loudest millisecond (a click, a bang, speech starting in silence). Sound is heard while frames
  *   are shown, so a gap's sound lies between the two cells' presentation times, not between their
  *   packets' decode times (with B-frames those run a few frames earlier, out of order).
+ * - `picture`: the frames the engine decoded between the two cells, on tiny thumbnails: a frame
+ *   unlike both cells or its neighbours (a flash, an object that comes and goes), or a step far
+ *   above the run's usual (./pictures.ts). A gap none of whose frames was decoded has none.
+ *
+ * A short departure (the picture's, or the encoder cutting away and straight back) scores above
+ * every gap without one: 0.5 and up, the rest below 0.5 (./pictures.ts combinedScore).
  *
  * The packets come from the engines as the contract in ./packet-log.ts says.
  */
 import type { AudioPeaks } from './audio.js';
 import { type PacketLog, packetSource } from './packet-log.js';
+import { combinedScore, pictureGap, pictureScores, picturesOf } from './pictures.js';
 import { formatLabel } from './time.js';
 import type { Window } from './window.js';
 
@@ -76,7 +84,7 @@ export interface ZoomHint {
   start: string;
   end: string;
   score: number;
-  signals: Array<'keyframe' | 'bitrate' | 'audio'>;
+  signals: Array<'keyframe' | 'bitrate' | 'audio' | 'picture'>;
 }
 
 /** One cell of the run, in time order (all sheets together). */
@@ -398,6 +406,11 @@ export function zoomHints(input: {
   );
   const baseLoud = median(loudest.filter((l): l is number => l !== null));
 
+  const decoded = picturesOf(input.packets);
+  const pictures = pictureScores(
+    gaps.map((g) => (g.heardTo > g.heardFrom ? pictureGap(decoded, g.heardFrom, g.heardTo) : null)),
+  );
+
   const hints: Array<ZoomHint & { order: number }> = [];
   for (const [i, g] of gaps.entries()) {
     const signals: ZoomHint['signals'] = [];
@@ -419,11 +432,14 @@ export function zoomHints(input: {
       signals.push('audio');
       quiet *= 1 - Math.min(1, loud - baseLoud);
     }
+    const picture = pictures[i] ?? null;
+    if (picture && (picture.departs || picture.step > 0)) signals.push('picture');
     if (signals.length === 0) continue;
+    const score = combinedScore(1 - quiet, picture, b?.keyframe === true && b.departure);
     hints.push({
       start: g.start,
       end: g.end,
-      score: Math.round((1 - quiet) * 100) / 100,
+      score: Math.round(score * 100) / 100,
       signals,
       order: i,
     });

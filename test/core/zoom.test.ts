@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { AudioPeaks } from '../../src/core/audio.js';
 import type { PacketLog } from '../../src/core/packet-log.js';
+import { THUMB_BYTES } from '../../src/core/pictures.js';
 import { reportedFrameTime, zoomHints } from '../../src/core/zoom.js';
 
 interface Stream {
@@ -18,6 +19,15 @@ interface Stream {
   sizes?: Record<string, number>;
   spans?: Array<[number | null, number | null]>;
 }
+interface Pictures {
+  fps: number;
+  from: number;
+  to: number;
+  level: number;
+  at?: Record<string, number>;
+  patches?: Array<{ frames: [number, number]; share: number; level: number }>;
+  decoded?: Array<[number, number]>;
+}
 interface Case {
   name: string;
   window: [number, number];
@@ -26,6 +36,7 @@ interface Case {
   container?: string;
   cells: Array<[string, number, number | null, number | null]>;
   stream: Stream;
+  pictures?: Pictures;
   audio?: {
     clipPeak: number;
     startMs: number;
@@ -66,7 +77,31 @@ function packetsOf(c: Case): PacketLog {
     indexKeys: Float64Array.from(cues ? all.filter(isKey).map(time) : []),
     spans: Float64Array.from(spans.flat()),
     cells: Float64Array.from(c.cells.map((cell) => cell[3] ?? Number.NaN)),
+    ...picturesOf(c.pictures),
   };
+}
+
+/**
+ * The decoded pictures a vector's `pictures` describes (the expansion rule in the file's
+ * description): flat thumbnails at `level`, or at `at`'s level for the frames it names, with
+ * `patches` (a share of the pixels at another level over a range of frames); only the `decoded`
+ * frames (inclusive ranges, default all) are listed.
+ */
+function picturesOf(p: Pictures | undefined): Pick<PacketLog, 'pictures' | 'thumbs'> {
+  if (!p) return { pictures: new Float64Array(0), thumbs: new Uint8Array(0) };
+  const n = Math.round((p.to - p.from) * p.fps);
+  const decoded = Array.from({ length: n }, (_, i) => i).filter(
+    (i) => !p.decoded || p.decoded.some(([a, b]) => i >= a && i <= b),
+  );
+  const thumbs = new Uint8Array(decoded.length * THUMB_BYTES);
+  decoded.forEach((i, k) => {
+    const t = thumbs.subarray(k * THUMB_BYTES, (k + 1) * THUMB_BYTES);
+    t.fill(p.at?.[String(i)] ?? p.level);
+    for (const patch of p.patches ?? [])
+      if (i >= patch.frames[0] && i <= patch.frames[1])
+        t.fill(patch.level, 0, Math.round(patch.share * THUMB_BYTES));
+  });
+  return { pictures: Float64Array.from(decoded.map((i) => p.from + i / p.fps)), thumbs };
 }
 
 function audioOf(c: Case): AudioPeaks | null {
@@ -139,6 +174,8 @@ describe('where the packets come from, by container (packetSource)', () => {
     spans: Float64Array.from(spans),
     indexKeys: Float64Array.from(indexKeys),
     cells: Float64Array.from(cells),
+    pictures: new Float64Array(0),
+    thumbs: new Uint8Array(0),
   };
   const hints = (container: string) =>
     zoomHints({
@@ -155,8 +192,8 @@ describe('where the packets come from, by container (packetSource)', () => {
     // keyframe at 45.5 s: the native engine reads from there, so it is not measured (the
     // fallback lists it, but must not count it either).
     expect(hints('matroska,webm')).toEqual([
-      { start: '0:39', end: '0:45', score: 1, signals: ['bitrate'] },
-      { start: '0:15', end: '0:21', score: 0.5, signals: ['keyframe'] },
+      { start: '0:39', end: '0:45', score: 0.5, signals: ['bitrate'] },
+      { start: '0:15', end: '0:21', score: 0.25, signals: ['keyframe'] },
     ]);
   });
 

@@ -38,7 +38,9 @@ export async function expectModelAids(
     if (i > 0) expect(h.score).toBeLessThanOrEqual(report.zoom_hints[i - 1]?.score as number);
     expect(h.signals.length).toBeGreaterThan(0);
     for (const s of h.signals)
-      expect(o.audio ? ['keyframe', 'bitrate', 'audio'] : ['keyframe', 'bitrate']).toContain(s);
+      expect(
+        o.audio ? ['keyframe', 'bitrate', 'audio', 'picture'] : ['keyframe', 'bitrate', 'picture'],
+      ).toContain(s);
     // Consecutive cells, or a window edge and the first/last cell.
     const a = labels.indexOf(h.start);
     const b = labels.indexOf(h.end);

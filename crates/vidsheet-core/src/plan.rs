@@ -336,7 +336,7 @@ pub struct RenderStats {
 }
 
 /// The video packets a render read on the way to its cells (src/core/packet-log.ts `PacketLog`):
-/// headers only, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
+/// headers only, and a thumbnail of every picture decoded, for the zoom hints. Times are seconds on the labels' clock (timestamp minus the
 /// container start), the decode timestamp where the packet has one, else its presentation time
 /// (Matroska: always the presentation time).
 #[cfg_attr(
@@ -365,6 +365,13 @@ pub struct PacketLog {
     /// where the cell stands among the packets, which are in decode order.
     #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
     pub cells: Vec<f64>,
+    /// Every picture decoded on the way (the cells' own among them): its presentation time
+    /// (seconds, same clock), in decode output order, possibly repeated.
+    #[cfg_attr(feature = "napi", napi(ts_type = "Float64Array"))]
+    pub pictures: Vec<f64>,
+    /// Per picture, in that order: its luma thumbnail (`video::thumbs`, 576 bytes each).
+    #[cfg_attr(feature = "napi", napi(ts_type = "Uint8Array"))]
+    pub thumbs: Vec<u8>,
 }
 
 /// What a render reports.

@@ -99,6 +99,9 @@ fn render_with(
     let hinting = std::env::var_os("VIDSHEET_BENCH_NO_HINTS").is_none_or(|v| v != "1");
     let indexed = source.index_packets().filter(|_| hinting);
     let record = hinting && indexed.is_none();
+    // VIDSHEET_BENCH_NO_PICTURES=1 leaves the thumbnails out (the packet signals alone), for
+    // bench/run.mjs --pictures and the tests that compare the engines' packet evidence.
+    let pictures = hinting && std::env::var_os("VIDSHEET_BENCH_NO_PICTURES").is_none_or(|v| v != "1");
     // What one decoder proves about the stream's open GOPs holds for all of them.
     let proofs = source.proofs();
     // The planning source decodes alone when one worker does everything (with a decoder of the
@@ -125,6 +128,7 @@ fn render_with(
                 tx: tx.clone(),
                 cancel: &cancel,
                 record,
+                pictures,
                 proofs: std::sync::Arc::clone(&proofs),
                 part: k,
                 before: part

@@ -18,6 +18,7 @@ import { input, type VideoDetails } from './media.js';
 import { matchOutputs, PRINTS, runLog } from './outputs.js';
 import type { Packets } from './packets.js';
 import { seconds } from './packets.js';
+import { type Thumbnails, thumbStamp } from './thumbs.js';
 
 const debug = debuglog('vidsheet');
 
@@ -45,6 +46,8 @@ export interface Decoding {
    */
   keyframes: bigint[];
   signal: AbortSignal;
+  /** Where the render collects a thumbnail of every picture decoded (the zoom hints' `picture`). */
+  thumbnails?: Thumbnails;
 }
 
 /**
@@ -74,6 +77,9 @@ export interface Run {
 
 /** Where a run starts decoding: a keyframe (index into req.keyframes) or the stream start. */
 export type Start = number | 'stream';
+
+/** The filter graph's labels when it also makes thumbnails (thumbs.ts). */
+const [CELLS, CELLS_OUT, THUMB_IN, THUMB_OUT] = ['decoded', 'cells_out', 'thumb_in', 'thumb_out'];
 
 /** How far past its last target a decode from the start goes for frames handed out late (s). */
 const LATE_FRAMES_SECONDS = 10;
@@ -130,10 +136,15 @@ export async function extractOnce(
   // the first frame past its end, which would lose them (and time them anew as it flushes).
   const [tbNum, tbDen] = d.timeBase;
   const lateBy = start === 'stream' ? (BigInt(LATE_FRAMES_SECONDS) * tbDen) / tbNum : 0n;
+  const thumbnails = req.thumbnails?.enabled ? req.thumbnails : undefined;
   const filters = [
     // The last target (the group ascends), in the stream time base the filter graph starts in:
     // seconds would round to its ticks. First, since bwdif halves the time base.
     `trim=end_pts=${end + 1n + lateBy}`,
+    // Every decoded picture's thumbnail, on a branch of its own to an output of its own.
+    ...(thumbnails
+      ? [`split[${CELLS}][${THUMB_IN}];\n${thumbnails.branch(THUMB_IN, THUMB_OUT)};\n[${CELLS}]null`]
+      : []),
     // Every picture's digest (its checksum) for an open-GOP entry's proof, as decoded, on a
     // branch of its own: only those the proof compares (from `printsFrom`, to `prove`) are
     // summed, a fifth of a 1080p picture's decode each.
@@ -157,11 +168,14 @@ export async function extractOnce(
   const dir = join(req.dir, `run-${n}`);
   await mkdir(dir, { recursive: true });
   const script = join(dir, 'filters');
-  await writeFile(script, filters.join(',\n'));
+  // With thumbnails the graph has two outputs, so it is a complex one: its input and cells labelled.
+  const graph = filters.join(',\n');
+  await writeFile(script, thumbnails ? `[0:${d.index}]${graph}[${CELLS_OUT}]` : graph);
   const entry = start === 'stream' || start < 0 ? undefined : req.keyframes[start];
   const idrEntry = seek !== null && entry !== undefined && (await isIdr(req, entry)) ? entry : null;
   const watch = troubleWatch(d, seek === null ? null : new Set(packets.keyframes), idrEntry);
   const stamps = runLog(d);
+  const thumbStamps: Array<bigint | null> = [];
   // Out of memory (the worker's limit, DESIGN §5a) fails the job, not just these cells.
   let outOfMemory = false;
   let overMaxPixels = false;
@@ -171,6 +185,8 @@ export async function extractOnce(
     if (!refusal.keep(text)) return;
     watch.line(text);
     stamps.line(text);
+    const thumb = thumbnails ? thumbStamp(text) : undefined;
+    if (thumb !== undefined) thumbStamps.push(thumb);
     if (outOfMemoryLine(text)) outOfMemory = true;
     if (text.includes(MAX_PIXELS_REFUSED)) overMaxPixels = true;
   });
@@ -194,10 +210,9 @@ export async function extractOnce(
       '-copyts',
       ...(seek === null ? [] : ['-noaccurate_seek', '-ss', seek.toFixed(6)]),
       ...input(req.path, d.fixed, d.bounds),
-      '-map',
-      `0:${d.index}`,
-      '-filter_script:v',
-      script,
+      ...(thumbnails
+        ? ['-filter_complex_script', script, '-map', `[${CELLS_OUT}]`]
+        : ['-map', `0:${d.index}`, '-filter_script:v', script]),
       // Every selected frame is written, none duplicated. No frame count: trim ends the run (a
       // clock that restarts may show a target's time twice, and each frame must be logged).
       '-fps_mode',
@@ -208,6 +223,7 @@ export async function extractOnce(
       'ppm',
       '-y',
       join(dir, 'cell-%d.ppm'),
+      ...(thumbnails ? thumbnails.output(THUMB_OUT, dir) : []),
     ],
     // Bounded (a hostile file must not hang the job), but long enough for the video decoded: up
     // to a second per second of it, whatever its resolution.
@@ -218,6 +234,7 @@ export async function extractOnce(
     },
   );
   log.end();
+  await thumbnails?.take(d, dir, thumbStamps);
   // A picture over max_pixels is refused before its buffer is asked for, and says so: its cells
   // are unreadable, as any frame that does not decode.
   if (outOfMemory && !overMaxPixels)

@@ -3,7 +3,7 @@
  * stream's, listed once, and the light listing of a whole MP4/MOV stream made for the hints alone.
  * The native engine's twin is crates/vidsheet-core/src/video/packets.rs.
  */
-import type { PacketLog } from '../../core/packet-log.js';
+import type { ListedPackets } from '../../core/packet-log.js';
 import { labelSeconds } from '../timestamps.js';
 import { int, num, probePackets } from './listing.js';
 import type { VideoDetails } from './media.js';
@@ -24,9 +24,9 @@ export class StreamLists {
    * tell whether it already has it without waiting for a listing still running for the hints.
    */
   private wholeList: Packets | undefined;
-  private readonly logs: Array<Omit<PacketLog, 'cells'>> = [];
+  private readonly logs: Array<ListedPackets> = [];
   private readonly hinting = process.env.VIDSHEET_BENCH_NO_HINTS !== '1';
-  private readonly light: Promise<Omit<PacketLog, 'cells'>> | undefined;
+  private readonly light: Promise<ListedPackets> | undefined;
 
   constructor(
     private readonly path: string,
@@ -57,7 +57,7 @@ export class StreamLists {
   }
 
   /** The hints' packets, once every list is in. */
-  async log(): Promise<Omit<PacketLog, 'cells'>> {
+  async log(): Promise<ListedPackets> {
     if (this.light) {
       // Awaited even when unused (no ffprobe outlives the job); a failed listing costs the hints,
       // not the sheets.
@@ -81,7 +81,7 @@ export async function listHintPackets(
   path: string,
   d: VideoDetails,
   signal?: AbortSignal,
-): Promise<Omit<PacketLog, 'cells'>> {
+): Promise<ListedPackets> {
   // csv prints ffprobe's own field order whatever the order asked: pts, dts, size, flags.
   // Unparsed: a keyframe is a sync sample of the sample table, as the native engine reads it
   // (FFmpeg's H.264 parser also flags x264's I-frames at a scene cut inside its minimum keyframe
@@ -156,10 +156,10 @@ export async function listHintPackets(
 }
 
 /** One log of several (each listing's packets and spans; repeats are the rule's to drop). */
-function mergeLogs(logs: Array<Omit<PacketLog, 'cells'>>): Omit<PacketLog, 'cells'> {
+function mergeLogs(logs: Array<ListedPackets>): ListedPackets {
   const join = <T extends Float64Array | Uint8Array>(
     make: (n: number) => T,
-    pick: (l: Omit<PacketLog, 'cells'>) => T,
+    pick: (l: ListedPackets) => T,
   ) => {
     const out = make(logs.reduce((n, l) => n + pick(l).length, 0));
     let at = 0;

@@ -3,7 +3,7 @@
  * timestamps, keyframes, and where each packet's bytes are (so NAL headers can be read in place),
  * read from the listing's rows (listing.ts) of the whole stream or of each target's neighbourhood.
  */
-import type { PacketLog } from '../../core/packet-log.js';
+import type { ListedPackets } from '../../core/packet-log.js';
 import { labelSeconds } from '../timestamps.js';
 import { INTERVALS_PER_RUN, type Row, readRows } from './listing.js';
 import type { VideoDetails } from './media.js';
@@ -15,7 +15,7 @@ export interface Packets {
   /** Byte position and size of each packet, by pts (absent where the demuxer does not say). */
   bytes: Map<bigint, { pos: number; size: number }>;
   /** The same packets for the zoom hints (core/zoom.ts), with the spans they cover without a hole. */
-  log: Omit<PacketLog, 'cells'>;
+  log: ListedPackets;
   /** By pts: the packet's time in the log (its decode time). */
   decodeTime: Map<bigint, number>;
 }

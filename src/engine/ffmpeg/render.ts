@@ -16,6 +16,7 @@ import { PartPlanner } from './part-plan.js';
 import { probeFile, videoDetails } from './probe.js';
 import { OpenGops } from './recovery.js';
 import { Sheets } from './sheets.js';
+import { Thumbnails } from './thumbs.js';
 
 /** The fallback engine's `render` (Engine.render). */
 export async function render(
@@ -81,6 +82,7 @@ async function renderSheets(
   const lists = new StreamLists(plan.input, d, stop.signal);
   const gate = limiter(cores);
   const seeking = { trusted: true };
+  const thumbnails = new Thumbnails();
   const openGops = new OpenGops(parts.length);
   const planner = new PartPlanner(plan.input, d, lists, stop.signal, {
     pixelRate,
@@ -126,6 +128,7 @@ async function renderSheets(
                 aside,
                 signal: stop.signal,
                 shownInstead: sheets.shownInstead,
+                thumbnails,
               });
               sheets.add(got);
               sheets.settle(group.flatMap((f) => cellsOfFrame.get(f) ?? []));
@@ -146,5 +149,5 @@ async function renderSheets(
     throw sheets.failure ? sheets.failure.error : error;
   });
   await settleAll(composing, abortAll);
-  return sheets.result(d, await lists.log());
+  return sheets.result(d, { ...(await lists.log()), ...thumbnails.log() });
 }

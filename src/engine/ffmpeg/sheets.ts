@@ -113,7 +113,7 @@ export class Sheets {
     }
   }
 
-  /** The render's result, once every sheet is composed; `log`: the packets the hints read. */
+  /** The render's result, once every sheet is composed; `log`: what the hints read. */
   result(d: VideoDetails, log: Omit<PacketLog, 'cells'>): RenderResult {
     return {
       unreadable: this.unreadable.flat(),

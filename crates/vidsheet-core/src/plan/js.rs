@@ -121,6 +121,8 @@ impl ToNapiValue for PacketLog {
             spans,
             index_keys,
             cells,
+            pictures,
+            thumbs,
         } = val;
         object(env, |o| {
             o.set("times", Float64Array::new(times))?;
@@ -128,7 +130,9 @@ impl ToNapiValue for PacketLog {
             o.set("keys", Uint8Array::new(keys))?;
             o.set("spans", Float64Array::new(spans))?;
             o.set("indexKeys", Float64Array::new(index_keys))?;
-            o.set("cells", Float64Array::new(cells))
+            o.set("cells", Float64Array::new(cells))?;
+            o.set("pictures", Float64Array::new(pictures))?;
+            o.set("thumbs", Uint8Array::new(thumbs))
         })
     }
 }

@@ -65,6 +65,8 @@ pub(super) struct Worker<'a> {
     pub cancel: &'a AtomicBool,
     /// Record the packets read (the zoom hints' material, when the index does not list them).
     pub record: bool,
+    /// Record a thumbnail of every picture decoded (the zoom hints' `picture`).
+    pub pictures: bool,
     /// Shared by the job's decoders: see [`VideoSource::share_proofs`].
     pub proofs: std::sync::Arc<crate::video::OpenGops>,
     /// This worker's part of the job, and the last target of the part before (µs): see
@@ -168,6 +170,9 @@ impl Worker<'_> {
         source.set_targets(&targets);
         if self.record {
             source.record_packets();
+        }
+        if self.pictures {
+            source.record_pictures();
         }
         let mut scaled = ScaleCache::new(source.facts().orientation());
         // A frame's pixels may go as soon as it is scaled only when no later cell can need it at

@@ -53,6 +53,7 @@ mod recover;
 mod refs;
 mod seek;
 mod skip;
+mod thumbs;
 pub(crate) mod timestamps;
 mod watch;
 mod witness;

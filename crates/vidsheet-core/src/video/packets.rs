@@ -10,6 +10,7 @@ use ff::ffi;
 use ffmpeg_next as ff;
 
 use super::facts::Facts;
+use super::thumbs;
 use super::VideoSource;
 use crate::media;
 use crate::plan::PacketLog;
@@ -85,6 +86,8 @@ impl PacketLog {
         self.keys.extend(other.keys);
         self.spans.extend(other.spans);
         self.index_keys.extend(other.index_keys);
+        self.pictures.extend(other.pictures);
+        self.thumbs.extend(other.thumbs);
     }
 }
 
@@ -170,18 +173,35 @@ impl VideoSource {
         });
     }
 
+    /// Turns on a thumbnail of every picture decoded ([`thumbs`]).
+    pub(crate) fn record_pictures(&mut self) {
+        self.packets.pictures.get_or_insert_with(Pictures::default);
+    }
+
     /// What was recorded (an empty log when recording was off), with the index's keyframes as
     /// they stand after the decoding (Matroska parses its Cues at the first seek).
     pub(crate) fn take_packets(&mut self) -> PacketLog {
-        match self.packets.recorder.take() {
+        let mut log = match self.packets.recorder.take() {
             Some(rec) => {
                 let mut log = rec.finish();
                 log.index_keys = self.index_keyframes();
                 log
             }
             None => PacketLog::default(),
+        };
+        if let Some(pictures) = self.packets.pictures.take() {
+            log.pictures = pictures.times;
+            log.thumbs = pictures.thumbs;
         }
+        log
     }
+}
+
+/// The pictures decoded, when asked: their times (labels' clock) and thumbnails.
+#[derive(Default)]
+struct Pictures {
+    times: Vec<f64>,
+    thumbs: Vec<u8>,
 }
 
 /// The packets read: recorded for the zoom hints when asked, and the latest ones' decode times.
@@ -189,6 +209,8 @@ impl VideoSource {
 pub(super) struct Packets {
     /// Packets read, recorded for the zoom hints when asked.
     recorder: Option<PacketRecorder>,
+    /// Pictures decoded, recorded for the zoom hints when asked.
+    pictures: Option<Pictures>,
     /// The latest packets' serials and decode times (a picture's own packet is among them).
     recent: VecDeque<(u64, f64)>,
 }
@@ -219,6 +241,18 @@ impl Packets {
         self.recent.push_back((serial, time));
         if let Some(rec) = self.recorder.as_mut() {
             rec.record(time, packet.size() as f64, packet.is_key());
+        }
+    }
+
+    /// A picture decoded, at `time` (labels' clock), when pictures are recorded. A picture
+    /// without a luma plane ([`thumbs::thumbnail`]) is left out.
+    pub(super) fn picture(&mut self, time: f64, frame: &ff::frame::Video) {
+        let Some(pictures) = self.pictures.as_mut() else {
+            return;
+        };
+        if let Some(thumb) = thumbs::thumbnail(frame) {
+            pictures.times.push(time);
+            pictures.thumbs.extend_from_slice(&thumb);
         }
     }
 

@@ -285,6 +285,8 @@ impl VideoSource {
         // SAFETY: a frame the decoder just returned; the opaque is the serial of its own packet.
         let packet = unsafe { (*f.as_ptr()).reordered_opaque };
         let print = self.print_to_prove(&f, pts);
+        let time = self.label_seconds(pts);
+        self.packets.picture(time, &f);
         Decoded {
             decode_time: self.packets.decode_time_of(packet),
             frame: f,

@@ -1,0 +1,69 @@
+/**
+ * The `picture` signal's material (src/core/pictures.ts): a thumbnail of every picture a run
+ * decodes, made on a branch of the run's own filter graph (one area scale of a frame already
+ * decoded, a few % of its decode) and written to a file of raw bytes beside the run's frames; each
+ * picture's timestamp logged by a showinfo of its own. The native engine's twin is
+ * crates/vidsheet-core/src/video/thumbs.rs.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { THUMB, THUMB_BYTES } from '../../core/pictures.js';
+import { labelSeconds } from '../timestamps.js';
+import type { VideoDetails } from './media.js';
+
+/** The name of the filter that logs every thumbnail's timestamp. */
+const THUMBS = 'thumbs';
+/** The file a run writes its thumbnails to, in its directory. */
+const FILE = 'thumbs.gray';
+
+/** The pictures a render's runs decoded: their times (labels' clock) and thumbnails. */
+export class Thumbnails {
+  private readonly times: number[] = [];
+  private readonly parts: Buffer[] = [];
+  /** Off for bench/run.mjs without hints, or without pictures (crates/vidsheet-core/src/render.rs). */
+  readonly enabled =
+    process.env.VIDSHEET_BENCH_NO_HINTS !== '1' && process.env.VIDSHEET_BENCH_NO_PICTURES !== '1';
+
+  /**
+   * The graph branch (after the split that feeds it, labelled `from`) that makes them: the luma
+   * plane's area means (gray keeps the luma levels as they are), into the output label `to`.
+   */
+  branch(from: string, to: string): string {
+    return `[${from}]scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray,showinfo@${THUMBS}[${to}]`;
+  }
+
+  /** The output arguments that write the branch `label` to the run directory `dir`. */
+  output(label: string, dir: string): string[] {
+    return ['-map', `[${label}]`, '-fps_mode', 'passthrough', '-f', 'rawvideo', '-y', join(dir, FILE)];
+  }
+
+  /** Reads what a run in `dir` wrote, given the timestamps its log named (`stamps`, in order). */
+  async take(d: VideoDetails, dir: string, stamps: Array<bigint | null>): Promise<void> {
+    const bytes = await readFile(join(dir, FILE)).catch(() => Buffer.alloc(0));
+    // A run cut short may have logged a picture it did not write, never the reverse.
+    const n = Math.min(stamps.length, Math.floor(bytes.length / THUMB_BYTES));
+    for (let i = 0; i < n; i++) {
+      const pts = stamps[i];
+      this.times.push(
+        pts === null || pts === undefined ? Number.NaN : labelSeconds(pts, d.timeBase, d.startUs),
+      );
+    }
+    this.parts.push(bytes.subarray(0, n * THUMB_BYTES));
+  }
+
+  /** Everything taken, as the packet log carries it. */
+  log(): { pictures: Float64Array; thumbs: Uint8Array } {
+    return { pictures: Float64Array.from(this.times), thumbs: new Uint8Array(Buffer.concat(this.parts)) };
+  }
+}
+
+/** A showinfo line of the thumbnail branch: the picture's pts (stream time base), null without one. */
+export function thumbStamp(text: string): bigint | null | undefined {
+  const m = THUMB_LINE.exec(text);
+  if (!m) return undefined;
+  return m[1] === 'NOPTS' ? null : BigInt(m[1] as string);
+}
+
+const THUMB_LINE = new RegExp(
+  `^\\[showinfo@${THUMBS} @ [^\\]]*\\] \\[\\w+\\] n:\\s*\\d+ pts:\\s*(-?\\d+|NOPTS) `,
+);
