@@ -3,8 +3,8 @@
  * Engine benchmark: one table, measured side by side in one run (machines are noisy; ratios are
  * what count). Usage: `npm run bench [-- --runs 3 --only 4K --methods native,peer]`, and
  * `npm run bench -- --audio` for the cost of the audio band and report (the peaks measurement) on a 60-minute clip,
- * `npm run bench -- --hints [--only 60]` for the cost of the zoom hints' packet collection (each engine with and
- * without it, through the bench-only VIDSHEET_BENCH_NO_HINTS=1),
+ * `npm run bench -- --hints [--only 60]` for the cost of the zoom hints' packet collection and pictures
+ * (each engine with and without them, through the bench-only VIDSHEET_BENCH_NO_HINTS=1),
  * `npm run bench -- --bindings static=a.node,system=b.node` for two builds of the native binding
  * side by side (each loaded through VIDSHEET_NATIVE_BINDING; the second column is the baseline), and
  * one of the separate benchmarks below (each its own script in bench/, given the other arguments):
@@ -97,6 +97,8 @@ const CASES = AUDIO
     ? [
         { name: '1080p 10 min 3x3 overview', clip: '1080p', density: '3x3' },
         { name: '360p 60 min 3x3 overview', clip: '60min', density: '3x3' },
+        // A zoom: the window's end is decoded after the last cell for the pictures (closingMs).
+        { name: '1080p 3x3 10 s window', clip: '1080p', density: '3x3', start: 200.5, end: 210.5 },
       ].filter((c) => !ONLY || c.name.includes(ONLY))
     : [
         { name: '1080p 3x3 overview', clip: '1080p', density: '3x3' },

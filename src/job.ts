@@ -192,6 +192,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
             theme: THEME,
             sheets,
             tempDir,
+            closingMs: window.endMs,
           },
           options.onProgress,
           options.signal,

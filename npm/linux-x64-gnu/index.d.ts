@@ -178,6 +178,11 @@ export interface RenderPlan {
   sheets: Array<SheetPlan>
   /** Directory the engine may use for intermediate files (the native engine writes none). */
   tempDir: string
+  /**
+   * The window's end (ms, the cells' clock): decoded after the last cell and not drawn, so the
+   * frames of the gap after it are decoded for the zoom hints' pictures; omitted: none.
+   */
+  closingMs?: number
 }
 
 /** What a render reports. */

@@ -122,4 +122,10 @@ export interface RenderPlan {
   sheets: SheetPlan[];
   /** Directory the engine may use for intermediate files; removed by the caller. */
   tempDir: string;
+  /**
+   * The window's end (ms, the cells' clock): decoded after the last cell and not drawn, so the
+   * frames of the gap after it are decoded too, for the zoom hints' `picture` (DESIGN §10: a gap
+   * none of whose frames were decoded has none, and nothing else decodes that one).
+   */
+  closingMs?: number;
 }

@@ -261,6 +261,10 @@ pub struct RenderPlan {
     pub sheets: Vec<SheetPlan>,
     /// Directory the engine may use for intermediate files (the native engine writes none).
     pub temp_dir: String,
+    /// The window's end (ms, the cells' clock): decoded after the last cell and not drawn, so the
+    /// frames of the gap after it are decoded for the zoom hints' pictures; omitted: none.
+    #[serde(default)]
+    pub closing_ms: Option<f64>,
 }
 
 impl RenderPlan {

@@ -84,6 +84,13 @@ fn render_with(
     }
     cells.sort_by_key(|c| c.0);
     let total = cells.len() as u32;
+    // The window's end, when after the last cell: the last part decodes it for its pictures.
+    let closing = plan
+        .closing_ms
+        .map(|ms| (ms * 1000.0).round())
+        .filter(|us| us.is_finite())
+        .map(|us| start_us.saturating_add(us.clamp(-9e15, 9e15) as i64))
+        .filter(|&us| cells.last().is_some_and(|c| us > c.0));
     let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
     let runs = source.decode_runs(&targets);
     let per_decoder = decoder_threads(cores, source.facts().pixels());
@@ -129,6 +136,7 @@ fn render_with(
                 cancel: &cancel,
                 record,
                 pictures,
+                closing: closing.filter(|_| pictures && part.cells.end == cells.len()),
                 proofs: std::sync::Arc::clone(&proofs),
                 part: k,
                 before: part

@@ -77,12 +77,17 @@ async function renderSheets(
   // Targets in time order. MP4/MOV lists the first ones on their own, so decoding starts while
   // the rest are still being listed.
   const times = sheets.times();
+  const thumbnails = new Thumbnails();
+  // The window's end after the last cell, for the last gap's pictures (RenderPlan.closingMs).
+  const last = times[times.length - 1];
+  const closing = plan.closingMs;
+  if (thumbnails.enabled && closing !== undefined && last !== undefined && closing > last)
+    times.push(closing);
   const cores = Math.max(1, availableParallelism());
   const parts = d.sampleTable && times.length > cores ? [times.slice(0, cores), times.slice(cores)] : [times];
   const lists = new StreamLists(plan.input, d, stop.signal);
   const gate = limiter(cores);
   const seeking = { trusted: true };
-  const thumbnails = new Thumbnails();
   const openGops = new OpenGops(parts.length);
   const planner = new PartPlanner(plan.input, d, lists, stop.signal, {
     pixelRate,

@@ -67,6 +67,9 @@ pub(super) struct Worker<'a> {
     pub record: bool,
     /// Record a thumbnail of every picture decoded (the zoom hints' `picture`).
     pub pictures: bool,
+    /// The window's end (absolute µs), decoded after this worker's cells and not drawn: the last
+    /// part's, for the last gap's pictures ([`RenderPlan::closing_ms`]).
+    pub closing: Option<i64>,
     /// Shared by the job's decoders: see [`VideoSource::share_proofs`].
     pub proofs: std::sync::Arc<crate::video::OpenGops>,
     /// This worker's part of the job, and the last target of the part before (µs): see
@@ -166,7 +169,8 @@ impl Worker<'_> {
     ) -> Result<Option<usize>> {
         let plan = self.plan;
         let cells = &self.cells[from..];
-        let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
+        let mut targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
+        targets.extend(self.closing);
         source.set_targets(&targets);
         if self.record {
             source.record_packets();
@@ -233,6 +237,10 @@ impl Worker<'_> {
                 }
                 Verdict::NotProven => return Ok(Some(discard(held, stats))),
             }
+        }
+        // The window's end: only its pictures are wanted (a failure there is no cell's).
+        if let Some(closing) = self.closing {
+            source.frame_at(closing, &mut |_| false);
         }
         // A proof asked of this decoder comes before waiting for one (it may be that one).
         source.serve_witness();

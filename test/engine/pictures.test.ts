@@ -1,0 +1,139 @@
+/**
+ * The `picture` signal's material (src/core/pictures.ts), per engine, against a sequential decode
+ * by the ffmpeg CLI (every frame area-scaled to the thumbnail, to gray): each picture an engine
+ * hands over is a frame of the stream, shown at its time, and its thumbnail is that frame's
+ * (within 2 levels on average: the native engine averages a spread of samples, the fallback every
+ * pixel); the cells' own frames are among them, and so are frames between cells (what it decoded
+ * on the way). Then the signal on the event clips (test/helpers/events.ts): where an engine decoded
+ * the one-frame flash, that gap is the first hint, with `picture`.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { THUMB, THUMB_BYTES } from '../../src/core/pictures.js';
+import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
+import { loadNative } from '../../src/engine/native-loader.js';
+import type { Engine, RenderResult } from '../../src/engine/types.js';
+import { runJob } from '../../src/job.js';
+import { ENGINES } from '../helpers/cli.js';
+import { EVENTS, type EventEncoding, eventClip } from '../helpers/events.js';
+import { frameTimes } from '../helpers/oracle.js';
+
+const execFileP = promisify(execFile);
+const roots: string[] = [];
+afterAll(() => {
+  for (const dir of roots) rmSync(dir, { recursive: true, force: true });
+});
+
+function engineNamed(name: string): Engine {
+  if (name === 'ffmpeg') return ffmpegEngine;
+  const native = loadNative();
+  if (!('engine' in native)) throw new Error(`the native binding did not load: ${native.error}`);
+  return native.engine;
+}
+
+/** A 3x3 run on `engine` (the whole clip, or a window in ms), with what its render handed over. */
+async function overview(clip: string, engine: string, window: { startMs?: number; endMs?: number } = {}) {
+  const inner = engineNamed(engine);
+  let result: RenderResult | undefined;
+  const watched: Engine = {
+    ...inner,
+    render: async (...args) => {
+      result = await inner.render(...args);
+      return result;
+    },
+  };
+  const outDir = mkdtempSync(join(tmpdir(), 'vidsheet-pictures-'));
+  roots.push(outDir);
+  const outcome = await runJob(
+    { input: clip, density: '3x3', outDir, ...window },
+    { engine: watched, audio: false },
+  );
+  return { outcome, packets: (result as RenderResult).packets };
+}
+
+/** Every frame's thumbnail from a sequential decode, in presentation order, with its time. */
+async function sequential(clip: string) {
+  const { stdout } = await execFileP(
+    'ffmpeg',
+    [
+      ...['-v', 'error', '-nostdin', '-i', clip, '-map', '0:v:0'],
+      ...['-vf', `scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray`, '-fps_mode', 'passthrough'],
+      ...['-f', 'rawvideo', 'pipe:1'],
+    ],
+    { encoding: 'buffer', maxBuffer: 1 << 28 },
+  );
+  const { times } = await frameTimes(clip);
+  expect(stdout.length).toBe(times.length * THUMB_BYTES);
+  return { times, thumb: (i: number) => stdout.subarray(i * THUMB_BYTES, (i + 1) * THUMB_BYTES) };
+}
+
+const meanDiff = (a: Uint8Array, b: Uint8Array) =>
+  a.reduce((s, v, i) => s + Math.abs(v - (b[i] as number)), 0) / a.length;
+const key = (h: { start: string; end: string }) => `${h.start}..${h.end}`;
+const ENCODINGS: EventEncoding[] = ['h264-scenecut', 'h264-fixed-gop', 'hevc'];
+const FLASH = EVENTS.find((e) => e.kind === 'flash') as (typeof EVENTS)[number];
+/** Per encoding and engine: whether the flash's frame was decoded (printed, and checked below). */
+const flashDecoded: string[] = [];
+
+describe.each(ENCODINGS)('the event clip, %s', (encoding) => {
+  it.each(ENGINES)(
+    '[%s] every picture is a frame of the stream, its thumbnail that frame’s',
+    async (engine) => {
+      const clip = await eventClip(encoding);
+      const [{ outcome, packets }, oracle] = await Promise.all([overview(clip, engine), sequential(clip)]);
+      const { pictures, thumbs } = packets;
+      expect(thumbs.length).toBe(pictures.length * THUMB_BYTES);
+      const frameOf = (t: number) => oracle.times.findIndex((x) => Math.abs(x - t) < 5e-4);
+      const seen = new Set<number>();
+      let worst = 0;
+      for (let i = 0; i < pictures.length; i++) {
+        const f = frameOf(pictures[i] as number);
+        expect(f, `picture at ${pictures[i]} s`).toBeGreaterThanOrEqual(0);
+        seen.add(f);
+        const d = meanDiff(thumbs.subarray(i * THUMB_BYTES, (i + 1) * THUMB_BYTES), oracle.thumb(f));
+        worst = Math.max(worst, d);
+      }
+      expect(worst).toBeLessThanOrEqual(2);
+      // The cells' frames are decoded, and so are frames between them.
+      const cells = outcome.frameTimes.flat().map((t) => frameOf(t as number));
+      for (const f of cells) expect(seen.has(f)).toBe(true);
+      expect(seen.size).toBeGreaterThan(new Set(cells).size * 5);
+
+      const decoded = seen.has(frameOf(FLASH.seconds));
+      flashDecoded.push(`${encoding} ${engine}: ${decoded ? 'decoded' : 'not decoded'}`);
+      if (decoded) {
+        const first = outcome.zoomHints[0];
+        expect(first && key(first)).toBe(key(FLASH.gap));
+        expect(first?.signals).toContain('picture');
+        expect(first?.score).toBeGreaterThanOrEqual(0.5);
+      }
+    },
+  );
+});
+
+describe('the gap after the last cell', () => {
+  // A window that ends just after the flash: its frame lies after the last cell, where no cell's
+  // decoding reaches; the engines decode on to the window's end for its pictures (closingMs).
+  it.each(ENGINES)('[%s] is decoded to the window end, and its flash hinted', async (engine) => {
+    const clip = await eventClip('h264-scenecut');
+    const { outcome, packets } = await overview(clip, engine, { startMs: 13_000, endMs: 16_600 });
+    const cells = outcome.frameTimes.flat() as number[];
+    expect(Math.max(...cells)).toBeLessThan(FLASH.seconds);
+    expect([...packets.pictures].some((t) => Math.abs(t - FLASH.seconds) < 5e-4)).toBe(true);
+    const first = outcome.zoomHints[0];
+    expect(first?.start).toBe(outcome.timecodes.flat().at(-1));
+    expect(first?.end).toBe('0:16.6');
+    expect(first?.signals).toContain('picture');
+  });
+});
+
+afterAll(() => {
+  console.log(`the flash's frame: ${flashDecoded.join('; ')}`);
+  // The test above says something about the signal only if some run decoded the flash.
+  if (flashDecoded.length === ENCODINGS.length * ENGINES.length)
+    expect(flashDecoded.some((s) => s.endsWith(': decoded'))).toBe(true);
+});
