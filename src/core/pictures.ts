@@ -22,6 +22,13 @@
 /** Thumbnail size: area means of the luma plane over a 32x18 grid, one byte each, row by row. */
 export const THUMB = { w: 32, h: 18 } as const;
 export const THUMB_BYTES = THUMB.w * THUMB.h;
+/**
+ * Pictures a render hands over at most (58 MB of thumbnails): an hour of 30 fps video decoded
+ * whole is 108,000. Past it the rest of the run has no `picture` signal, so a stream of a million
+ * tiny frames (a hostile upload) costs no more memory than a long film. The native engine's twin
+ * is crates/vidsheet-core/src/video/thumbs.rs MAX_PICTURES.
+ */
+export const MAX_PICTURES = 100_000;
 
 /**
  * The rule's constants, measured on the real haystacks (bench/hunt/picture-oracle.mjs):

@@ -13,13 +13,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { THUMB, THUMB_BYTES } from '../../src/core/pictures.js';
+import { MAX_PICTURES, THUMB, THUMB_BYTES } from '../../src/core/pictures.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { loadNative } from '../../src/engine/native-loader.js';
 import type { Engine, RenderResult } from '../../src/engine/types.js';
 import { runJob } from '../../src/job.js';
 import { ENGINES } from '../helpers/cli.js';
 import { EVENTS, type EventEncoding, eventClip } from '../helpers/events.js';
+import { BITEXACT, cached, FFMPEG, run } from '../helpers/fixtures.js';
 import { frameTimes } from '../helpers/oracle.js';
 
 const execFileP = promisify(execFile);
@@ -129,6 +130,33 @@ describe('the gap after the last cell', () => {
     expect(first?.end).toBe('0:16.6');
     expect(first?.signals).toContain('picture');
   });
+});
+
+describe('a stream of many tiny frames', () => {
+  // 16x16 at 1000 fps for 101 s, one keyframe: every cell decodes on from the start, 101,000
+  // pictures in all, past MAX_PICTURES. The render hands over no more (58 MB of thumbnails), and
+  // the cells before the limit still have their pictures.
+  const tiny = () =>
+    cached('tiny-frames', 'mp4', { fps: 1000, seconds: 101 }, (out) =>
+      run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', 'testsrc2=s=16x16:r=1000:d=101'],
+        ...['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '1000000', '-bf', '0', '-pix_fmt', 'yuv420p'],
+        ...BITEXACT,
+        out,
+      ]),
+    );
+  it.each(ENGINES)(
+    '[%s] hands over MAX_PICTURES pictures at most',
+    async (engine) => {
+      const { outcome, packets } = await overview(await tiny(), engine);
+      expect(outcome.frameTimes.flat().every((t) => t !== null)).toBe(true);
+      expect(packets.pictures.length).toBeLessThanOrEqual(MAX_PICTURES);
+      expect(packets.pictures.length).toBeGreaterThan(MAX_PICTURES / 2);
+      expect(packets.thumbs.length).toBe(packets.pictures.length * THUMB_BYTES);
+    },
+    300_000,
+  );
 });
 
 afterAll(() => {

@@ -84,22 +84,6 @@ fn render_with(
     }
     cells.sort_by_key(|c| c.0);
     let total = cells.len() as u32;
-    // The window's end, when after the last cell: the last part decodes it for its pictures.
-    let closing = plan
-        .closing_ms
-        .map(|ms| (ms * 1000.0).round())
-        .filter(|us| us.is_finite())
-        .map(|us| start_us.saturating_add(us.clamp(-9e15, 9e15) as i64))
-        .filter(|&us| cells.last().is_some_and(|c| us > c.0));
-    let targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
-    let runs = source.decode_runs(&targets);
-    let per_decoder = decoder_threads(cores, source.facts().pixels());
-    let parts = partition(
-        &runs,
-        cores,
-        per_decoder,
-        max_workers(source.facts().picture_bytes()),
-    );
     // The zoom hints' packets: the index's, when it lists the whole stream (nothing more to
     // read); else each decoder records the packets it reads anyway.
     // VIDSHEET_BENCH_NO_HINTS=1 turns the collection off, for bench/run.mjs --hints alone.
@@ -107,8 +91,35 @@ fn render_with(
     let indexed = source.index_packets().filter(|_| hinting);
     let record = hinting && indexed.is_none();
     // VIDSHEET_BENCH_NO_PICTURES=1 leaves the thumbnails out (the packet signals alone), for
-    // bench/run.mjs --pictures and the tests that compare the engines' packet evidence.
+    // the tests that compare the engines' packet evidence.
     let pictures = hinting && std::env::var_os("VIDSHEET_BENCH_NO_PICTURES").is_none_or(|v| v != "1");
+    // The window's end, when after the last cell and pictures are wanted: decoded last, for the
+    // last gap's pictures, and costed with the cells so the parts stay balanced.
+    let closing = plan
+        .closing_ms
+        .filter(|_| pictures)
+        .map(|ms| (ms * 1000.0).round())
+        .filter(|us| us.is_finite())
+        .map(|us| start_us.saturating_add(us.clamp(-9e15, 9e15) as i64))
+        .filter(|&us| cells.last().is_some_and(|c| us > c.0));
+    let mut targets: Vec<i64> = cells.iter().map(|c| c.0).collect();
+    targets.extend(closing);
+    let runs = source.decode_runs(&targets);
+    let per_decoder = decoder_threads(cores, source.facts().pixels());
+    let mut parts = partition(
+        &runs,
+        cores,
+        per_decoder,
+        max_workers(source.facts().picture_bytes()),
+    );
+    // A part of the window's end alone joins the part before it (a part decodes cells).
+    if parts.len() > 1 && parts.last().is_some_and(|p| p.cells.start >= cells.len()) {
+        if let Some(end) = parts.pop().map(|p| p.cells.end) {
+            if let Some(last) = parts.last_mut() {
+                last.cells.end = end;
+            }
+        }
+    }
     // What one decoder proves about the stream's open GOPs holds for all of them.
     let proofs = source.proofs();
     // The planning source decodes alone when one worker does everything (with a decoder of the
@@ -129,14 +140,15 @@ fn render_with(
         for (k, part) in parts.iter().enumerate() {
             let job = Worker {
                 plan,
-                cells: &cells[part.cells.clone()],
+                cells: &cells[part.cells.start..part.cells.end.min(cells.len())],
                 threads: part.threads,
                 source: first_source.take(),
                 tx: tx.clone(),
                 cancel: &cancel,
                 record,
-                pictures,
-                closing: closing.filter(|_| pictures && part.cells.end == cells.len()),
+                // The render's share of the pictures' limit, split evenly between the parts.
+                pictures: pictures.then(|| crate::video::MAX_PICTURES / parts.len().max(1)),
+                closing: closing.filter(|_| part.cells.end > cells.len()),
                 proofs: std::sync::Arc::clone(&proofs),
                 part: k,
                 before: part

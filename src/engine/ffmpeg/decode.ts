@@ -136,7 +136,7 @@ export async function extractOnce(
   // the first frame past its end, which would lose them (and time them anew as it flushes).
   const [tbNum, tbDen] = d.timeBase;
   const lateBy = start === 'stream' ? (BigInt(LATE_FRAMES_SECONDS) * tbDen) / tbNum : 0n;
-  const thumbnails = req.thumbnails?.enabled ? req.thumbnails : undefined;
+  const thumbnails = req.thumbnails?.wanted() ? req.thumbnails : undefined;
   const filters = [
     // The last target (the group ascends), in the stream time base the filter graph starts in:
     // seconds would round to its ticks. First, since bwdif halves the time base.

@@ -7,7 +7,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { THUMB, THUMB_BYTES } from '../../core/pictures.js';
+import { MAX_PICTURES, THUMB, THUMB_BYTES } from '../../core/pictures.js';
 import { labelSeconds } from '../timestamps.js';
 import type { VideoDetails } from './media.js';
 
@@ -24,12 +24,19 @@ export class Thumbnails {
   readonly enabled =
     process.env.VIDSHEET_BENCH_NO_HINTS !== '1' && process.env.VIDSHEET_BENCH_NO_PICTURES !== '1';
 
+  /** Whether a run should make them: on, and the render not yet at MAX_PICTURES. */
+  wanted(): boolean {
+    return this.enabled && this.times.length < MAX_PICTURES;
+  }
+
   /**
    * The graph branch (after the split that feeds it, labelled `from`) that makes them: the luma
-   * plane's area means (gray keeps the luma levels as they are), into the output label `to`.
+   * plane's area means (gray stretches a limited-range plane to full range, as the native engine
+   * does), into the output label `to`; no more than the render may still take (MAX_PICTURES).
    */
   branch(from: string, to: string): string {
-    return `[${from}]scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray,showinfo@${THUMBS}[${to}]`;
+    const room = MAX_PICTURES - this.times.length;
+    return `[${from}]trim=end_frame=${room},scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray,showinfo@${THUMBS}[${to}]`;
   }
 
   /** The output arguments that write the branch `label` to the run directory `dir`. */
@@ -41,7 +48,11 @@ export class Thumbnails {
   async take(d: VideoDetails, dir: string, stamps: Array<bigint | null>): Promise<void> {
     const bytes = await readFile(join(dir, FILE)).catch(() => Buffer.alloc(0));
     // A run cut short may have logged a picture it did not write, never the reverse.
-    const n = Math.min(stamps.length, Math.floor(bytes.length / THUMB_BYTES));
+    const n = Math.min(
+      stamps.length,
+      Math.floor(bytes.length / THUMB_BYTES),
+      MAX_PICTURES - this.times.length,
+    );
     for (let i = 0; i < n; i++) {
       const pts = stamps[i];
       this.times.push(

@@ -65,8 +65,8 @@ pub(super) struct Worker<'a> {
     pub cancel: &'a AtomicBool,
     /// Record the packets read (the zoom hints' material, when the index does not list them).
     pub record: bool,
-    /// Record a thumbnail of every picture decoded (the zoom hints' `picture`).
-    pub pictures: bool,
+    /// Record a thumbnail of every picture decoded (the zoom hints' `picture`), this many at most.
+    pub pictures: Option<usize>,
     /// The window's end (absolute µs), decoded after this worker's cells and not drawn: the last
     /// part's, for the last gap's pictures ([`RenderPlan::closing_ms`]).
     pub closing: Option<i64>,
@@ -175,8 +175,8 @@ impl Worker<'_> {
         if self.record {
             source.record_packets();
         }
-        if self.pictures {
-            source.record_pictures();
+        if let Some(limit) = self.pictures {
+            source.record_pictures(limit);
         }
         let mut scaled = ScaleCache::new(source.facts().orientation());
         // A frame's pixels may go as soon as it is scaled only when no later cell can need it at

@@ -54,6 +54,7 @@ mod refs;
 mod seek;
 mod skip;
 mod thumbs;
+pub(crate) use thumbs::MAX_PICTURES;
 pub(crate) mod timestamps;
 mod watch;
 mod witness;

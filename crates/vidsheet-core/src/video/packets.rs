@@ -173,9 +173,12 @@ impl VideoSource {
         });
     }
 
-    /// Turns on a thumbnail of every picture decoded ([`thumbs`]).
-    pub(crate) fn record_pictures(&mut self) {
-        self.packets.pictures.get_or_insert_with(Pictures::default);
+    /// Turns on a thumbnail of every picture decoded ([`thumbs`]), `limit` of them at most.
+    pub(crate) fn record_pictures(&mut self, limit: usize) {
+        self.packets.pictures.get_or_insert_with(|| Pictures {
+            limit,
+            ..Pictures::default()
+        });
     }
 
     /// What was recorded (an empty log when recording was off), with the index's keyframes as
@@ -202,6 +205,8 @@ impl VideoSource {
 struct Pictures {
     times: Vec<f64>,
     thumbs: Vec<u8>,
+    /// Recorded at most.
+    limit: usize,
 }
 
 /// The packets read: recorded for the zoom hints when asked, and the latest ones' decode times.
@@ -247,7 +252,7 @@ impl Packets {
     /// A picture decoded, at `time` (labels' clock), when pictures are recorded. A picture
     /// without a luma plane ([`thumbs::thumbnail`]) is left out.
     pub(super) fn picture(&mut self, time: f64, frame: &ff::frame::Video) {
-        let Some(pictures) = self.pictures.as_mut() else {
+        let Some(pictures) = self.pictures.as_mut().filter(|p| p.times.len() < p.limit) else {
             return;
         };
         if let Some(thumb) = thumbs::thumbnail(frame) {

@@ -9,12 +9,15 @@ use ffmpeg_next as ff;
 pub(crate) const THUMB_W: usize = 32;
 pub(crate) const THUMB_H: usize = 18;
 pub(crate) const THUMB_BYTES: usize = THUMB_W * THUMB_H;
+/// Pictures a render hands over at most (src/core/pictures.ts MAX_PICTURES): past it the rest of
+/// the run has no `picture` signal, so a million tiny frames cost no more than a long film.
+pub(crate) const MAX_PICTURES: usize = 100_000;
 
-/// Samples read per thumbnail cell at most, across and down: a cell's mean from a grid of 16x8 of
-/// its samples is within a level or two of the mean of all of them, and reading all of a 1080p
-/// picture's 2 million would cost a sixth of its decode.
-const SAMPLES_ACROSS: usize = 16;
-const SAMPLES_DOWN: usize = 8;
+/// Samples read per thumbnail cell, across and down, evenly spread in it: the mean of 32 samples
+/// is within a level or two of the mean of all the cell's pixels (the fallback's area scale), and
+/// reading a fixed 18,432 a picture keeps the cost below a tenth of a 360p picture's decode.
+const SAMPLES_ACROSS: usize = 8;
+const SAMPLES_DOWN: usize = 4;
 
 /// Formats whose first component is no luma (RGB, palette, Bayer, float) or not in memory.
 const NO_LUMA: u64 = (ffi::AV_PIX_FMT_FLAG_RGB
@@ -60,24 +63,32 @@ pub(crate) fn thumbnail(frame: &ff::frame::Video) -> Option<[u8; THUMB_BYTES]> {
         if (w - 1) * step + luma.offset as usize + usize::from(wide) >= stride as usize {
             return None;
         }
-        let sample = |x: usize, y: usize| -> u32 {
-            let at = data.add(y * stride as usize + x * step + luma.offset as usize);
-            let v = if wide {
-                let pair = [*at, *at.add(1)];
-                u32::from(if big_endian {
-                    u16::from_be_bytes(pair)
+        let offset = luma.offset as usize;
+        let row = |y: usize| data.add(y * stride as usize + offset);
+        let sums = if !wide && shift == 0 && depth == 8 {
+            // The common case (8-bit planar or packed luma): plain byte loads.
+            sample_sums(w, h, |y, x| u32::from(*row(y).add(x * step)))
+        } else {
+            let mask = (1u32 << depth) - 1;
+            sample_sums(w, h, |y, x| {
+                let at = row(y).add(x * step);
+                let v = if wide {
+                    let pair = [*at, *at.add(1)];
+                    u32::from(if big_endian {
+                        u16::from_be_bytes(pair)
+                    } else {
+                        u16::from_le_bytes(pair)
+                    })
                 } else {
-                    u16::from_le_bytes(pair)
-                })
-            } else {
-                u32::from(*at)
-            };
-            let v = (v >> shift) & ((1 << depth) - 1);
-            if depth >= 8 {
-                v >> (depth - 8)
-            } else {
-                v << (8 - depth)
-            }
+                    u32::from(*at)
+                };
+                let v = (v >> shift) & mask;
+                if depth >= 8 {
+                    v >> (depth - 8)
+                } else {
+                    v << (8 - depth)
+                }
+            })
         };
         // Limited range unless the frame or its format says full (the yuvj formats, gray).
         let full = (*raw).color_range == ffi::AVColorRange::AVCOL_RANGE_JPEG
@@ -90,45 +101,36 @@ pub(crate) fn thumbnail(frame: &ff::frame::Video) -> Option<[u8; THUMB_BYTES]> {
                     | ffi::AVPixelFormat::AV_PIX_FMT_YUVJ440P
                     | ffi::AVPixelFormat::AV_PIX_FMT_YUVJ411P
             );
-        let level = |mean: f64| if full { mean } else { (mean - 16.0) * 255.0 / 219.0 };
-        let thumb = means(w, h, sample, level);
+        let samples = (SAMPLES_ACROSS * SAMPLES_DOWN) as f64;
+        let mut thumb = [0u8; THUMB_BYTES];
+        for (t, &sum) in thumb.iter_mut().zip(sums.iter()) {
+            let mean = sum as f64 / samples;
+            let level = if full { mean } else { (mean - 16.0) * 255.0 / 219.0 };
+            *t = level.round().clamp(0.0, 255.0) as u8;
+        }
         Some(thumb)
     }
 }
 
-/// The grid's means of `sample` over a w x h picture, from a spread of samples in each cell, each
-/// mapped by `level` to a byte.
-fn means(
-    w: usize,
-    h: usize,
-    sample: impl Fn(usize, usize) -> u32,
-    level: impl Fn(f64) -> f64,
-) -> [u8; THUMB_BYTES] {
-    let across = (w / (THUMB_W * SAMPLES_ACROSS)).max(1);
-    let down = (h / (THUMB_H * SAMPLES_DOWN)).max(1);
-    let mut sums = [0u64; THUMB_BYTES];
-    let mut counts = [0u64; THUMB_BYTES];
-    // Cells split the picture as evenly as whole pixels allow; samples start half a stride in.
-    let mut y = down / 2;
-    while y < h {
-        let row = (y * THUMB_H / h) * THUMB_W;
-        let mut x = across / 2;
-        while x < w {
-            let cell = row + x * THUMB_W / w;
-            sums[cell] += u64::from(sample(x, y));
-            counts[cell] += 1;
-            x += across;
-        }
-        y += down;
-    }
-    let mut out = [0u8; THUMB_BYTES];
-    for (i, o) in out.iter_mut().enumerate() {
-        if counts[i] > 0 {
-            let mean = sums[i] as f64 / counts[i] as f64;
-            *o = level(mean).round().clamp(0.0, 255.0) as u8;
+/// Per thumbnail cell, the sum of SAMPLES_ACROSS x SAMPLES_DOWN samples of a w x h plane, evenly
+/// spread in it (`sample(y, x)`; a cell smaller than that reads some pixels more than once).
+fn sample_sums(w: usize, h: usize, sample: impl Fn(usize, usize) -> u32) -> [u32; THUMB_BYTES] {
+    // Sample k of n across a span of `len` pixels split into `cells`: the centre of its share.
+    let spread = |len: usize, cells: usize, n: usize| -> Vec<usize> {
+        (0..cells * n)
+            .map(|k| ((2 * k + 1) * len / (2 * cells * n)).min(len - 1))
+            .collect()
+    };
+    let xs = spread(w, THUMB_W, SAMPLES_ACROSS);
+    let ys = spread(h, THUMB_H, SAMPLES_DOWN);
+    let mut sums = [0u32; THUMB_BYTES];
+    for (j, &y) in ys.iter().enumerate() {
+        let cells = &mut sums[(j / SAMPLES_DOWN) * THUMB_W..][..THUMB_W];
+        for (c, chunk) in xs.chunks_exact(SAMPLES_ACROSS).enumerate() {
+            cells[c] += chunk.iter().map(|&x| sample(y, x)).sum::<u32>();
         }
     }
-    out
+    sums
 }
 
 #[cfg(test)]

@@ -349,6 +349,7 @@ pub fn plan(input: &str, sheets: Vec<SheetPlan>, dir: &TempDir) -> RenderPlan {
         theme: theme(),
         sheets,
         temp_dir: dir.0.to_string_lossy().into_owned(),
+        closing_ms: None,
     }
 }
 
