@@ -92,7 +92,8 @@ fn render_with(
     let record = hinting && indexed.is_none();
     // VIDSHEET_BENCH_NO_PICTURES=1 leaves the thumbnails out (the packet signals alone), for
     // the tests that compare the engines' packet evidence.
-    let pictures = hinting && std::env::var_os("VIDSHEET_BENCH_NO_PICTURES").is_none_or(|v| v != "1");
+    let pictures =
+        hinting && std::env::var_os("VIDSHEET_BENCH_NO_PICTURES").is_none_or(|v| v != "1");
     // The window's end, when after the last cell and pictures are wanted: decoded last, for the
     // last gap's pictures, and costed with the cells so the parts stay balanced.
     let closing = plan

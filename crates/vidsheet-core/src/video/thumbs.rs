@@ -105,7 +105,11 @@ pub(crate) fn thumbnail(frame: &ff::frame::Video) -> Option<[u8; THUMB_BYTES]> {
         let mut thumb = [0u8; THUMB_BYTES];
         for (t, &sum) in thumb.iter_mut().zip(sums.iter()) {
             let mean = sum as f64 / samples;
-            let level = if full { mean } else { (mean - 16.0) * 255.0 / 219.0 };
+            let level = if full {
+                mean
+            } else {
+                (mean - 16.0) * 255.0 / 219.0
+            };
             *t = level.round().clamp(0.0, 255.0) as u8;
         }
         Some(thumb)
