@@ -12,11 +12,14 @@
  *   averaged. A one-frame flash between two alike frames scores its whole contrast, an object that
  *   comes and goes its contrast times its share of the picture; a cut, motion or a fade between
  *   the ends scores about nothing (the frame is near one end, or the ends differ as much). A gap's
- *   departure is the largest of its decoded frames' against the gap's two cells, and of each
- *   decoded frame against the decoded frames right next to it (a flash inside a gap that also
- *   holds a cut).
- * Each is judged against the run's median gap, as `bitrate` is: a noisy or busy clip raises its
- * own bar. Prototyped and ranked against every frame's thumbnail in bench/hunt/picture-oracle.mjs.
+ *   departure is the largest of its decoded frames' against the gap's two cells where the frames
+ *   departing in a row last at most BRIEF_SECONDS (a whole shot between two cuts departs too, but
+ *   is no surprise), and of each decoded frame against the decoded frames right next to it (a
+ *   flash inside a gap that also holds a cut).
+ * A gap departs when its departure is well above the run's median gap, as `bitrate` is judged (a
+ * noisy or busy clip raises its own bar); how strongly, by its size in levels (a white flash over
+ * a dim scene before a small object). Prototyped and ranked against every frame's thumbnail in
+ * bench/hunt/picture-oracle.mjs.
  */
 
 /** Thumbnail size: area means of the luma plane over a 32x18 grid, one byte each, row by row. */
@@ -33,16 +36,20 @@ export const MAX_PICTURES = 100_000;
 /**
  * The rule's constants, measured on the real haystacks (bench/hunt/picture-oracle.mjs):
  * a departure counts at DEPARTURE_MIN levels and DEPARTURE_RATIO times the run's median gap
- * departure, reaching full strength at DEPARTURE_FULL times; a frame unlike both its neighbours by
- * FLASH_MIN levels is a flash, at full strength; a step counts as `bitrate` does, from STEP_RATIO
- * times the median gap's largest step, full at STEP_FULL. The floors keep a still clip's grain
- * (a median of ~0) from making every flicker a departure.
+ * departure, its strength growing on a log scale from DEPARTURE_MIN to full at DEPARTURE_FULL
+ * levels; a frame unlike both its neighbours by FLASH_MIN levels is a flash, and departs; a step
+ * counts as `bitrate` does, from STEP_RATIO times the median gap's largest step, full at
+ * STEP_FULL. The floors keep a still clip's grain (a median of ~0) from making every flicker a
+ * departure. BRIEF_SECONDS: how long frames may depart in a row and still be a short departure
+ * (what a model looks for: a flash, something that comes and goes; a shot between two cuts lasts
+ * seconds).
  */
 export const PICTURE = {
   DEPARTURE_MIN: 1.5,
   DEPARTURE_RATIO: 4,
-  DEPARTURE_FULL: 64,
+  DEPARTURE_FULL: 100,
   FLASH_MIN: 20,
+  BRIEF_SECONDS: 1,
   STEP_RATIO: 2.5,
   STEP_FULL: 16,
   DEPARTURE_FLOOR: 0.05,
@@ -136,7 +143,6 @@ export function pictureGap(p: Pictures, from: number, to: number): PictureGap | 
   const chain = [...(a >= 0 ? [a] : []), ...range(lo, hi), ...(b >= 0 ? [b] : [])];
   const thumb = (i: number) => p.thumbs[i] as Uint8Array;
   const time = (i: number) => p.times[i] as number;
-  let dep = 0;
   let flash = 0;
   let step = 0;
   for (let m = 1; m < chain.length; m++) {
@@ -145,10 +151,23 @@ export function pictureGap(p: Pictures, from: number, to: number): PictureGap | 
     step = Math.max(step, diff(thumb(f), thumb(prev)));
     const next = chain[m + 1];
     if (next === undefined || f === b) continue;
-    if (a >= 0 && b >= 0) dep = Math.max(dep, departure(thumb(f), thumb(a), thumb(b)));
     const reach = NEXT_TO_STEPS * p.step;
     if (time(f) - time(prev) <= reach && time(next) - time(f) <= reach)
       flash = Math.max(flash, departure(thumb(f), thumb(prev), thumb(next)));
+  }
+  // Against the two cells: the largest departure of a brief run of departing frames.
+  let dep = 0;
+  if (a >= 0 && b >= 0) {
+    let run = null as { from: number; peak: number } | null;
+    for (let i = lo; i <= hi; i++) {
+      const d = i < hi ? departure(thumb(i), thumb(a), thumb(b)) : 0;
+      if (d >= PICTURE.DEPARTURE_MIN) {
+        run = { from: run?.from ?? time(i), peak: Math.max(run?.peak ?? 0, d) };
+        continue;
+      }
+      if (run && time(i - 1) - run.from <= PICTURE.BRIEF_SECONDS) dep = Math.max(dep, run.peak);
+      run = null;
+    }
   }
   return { departure: Math.max(dep, flash), flash, step };
 }
@@ -165,15 +184,20 @@ export function pictureScores(gaps: Array<PictureGap | null>): Array<PictureScor
   const measured = gaps.filter((g): g is PictureGap => g !== null);
   const baseDep = Math.max(PICTURE.DEPARTURE_FLOOR, median(measured.map((g) => g.departure)));
   const baseStep = Math.max(PICTURE.STEP_FLOOR, median(measured.map((g) => g.step)));
+  const strength = (levels: number) =>
+    Math.min(
+      1,
+      Math.log(levels / PICTURE.DEPARTURE_MIN) / Math.log(PICTURE.DEPARTURE_FULL / PICTURE.DEPARTURE_MIN),
+    );
   return gaps.map((g) => {
     if (!g) return null;
     const dr = g.departure / baseDep;
-    const flashes = g.flash >= PICTURE.FLASH_MIN;
-    const departs = flashes || (g.departure >= PICTURE.DEPARTURE_MIN && dr >= PICTURE.DEPARTURE_RATIO);
+    const departs =
+      g.flash >= PICTURE.FLASH_MIN || (g.departure >= PICTURE.DEPARTURE_MIN && dr >= PICTURE.DEPARTURE_RATIO);
     const sr = g.step / baseStep;
     return {
       departs,
-      departure: flashes ? 1 : departs ? Math.min(1, Math.log(dr) / Math.log(PICTURE.DEPARTURE_FULL)) : 0,
+      departure: departs ? strength(g.departure) : 0,
       step: sr >= PICTURE.STEP_RATIO ? Math.min(1, Math.log(sr) / Math.log(PICTURE.STEP_FULL)) : 0,
     };
   });
