@@ -55,9 +55,7 @@ describe('gapMeasures and the scores', () => {
     expect(skipped[3]?.departure).toBe(0);
   });
   it('ranks the departure above the cut, and the cut above still gaps', () => {
-    const pictures: Array<{ departs: boolean; departure: number; step: number }> = pictureScores(
-      gapMeasures(thumb, all, cells),
-    );
+    const pictures = pictureScores(gapMeasures(thumb, all, cells));
     const scores: number[] = pictures.map((p, i) => combinedScore(i === 6 ? 0.8 : 0, p));
     const order = scores.map((s, i) => [s, i] as const).sort((a, b) => b[0] - a[0]);
     expect(order[0]?.[1]).toBe(3);

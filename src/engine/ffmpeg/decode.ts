@@ -18,7 +18,7 @@ import { input, type VideoDetails } from './media.js';
 import { matchOutputs, PRINTS, runLog } from './outputs.js';
 import type { Packets } from './packets.js';
 import { seconds } from './packets.js';
-import { type Thumbnails, thumbStamp } from './thumbs.js';
+import { type Thumbnails, thumbLine, thumbStamp } from './thumbs.js';
 
 const debug = debuglog('vidsheet');
 
@@ -181,12 +181,17 @@ export async function extractOnce(
   let overMaxPixels = false;
   const refusal = refusedDecoders();
   const log = lines((text) => {
+    // The thumbnails' own lines (their timestamps, and -debug_ts on their output) say nothing of
+    // the decode: read apart, and at a glance, since there are several a picture.
+    if (thumbnails && thumbLine(text)) {
+      const thumb = thumbStamp(text);
+      if (thumb !== undefined) thumbStamps.push(thumb);
+      return;
+    }
     // The other video streams' decoders, refused in a bounded run, are not this decode's.
     if (!refusal.keep(text)) return;
     watch.line(text);
     stamps.line(text);
-    const thumb = thumbnails ? thumbStamp(text) : undefined;
-    if (thumb !== undefined) thumbStamps.push(thumb);
     if (outOfMemoryLine(text)) outOfMemory = true;
     if (text.includes(MAX_PIXELS_REFUSED)) overMaxPixels = true;
   });

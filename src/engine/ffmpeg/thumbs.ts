@@ -1,7 +1,7 @@
 /**
  * The `picture` signal's material (src/core/pictures.ts): a thumbnail of every picture a run
- * decodes, made on a branch of the run's own filter graph (one area scale of a frame already
- * decoded, a few % of its decode) and written to a file of raw bytes beside the run's frames; each
+ * decodes, made on a branch of the run's own filter graph (from point samples of a frame already
+ * decoded, about 1 % of its decode) and written to a file of raw bytes beside the run's frames; each
  * picture's timestamp logged by a showinfo of its own. The native engine's twin is
  * crates/vidsheet-core/src/video/thumbs.rs.
  */
@@ -30,13 +30,17 @@ export class Thumbnails {
   }
 
   /**
-   * The graph branch (after the split that feeds it, labelled `from`) that makes them: the luma
-   * plane's area means (gray stretches a limited-range plane to full range, as the native engine
-   * does), into the output label `to`; no more than the render may still take (MAX_PICTURES).
+   * The graph branch (after the split that feeds it, labelled `from`) that makes them: means of
+   * the luma plane's samples (gray stretches a limited-range plane to full range, as the native
+   * engine does), into the output label `to`; no more than the render may still take
+   * (MAX_PICTURES).
    */
   branch(from: string, to: string): string {
     const room = MAX_PICTURES - this.times.length;
-    return `[${from}]trim=end_frame=${room},scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray,showinfo@${THUMBS}[${to}]`;
+    // Point samples first (8 across and 4 down a thumbnail pixel, as the native engine reads
+    // them), then their means: an area scale of the whole picture costs a tenth of its decode.
+    const [w, h] = [THUMB.w * 8, THUMB.h * 4];
+    return `[${from}]trim=end_frame=${room},scale=${w}:${h}:flags=neighbor,scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray,showinfo@${THUMBS}[${to}]`;
   }
 
   /** The output arguments that write the branch `label` to the run directory `dir`. */
@@ -67,6 +71,17 @@ export class Thumbnails {
     return { pictures: Float64Array.from(this.times), thumbs: new Uint8Array(Buffer.concat(this.parts)) };
   }
 }
+
+/**
+ * Whether a run's log line is the thumbnails' (their showinfo, or -debug_ts on the frames and
+ * packets of the run's outputs, which the cells' output writes a handful of and theirs one of a
+ * picture): nothing else in the log reads those.
+ */
+export function thumbLine(text: string): boolean {
+  return text.startsWith(`[showinfo@${THUMBS} `) || OUTPUT_LINE.test(text);
+}
+
+const OUTPUT_LINE = /^\[info\] (?:encoder [<-]|muxer <-|filter ->)/;
 
 /** A showinfo line of the thumbnail branch: the picture's pts (stream time base), null without one. */
 export function thumbStamp(text: string): bigint | null | undefined {
