@@ -47,7 +47,7 @@ export const MAX_PICTURES = 100_000;
 export const PICTURE = {
   DEPARTURE_MIN: 1.5,
   DEPARTURE_RATIO: 4,
-  DEPARTURE_FULL: 100,
+  DEPARTURE_FULL: 255,
   FLASH_MIN: 20,
   BRIEF_SECONDS: 1,
   STEP_RATIO: 2.5,
@@ -62,6 +62,8 @@ export const PICTURE = {
  * picture), so a decoded frame's neighbours are often two steps away.
  */
 const NEXT_TO_STEPS = 2.5;
+/** Steps a gap needs, besides its two largest, to judge what is usual in it. */
+const LOCAL_STEPS = 4;
 
 /** Mean absolute difference of two thumbnails. */
 export function diff(a: Uint8Array, b: Uint8Array): number {
@@ -143,25 +145,31 @@ export function pictureGap(p: Pictures, from: number, to: number): PictureGap | 
   const chain = [...(a >= 0 ? [a] : []), ...range(lo, hi), ...(b >= 0 ? [b] : [])];
   const thumb = (i: number) => p.thumbs[i] as Uint8Array;
   const time = (i: number) => p.times[i] as number;
+  const steps = chain.slice(1).map((f, m) => diff(thumb(f), thumb(chain[m] as number)));
+  // The gap's own usual change from frame to frame, which a departure must stand out of: a
+  // picture that changes wholly every frame (an audio visualiser, noise, flicker) departs from
+  // everything and means nothing, and moving footage departs a little from both cells all along.
+  // The two largest steps (a departure's way in and out) are not the usual; too few others say
+  // nothing.
+  const others = [...steps].sort((x, y) => x - y).slice(0, -2);
+  const usual = Math.max(
+    PICTURE.DEPARTURE_MIN,
+    others.length >= LOCAL_STEPS ? PICTURE.DEPARTURE_RATIO * median(others) : 0,
+  );
   let flash = 0;
-  let step = 0;
-  for (let m = 1; m < chain.length; m++) {
-    const f = chain[m] as number;
-    const prev = chain[m - 1] as number;
-    step = Math.max(step, diff(thumb(f), thumb(prev)));
-    const next = chain[m + 1];
-    if (next === undefined || f === b) continue;
-    const reach = NEXT_TO_STEPS * p.step;
-    if (time(f) - time(prev) <= reach && time(next) - time(f) <= reach)
+  const reach = NEXT_TO_STEPS * p.step;
+  for (let m = 1; m + 1 < chain.length; m++) {
+    const [prev, f, next] = [chain[m - 1], chain[m], chain[m + 1]] as [number, number, number];
+    if (f !== b && time(f) - time(prev) <= reach && time(next) - time(f) <= reach)
       flash = Math.max(flash, departure(thumb(f), thumb(prev), thumb(next)));
   }
-  // Against the two cells: the largest departure of a brief run of departing frames.
+  // Against the two cells: the largest departure of a brief run of frames departing by the usual.
   let dep = 0;
   if (a >= 0 && b >= 0) {
     let run = null as { from: number; peak: number } | null;
     for (let i = lo; i <= hi; i++) {
       const d = i < hi ? departure(thumb(i), thumb(a), thumb(b)) : 0;
-      if (d >= PICTURE.DEPARTURE_MIN) {
+      if (d >= usual) {
         run = { from: run?.from ?? time(i), peak: Math.max(run?.peak ?? 0, d) };
         continue;
       }
@@ -169,7 +177,8 @@ export function pictureGap(p: Pictures, from: number, to: number): PictureGap | 
       run = null;
     }
   }
-  return { departure: Math.max(dep, flash), flash, step };
+  const flashed = flash >= usual ? flash : 0;
+  return { departure: Math.max(dep, flashed), flash: flashed, step: Math.max(0, ...steps) };
 }
 
 /** A gap's picture part: whether it departs, and each part's strength (0..1). */
@@ -207,14 +216,20 @@ export function pictureScores(gaps: Array<PictureGap | null>): Array<PictureScor
  * A gap's score (0..1) from its other signals' (`others`) and its picture part: a short departure
  * (the picture's, or the keyframes' with `departs`) ranks above every gap without one (DESIGN §10:
  * a flash, an object that comes and goes, above an ordinary cut), so departures score 0.5 and up,
- * everything else below 0.5.
+ * everything else below 0.5. Among departures, how far the picture departs comes first: the other
+ * signals only add REST_AMONG_DEPARTURES of theirs (a visualiser's busy cuts cost keyframes and
+ * bytes, a white flash does not), and a departure seen only in the keyframes (its pictures not
+ * decoded, or the pictures say nothing) counts as KEYFRAME_DEPARTURE.
  */
 export function combinedScore(others: number, picture: PictureScore | null, departs = false): number {
   const rest = 1 - (1 - others) * (1 - (picture?.step ?? 0));
-  return departs || picture?.departs
-    ? 0.5 + 0.5 * (1 - (1 - (picture?.departure ?? 0)) * (1 - rest))
-    : 0.5 * rest;
+  if (!departs && !picture?.departs) return 0.5 * rest;
+  const strength = Math.max(picture?.departure ?? 0, departs ? KEYFRAME_DEPARTURE : 0);
+  return 0.5 + 0.5 * (1 - (1 - strength) * (1 - REST_AMONG_DEPARTURES * rest));
 }
+
+const REST_AMONG_DEPARTURES = 0.3;
+const KEYFRAME_DEPARTURE = 0.5;
 
 /** The first index whose value is above `t`, in an ascending list. */
 function firstAfter(values: number[], t: number): number {

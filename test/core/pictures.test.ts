@@ -89,7 +89,7 @@ describe('scores', () => {
       still,
       still,
       { departure: 0.5, flash: 0, step: 80 },
-      { departure: 150, flash: 150, step: 150 },
+      { departure: 255, flash: 255, step: 255 },
     ]);
     expect(quiet).toEqual({ departs: false, departure: 0, step: 0 });
     expect(cut?.departs).toBe(false);
@@ -99,8 +99,11 @@ describe('scores', () => {
     expect(combinedScore(1, cut ?? null)).toBe(0.5);
     expect(combinedScore(0, { departs: true, departure: 0, step: 0 })).toBe(0.5);
     expect(combinedScore(0.2, { departs: true, departure: 0.33, step: 0 })).toBeGreaterThan(0.5);
-    // A keyframe departure is one too; without a picture (nothing decoded) the rest count alone.
-    expect(combinedScore(0.9, null, true)).toBe(0.95);
+    // Among departures the picture's size comes first: a white flash alone above a small object
+    // that every other signal saw too; a keyframe departure alone counts as half strength.
+    expect(combinedScore(0, flash ?? null)).toBe(1);
+    expect(combinedScore(1, { departs: true, departure: 0.3, step: 1 })).toBeCloseTo(0.755, 9);
+    expect(combinedScore(0.9, null, true)).toBeCloseTo(0.5 + 0.5 * (1 - 0.5 * (1 - 0.27)), 9);
     expect(combinedScore(0.9, null)).toBe(0.45);
   });
 });
