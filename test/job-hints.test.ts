@@ -20,11 +20,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { JobOutcome } from '../src/core/report.js';
-import { ffmpegEngine } from '../src/engine/ffmpeg.js';
-import { loadNative } from '../src/engine/native-loader.js';
 import type { Engine } from '../src/engine/types.js';
 import { runJob } from '../src/job.js';
 import { ENGINES } from './helpers/cli.js';
+import { engineNamed } from './helpers/engines.js';
 import {
   EVENT_CONTAINERS,
   EVENT_ENCODINGS,
@@ -40,14 +39,6 @@ const roots: string[] = [];
 afterAll(() => {
   for (const dir of roots) rmSync(dir, { recursive: true, force: true });
 });
-
-/** Each engine by name (selectEngine would pick one for the whole process). */
-function engineNamed(name: string): Engine {
-  if (name === 'ffmpeg') return ffmpegEngine;
-  const native = loadNative();
-  if (!('engine' in native)) throw new Error(`the native binding did not load: ${native.error}`);
-  return native.engine;
-}
 
 /** The engine asked for, checked to be that one. */
 function named(name: string): Engine {

@@ -14,11 +14,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_PICTURES, THUMB, THUMB_BYTES } from '../../src/core/pictures.js';
-import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { loadNative } from '../../src/engine/native-loader.js';
 import type { Engine, RenderResult } from '../../src/engine/types.js';
 import { runJob } from '../../src/job.js';
 import { ENGINES } from '../helpers/cli.js';
+import { engineNamed } from '../helpers/engines.js';
 import { EVENTS, type EventEncoding, eventClip } from '../helpers/events.js';
 import { BITEXACT, cached, FFMPEG, run } from '../helpers/fixtures.js';
 import { frameTimes } from '../helpers/oracle.js';
@@ -28,13 +27,6 @@ const roots: string[] = [];
 afterAll(() => {
   for (const dir of roots) rmSync(dir, { recursive: true, force: true });
 });
-
-function engineNamed(name: string): Engine {
-  if (name === 'ffmpeg') return ffmpegEngine;
-  const native = loadNative();
-  if (!('engine' in native)) throw new Error(`the native binding did not load: ${native.error}`);
-  return native.engine;
-}
 
 /** A 3x3 run on `engine` (the whole clip, or a window in ms), with what its render handed over. */
 async function overview(clip: string, engine: string, window: { startMs?: number; endMs?: number } = {}) {

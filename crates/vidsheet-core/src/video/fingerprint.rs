@@ -7,22 +7,14 @@ use ffmpeg_next as ff;
 /// decodes gave the very same picture. None when the picture is gone or its format unknown.
 pub(super) fn fingerprint(frame: &ff::frame::Video) -> Option<u64> {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let super::layout::Layout {
+        raw,
+        w,
+        h,
+        format,
+        desc,
+    } = super::layout::layout(frame)?;
     unsafe {
-        let raw = frame.as_ptr();
-        if raw.is_null() || (*raw).data[0].is_null() {
-            return None;
-        }
-        let (w, h) = ((*raw).width, (*raw).height);
-        let nb = ffi::AVPixelFormat::AV_PIX_FMT_NB as i32;
-        if w <= 0 || h <= 0 || !(0..nb).contains(&(*raw).format) {
-            return None;
-        }
-        // SAFETY: AVPixelFormat is a C enum with contiguous values 0..AV_PIX_FMT_NB.
-        let format = std::mem::transmute::<i32, ffi::AVPixelFormat>((*raw).format);
-        let desc = ffi::av_pix_fmt_desc_get(format);
-        if desc.is_null() {
-            return None;
-        }
         // Four interleaved lanes: each word changes its lane's state for good (every step is a
         // bijection of the state), and the lanes' multiplications overlap instead of waiting on
         // each other (one lane hashed a 1080p picture in ~2 ms, as long as decoding it).

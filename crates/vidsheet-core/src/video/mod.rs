@@ -43,6 +43,7 @@ mod fields;
 mod fingerprint;
 mod h264;
 mod late;
+mod layout;
 mod open;
 mod open_gops;
 mod packets;

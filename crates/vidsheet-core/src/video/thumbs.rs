@@ -31,22 +31,17 @@ const NO_LUMA: u64 = (ffi::AV_PIX_FMT_FLAG_RGB
 /// 8-bit levels (a limited-range plane's 16..235 stretched to 0..255, as swscale makes gray of it,
 /// so a white flash is 255 on either engine). None when the picture is gone or has no luma plane.
 pub(crate) fn thumbnail(frame: &ff::frame::Video) -> Option<[u8; THUMB_BYTES]> {
+    let super::layout::Layout {
+        raw,
+        w,
+        h,
+        format,
+        desc,
+    } = super::layout::layout(frame)?;
     // SAFETY: a frame the decoder returned; every read below is inside its luma plane's rows
     // (x < w, y < h, each row `linesize` bytes apart, `step` bytes a sample).
     unsafe {
-        let raw = frame.as_ptr();
-        if raw.is_null() || (*raw).data[0].is_null() {
-            return None;
-        }
-        let (w, h) = ((*raw).width, (*raw).height);
-        let nb = ffi::AVPixelFormat::AV_PIX_FMT_NB as i32;
-        if w <= 0 || h <= 0 || !(0..nb).contains(&(*raw).format) {
-            return None;
-        }
-        // SAFETY: AVPixelFormat is a C enum with contiguous values 0..AV_PIX_FMT_NB.
-        let format = std::mem::transmute::<i32, ffi::AVPixelFormat>((*raw).format);
-        let desc = ffi::av_pix_fmt_desc_get(format);
-        if desc.is_null() || (*desc).flags & NO_LUMA != 0 || (*desc).nb_components == 0 {
+        if (*desc).flags & NO_LUMA != 0 || (*desc).nb_components == 0 {
             return None;
         }
         let luma = (*desc).comp[0];
