@@ -192,7 +192,10 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
             theme: THEME,
             sheets,
             tempDir,
-            closingMs: window.endMs,
+            // The gap after the last cell, decoded for its pictures: a window that ends inside
+            // the clip (a window ending at the clip's end would decode on into its last, often
+            // damaged or half-written, pictures for one half-slot).
+            ...(window.endMs < durationMs ? { closingMs: window.endMs } : {}),
           },
           options.onProgress,
           options.signal,

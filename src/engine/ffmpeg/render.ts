@@ -49,7 +49,8 @@ export async function render(
       facts?.frames && probed.info.duration > 0
         ? (facts.width * facts.height * facts.frames) / probed.info.duration
         : null;
-    return await renderSheets(plan, d, pixelRate, composing, stop, onProgress, bandLevels);
+    const thumbnails = new Thumbnails(facts ? facts.width * facts.height : 0);
+    return await renderSheets(plan, d, pixelRate, thumbnails, composing, stop, onProgress, bandLevels);
   } catch (error) {
     abort();
     await Promise.allSettled(composing);
@@ -67,6 +68,7 @@ async function renderSheets(
   plan: RenderPlan,
   d: VideoDetails,
   pixelRate: number | null,
+  thumbnails: Thumbnails,
   composing: Promise<void>[],
   stop: AbortController,
   onProgress: ((done: number, total: number) => void) | undefined,
@@ -77,7 +79,6 @@ async function renderSheets(
   // Targets in time order. MP4/MOV lists the first ones on their own, so decoding starts while
   // the rest are still being listed.
   const times = sheets.times();
-  const thumbnails = new Thumbnails();
   // The window's end after the last cell, for the last gap's pictures (RenderPlan.closingMs).
   const last = times[times.length - 1];
   const closing = plan.closingMs;

@@ -11,6 +11,14 @@ import { MAX_PICTURES, THUMB, THUMB_BYTES } from '../../core/pictures.js';
 import { labelSeconds } from '../timestamps.js';
 import type { VideoDetails } from './media.js';
 
+/**
+ * Pictures larger than 4K UHD get no thumbnails on this engine: the branch's scaler holds a
+ * picture of its own beside the cells', and at 35 Mpx of RGBA (139 MB each) that took a hosted
+ * worker past a 300 MB limit (test/server/decode-cost.test.ts). The native engine reads its
+ * samples in place, whatever the size.
+ */
+const MAX_SOURCE_PIXELS = 3840 * 2160;
+
 /** The name of the filter that logs every thumbnail's timestamp. */
 const THUMBS = 'thumbs';
 /** The file a run writes its thumbnails to, in its directory. */
@@ -20,9 +28,19 @@ const FILE = 'thumbs.gray';
 export class Thumbnails {
   private readonly times: number[] = [];
   private readonly parts: Buffer[] = [];
-  /** Off for bench/run.mjs without hints, or without pictures (crates/vidsheet-core/src/render.rs). */
-  readonly enabled =
-    process.env.VIDSHEET_BENCH_NO_HINTS !== '1' && process.env.VIDSHEET_BENCH_NO_PICTURES !== '1';
+  /**
+   * Off for bench/run.mjs without hints, or without pictures (crates/vidsheet-core/src/render.rs),
+   * and for pictures over MAX_SOURCE_PIXELS.
+   */
+  readonly enabled: boolean;
+
+  /** For a stream of pictures of `pixels` (0: unknown). */
+  constructor(pixels: number) {
+    this.enabled =
+      process.env.VIDSHEET_BENCH_NO_HINTS !== '1' &&
+      process.env.VIDSHEET_BENCH_NO_PICTURES !== '1' &&
+      pixels <= MAX_SOURCE_PIXELS;
+  }
 
   /** Whether a run should make them: on, and the render not yet at MAX_PICTURES. */
   wanted(): boolean {
