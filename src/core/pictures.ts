@@ -76,7 +76,9 @@ export function diff(a: Uint8Array, b: Uint8Array): number {
 export function departure(f: Uint8Array, a: Uint8Array, b: Uint8Array): number {
   let s = 0;
   for (let i = 0; i < f.length; i++) {
-    const [x, y, z] = [f[i] as number, a[i] as number, b[i] as number];
+    const x = f[i] as number;
+    const y = a[i] as number;
+    const z = b[i] as number;
     const near = Math.min(Math.abs(x - y), Math.abs(x - z));
     const ends = Math.abs(y - z);
     if (near > ends) s += near - ends;

@@ -176,15 +176,31 @@ interface Packet {
  * their dts), so the time alone does not identify one.
  */
 function packetsOf(log: PacketLog): Packet[] {
-  const seen = new Map<string, Packet>();
-  for (let i = 0; i < log.times.length; i++) {
-    const time = log.times[i] as number;
-    if (!Number.isFinite(time)) continue;
-    const size = log.sizes[i] ?? 0;
-    const key = log.keys[i] === 1;
-    seen.set(`${time}/${size}/${key}`, { time, size, key });
+  const { times, sizes, keys } = log;
+  // An index's listing is usually in time order already, each time once: nothing to merge.
+  if (times.every((t, i) => Number.isFinite(t) && (i === 0 || t > (times[i - 1] as number))))
+    return Array.from(times, (time, i) => ({ time, size: sizes[i] ?? 0, key: keys[i] === 1 }));
+  const order: number[] = [];
+  for (let i = 0; i < times.length; i++) if (Number.isFinite(times[i])) order.push(i);
+  // A stable sort: packets of one time stay in the order the log read them.
+  order.sort((a, b) => (times[a] as number) - (times[b] as number));
+  const out: Packet[] = [];
+  const seen = new Set<number>(); // size * 2 + key of the packets kept at `current`
+  let current = Number.NaN;
+  for (const i of order) {
+    const time = times[i] as number;
+    const size = sizes[i] ?? 0;
+    const key = keys[i] === 1;
+    if (time !== current) {
+      current = time;
+      seen.clear();
+    }
+    const id = size * 2 + (key ? 1 : 0);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    out.push({ time, size, key });
   }
-  return [...seen.values()].sort((a, b) => a.time - b.time);
+  return out;
 }
 
 /** The spans as [start, end] pairs, merged where they overlap. */
@@ -264,7 +280,8 @@ export function unexplainedKeyframes(packets: Packet[], spans: Array<[number, nu
   const intervals: Interval[] = [];
   const keyAt = new Map<number, { index: number; span: number }>();
   let prev: { index: number; span: number; time: number } | null = null;
-  for (const [i, p] of packets.entries()) {
+  for (let i = 0; i < packets.length; i++) {
+    const p = packets[i] as Packet;
     if (!p.key) continue;
     const span = inSpan(p.time);
     if (span >= 0) keyAt.set(p.time, { index: i, span });
@@ -386,7 +403,9 @@ export function zoomHints(input: {
     let total = 0;
     let keyframe = indexed && keyframeIn(g);
     let away = departure;
-    for (const p of packetsBetween(packets, g.from, g.to)) {
+    for (let k = firstPacketAfter(packets, g.from); k < packets.length; k++) {
+      const p = packets[k] as Packet;
+      if (p.time > g.to) break;
       if (!indexed && unexplained.has(p.time)) keyframe = true;
       if (!indexed && departures.has(p.time)) away = true;
       if (regularKey(p)) continue;
@@ -448,16 +467,16 @@ export function zoomHints(input: {
   return hints.slice(0, MAX_HINTS).map(({ start, end, score, signals }) => ({ start, end, score, signals }));
 }
 
-/** Packets with a time in (from, to], from a time-ordered list. */
-function* packetsBetween(packets: Packet[], from: number, to: number): Generator<Packet> {
+/** The first packet with a time after `t`, in a time-ordered list. */
+function firstPacketAfter(packets: Packet[], t: number): number {
   let lo = 0;
   let hi = packets.length;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if ((packets[mid] as Packet).time <= from) lo = mid + 1;
+    if ((packets[mid] as Packet).time <= t) lo = mid + 1;
     else hi = mid;
   }
-  for (let i = lo; i < packets.length && (packets[i] as Packet).time <= to; i++) yield packets[i] as Packet;
+  return lo;
 }
 
 /** Clip-peak level (0..1) of the loudest ms in (from, to] ms; null without audio. */
