@@ -2,7 +2,8 @@
 /**
  * The events benchmark (`npm run bench -- --events [--only clip,...] [--engines native,ffmpeg]
  * [--densities 3x3,4x4,6x6] [--corpus name,...] [--no-corpus]`): do the zoom hints (DESIGN §10)
- * point at the gaps where something happens, and not at still ones?
+ * point at the gaps where something happens, and not at still ones? With `--hay real`, the same
+ * question on the real-footage haystacks, needle by needle (bench/events/real-hay.mjs).
  *
  * Each event clip (bench/events/clips.mjs: one per encode, events at known frames) and each corpus
  * file with visible cuts runs through the real job runner on each engine by name (the local
@@ -24,6 +25,8 @@ import { corpusDir } from '../fixtures/corpus.mjs';
 import { CLIPS, EVENT_CLIP, eventClip, eventsOf } from './events/clips.mjs';
 import { labelSeconds, scoreRun } from './events/match.mjs';
 import { sceneCuts } from './events/oracle.mjs';
+import { realHayTable } from './events/real-hay.mjs';
+import { REAL_ENCODES } from './hunt/real-haystack.mjs';
 
 const argv = process.argv.slice(2).filter((a) => a !== '--events');
 const flag = (name, fallback) => {
@@ -53,16 +56,31 @@ function engineNamed(name) {
   return native.engine;
 }
 
-async function runOnce(file, engine, density) {
+async function runOnce(file, engine, density, hintLimit) {
   const outDir = mkdtempSync(join(tmpdir(), 'vidsheet-events-'));
   try {
-    const o = await runJob({ input: file, density, outDir }, { engine: engineNamed(engine), audio: true });
+    const o = await runJob(
+      { input: file, density, outDir },
+      { engine: engineNamed(engine), audio: true, ...(hintLimit ? { hintLimit } : {}) },
+    );
     const labels = o.timecodes.flat();
     const times = o.frameTimes.flat().map((t, i) => t ?? labelSeconds(labels[i]));
     return { labels, times, hints: o.zoomHints };
   } finally {
     rmSync(outDir, { recursive: true, force: true });
   }
+}
+
+if (flag('hay', '') === 'real') {
+  await realHayTable({
+    classes: list('only', ['B', 'C']),
+    encodes: list('encode', Object.keys(REAL_ENCODES)),
+    depths: list('depths', ['0.38', '0.71']).map(Number),
+    engines,
+    densities,
+    runOnce,
+  });
+  process.exit(0);
 }
 
 const subjects = [

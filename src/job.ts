@@ -81,6 +81,8 @@ export interface JobOptions {
   workDir?: string;
   /** Receives the engine's work counters (benchmarks). */
   onStats?: (stats: NonNullable<RenderResult['stats']>) => void;
+  /** How many zoom hints to keep (benchmarks that rank every gap); DESIGN §10's five otherwise. */
+  hintLimit?: number;
 }
 
 /**
@@ -234,6 +236,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
           container: probe.format,
           packets: result.packets,
           audio,
+          ...(options.hintLimit === undefined ? {} : { limit: options.hintLimit }),
         }),
       };
     } finally {

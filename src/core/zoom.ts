@@ -360,6 +360,8 @@ export function zoomHints(input: {
   container: string;
   packets: PacketLog;
   audio?: AudioPeaks | null;
+  /** How many to keep: MAX_HINTS, unless a benchmark ranks every gap with a signal. */
+  limit?: number;
 }): ZoomHint[] {
   const gaps = gapsOf(input.cells, packetPositions(input.cells, input.packets), input.window, input.decimals);
   if (gaps.length === 0) return [];
@@ -464,7 +466,9 @@ export function zoomHints(input: {
     });
   }
   hints.sort((a, b) => b.score - a.score || a.order - b.order);
-  return hints.slice(0, MAX_HINTS).map(({ start, end, score, signals }) => ({ start, end, score, signals }));
+  return hints
+    .slice(0, input.limit ?? MAX_HINTS)
+    .map(({ start, end, score, signals }) => ({ start, end, score, signals }));
 }
 
 /** The first packet with a time after `t`, in a time-ordered list. */

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { AudioPeaks } from '../../src/core/audio.js';
 import type { PacketLog } from '../../src/core/packet-log.js';
 import { THUMB_BYTES } from '../../src/core/pictures.js';
-import { reportedFrameTime, zoomHints } from '../../src/core/zoom.js';
+import { MAX_HINTS, reportedFrameTime, zoomHints } from '../../src/core/zoom.js';
 
 interface Stream {
   fps: number;
@@ -143,6 +143,27 @@ describe('zoom hints (zoom-hints.json)', () => {
         packets,
       });
     expect(run(twice)).toEqual(run(once));
+  });
+});
+
+describe('how many hints a run keeps (limit)', () => {
+  const c = vectors.cases.find((v) => v.name.startsWith('at most 5')) as Case;
+  const run = (limit?: number) =>
+    zoomHints({
+      cells: c.cells.map(([label, timeMs, frameTime]) => ({ label, timeMs, frameTime })),
+      window: { startMs: c.window[0], endMs: c.window[1] },
+      decimals: c.decimals,
+      container: MP4,
+      packets: packetsOf(c),
+      ...(limit === undefined ? {} : { limit }),
+    });
+
+  it('is MAX_HINTS unless a benchmark asks to rank every gap with a signal', () => {
+    const every = run(Number.MAX_SAFE_INTEGER);
+    expect(run()).toHaveLength(MAX_HINTS);
+    expect(every.length).toBeGreaterThan(MAX_HINTS);
+    expect(every.slice(0, MAX_HINTS)).toEqual(run());
+    expect(run(2)).toEqual(run().slice(0, 2));
   });
 });
 
