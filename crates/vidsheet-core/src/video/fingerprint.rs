@@ -7,13 +7,7 @@ use ffmpeg_next as ff;
 /// decodes gave the very same picture. None when the picture is gone or its format unknown.
 pub(super) fn fingerprint(frame: &ff::frame::Video) -> Option<u64> {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let super::layout::Layout {
-        raw,
-        w,
-        h,
-        format,
-        desc,
-    } = super::layout::layout(frame)?;
+    let (raw, w, h, format, desc) = super::layout::layout(frame)?;
     unsafe {
         // Four interleaved lanes: each word changes its lane's state for good (every step is a
         // bijection of the state), and the lanes' multiplications overlap instead of waiting on

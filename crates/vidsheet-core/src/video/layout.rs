@@ -4,14 +4,14 @@
 use ff::ffi;
 use ffmpeg_next as ff;
 
-pub(super) struct Layout {
-    pub raw: *const ffi::AVFrame,
-    pub w: i32,
-    pub h: i32,
-    pub format: ffi::AVPixelFormat,
-    /// Never null.
-    pub desc: *const ffi::AVPixFmtDescriptor,
-}
+/// A picture's frame, width, height, pixel format and that format's description (never null).
+pub(super) type Layout = (
+    *const ffi::AVFrame,
+    i32,
+    i32,
+    ffi::AVPixelFormat,
+    *const ffi::AVPixFmtDescriptor,
+);
 
 /// The picture's layout; None when the picture is gone or its format unknown.
 pub(super) fn layout(frame: &ff::frame::Video) -> Option<Layout> {
@@ -29,12 +29,6 @@ pub(super) fn layout(frame: &ff::frame::Video) -> Option<Layout> {
         // SAFETY: AVPixelFormat is a C enum with contiguous values 0..AV_PIX_FMT_NB.
         let format = std::mem::transmute::<i32, ffi::AVPixelFormat>((*raw).format);
         let desc = ffi::av_pix_fmt_desc_get(format);
-        (!desc.is_null()).then_some(Layout {
-            raw,
-            w,
-            h,
-            format,
-            desc,
-        })
+        (!desc.is_null()).then_some((raw, w, h, format, desc))
     }
 }

@@ -31,13 +31,7 @@ const NO_LUMA: u64 = (ffi::AV_PIX_FMT_FLAG_RGB
 /// 8-bit levels (a limited-range plane's 16..235 stretched to 0..255, as swscale makes gray of it,
 /// so a white flash is 255 on either engine). None when the picture is gone or has no luma plane.
 pub(crate) fn thumbnail(frame: &ff::frame::Video) -> Option<[u8; THUMB_BYTES]> {
-    let super::layout::Layout {
-        raw,
-        w,
-        h,
-        format,
-        desc,
-    } = super::layout::layout(frame)?;
+    let (raw, w, h, format, desc) = super::layout::layout(frame)?;
     // SAFETY: a frame the decoder returned; every read below is inside its luma plane's rows
     // (x < w, y < h, each row `linesize` bytes apart, `step` bytes a sample).
     unsafe {
