@@ -1,5 +1,5 @@
 //! The `picture` signal's material (src/core/pictures.ts): a tiny luma thumbnail of every picture
-//! decoded, read straight from the decoder's luma plane. The fallback's twin is
+//! decoded, read straight from the decoder's luma plane (or its RGB planes). The fallback's twin is
 //! src/engine/ffmpeg/thumbs.ts (an area scale of the same plane).
 
 use ff::ffi;
@@ -19,68 +19,40 @@ pub(crate) const MAX_PICTURES: usize = 100_000;
 const SAMPLES_ACROSS: usize = 8;
 const SAMPLES_DOWN: usize = 4;
 
-/// Formats whose first component is no luma (RGB, palette, Bayer, float) or not in memory.
-const NO_LUMA: u64 = (ffi::AV_PIX_FMT_FLAG_RGB
-    | ffi::AV_PIX_FMT_FLAG_PAL
+/// Formats with no luma to read: palette, Bayer, float, or not in memory.
+const UNREADABLE: u64 = (ffi::AV_PIX_FMT_FLAG_PAL
     | ffi::AV_PIX_FMT_FLAG_BAYER
     | ffi::AV_PIX_FMT_FLAG_FLOAT
     | ffi::AV_PIX_FMT_FLAG_HWACCEL
     | ffi::AV_PIX_FMT_FLAG_BITSTREAM) as u64;
 
-/// The picture's thumbnail: the luma plane's means over a THUMB_W x THUMB_H grid, in full-range
-/// 8-bit levels (a limited-range plane's 16..235 stretched to 0..255, as swscale makes gray of it,
-/// so a white flash is 255 on either engine). None when the picture is gone or has no luma plane.
+/// The picture's thumbnail: the luma's means over a THUMB_W x THUMB_H grid, in full-range 8-bit
+/// levels, as swscale makes gray of it (so a white flash is 255 on either engine): a limited-range
+/// luma plane's 16..235 stretched to 0..255; an RGB picture's luma is BT.601's
+/// 0.299 R + 0.587 G + 0.114 B. None when the picture is gone or has no luma to read.
 pub(crate) fn thumbnail(frame: &ff::frame::Video) -> Option<[u8; THUMB_BYTES]> {
     let (raw, w, h, format, desc) = super::layout::layout(frame)?;
-    // SAFETY: a frame the decoder returned; every read below is inside its luma plane's rows
-    // (x < w, y < h, each row `linesize` bytes apart, `step` bytes a sample).
+    // SAFETY: a frame the decoder returned; `Component::of` checks that every read it makes is
+    // inside the component's plane.
     unsafe {
-        if (*desc).flags & NO_LUMA != 0 || (*desc).nb_components == 0 {
+        if (*desc).flags & UNREADABLE != 0 || (*desc).nb_components == 0 {
             return None;
         }
-        let luma = (*desc).comp[0];
-        let plane = luma.plane as usize;
-        let (depth, step, shift) = (luma.depth as u32, luma.step as usize, luma.shift as u32);
-        let data = (*raw).data[plane];
-        let stride = (*raw).linesize[plane];
-        let wide = depth > 8;
-        if data.is_null() || stride <= 0 || !(1..=16).contains(&depth) || step == 0 {
-            return None;
-        }
-        let big_endian = (*desc).flags & ffi::AV_PIX_FMT_FLAG_BE as u64 != 0;
         let (w, h) = (w as usize, h as usize);
-        if (w - 1) * step + luma.offset as usize + usize::from(wide) >= stride as usize {
-            return None;
-        }
-        let offset = luma.offset as usize;
-        let row = |y: usize| data.add(y * stride as usize + offset);
-        let sums = if !wide && shift == 0 && depth == 8 {
-            // The common case (8-bit planar or packed luma): plain byte loads.
-            sample_sums(w, h, |y, x| u32::from(*row(y).add(x * step)))
-        } else {
-            let mask = (1u32 << depth) - 1;
+        let component = |i: usize| Component::of(raw, desc, i, w);
+        let sums = if (*desc).flags & ffi::AV_PIX_FMT_FLAG_RGB as u64 != 0 {
+            // The descriptor lists an RGB format's components as R, G, B, wherever they are.
+            let (r, g, b) = (component(0)?, component(1)?, component(2)?);
             sample_sums(w, h, |y, x| {
-                let at = row(y).add(x * step);
-                let v = if wide {
-                    let pair = [*at, *at.add(1)];
-                    u32::from(if big_endian {
-                        u16::from_be_bytes(pair)
-                    } else {
-                        u16::from_le_bytes(pair)
-                    })
-                } else {
-                    u32::from(*at)
-                };
-                let v = (v >> shift) & mask;
-                if depth >= 8 {
-                    v >> (depth - 8)
-                } else {
-                    v << (8 - depth)
-                }
+                (19595 * r.get(y, x) + 38470 * g.get(y, x) + 7471 * b.get(y, x) + 32768) >> 16
             })
+        } else {
+            let luma = component(0)?;
+            sample_sums(w, h, |y, x| luma.get(y, x))
         };
-        // Limited range unless the frame or its format says full (the yuvj formats, gray).
-        let full = (*raw).color_range == ffi::AVColorRange::AVCOL_RANGE_JPEG
+        // Limited range unless RGB, or the frame or its format says full (the yuvj formats, gray).
+        let full = (*desc).flags & ffi::AV_PIX_FMT_FLAG_RGB as u64 != 0
+            || (*raw).color_range == ffi::AVColorRange::AVCOL_RANGE_JPEG
             || (*desc).nb_components < 3
             || matches!(
                 format,
@@ -102,6 +74,86 @@ pub(crate) fn thumbnail(frame: &ff::frame::Video) -> Option<[u8; THUMB_BYTES]> {
             *t = level.round().clamp(0.0, 255.0) as u8;
         }
         Some(thumb)
+    }
+}
+
+/// Where one component of a full-size plane lies in memory (its descriptor's entry), read as
+/// 8-bit levels.
+struct Component {
+    data: *const u8,
+    stride: usize,
+    step: usize,
+    offset: usize,
+    depth: u32,
+    shift: u32,
+    wide: bool,
+    big_endian: bool,
+}
+
+impl Component {
+    /// Component `i` of a picture `w` pixels wide; None when it is subsampled (no luma or RGB
+    /// component is) or a read at x < w would leave its rows.
+    ///
+    /// # Safety
+    /// `raw` and `desc` are a decoded picture's frame and its format's description.
+    unsafe fn of(
+        raw: *const ffi::AVFrame,
+        desc: *const ffi::AVPixFmtDescriptor,
+        i: usize,
+        w: usize,
+    ) -> Option<Component> {
+        if i >= (*desc).nb_components as usize {
+            return None;
+        }
+        let c = (*desc).comp[i];
+        let plane = c.plane as usize;
+        let (depth, step) = (c.depth as u32, c.step as usize);
+        let data = (*raw).data[plane];
+        let stride = (*raw).linesize[plane];
+        let wide = depth > 8;
+        if data.is_null() || stride <= 0 || !(1..=16).contains(&depth) || step == 0 {
+            return None;
+        }
+        if (w - 1) * step + c.offset as usize + usize::from(wide) >= stride as usize {
+            return None;
+        }
+        Some(Component {
+            data,
+            stride: stride as usize,
+            step,
+            offset: c.offset as usize,
+            depth,
+            shift: c.shift as u32,
+            wide,
+            big_endian: (*desc).flags & ffi::AV_PIX_FMT_FLAG_BE as u64 != 0,
+        })
+    }
+
+    /// The sample at row y < h, column x < w, in 8-bit levels.
+    #[inline]
+    fn get(&self, y: usize, x: usize) -> u32 {
+        // SAFETY: inside the plane's rows (checked by `of` for x < w; y < h rows exist).
+        let at = unsafe { self.data.add(y * self.stride + self.offset + x * self.step) };
+        if !self.wide && self.depth == 8 && self.shift == 0 {
+            // The common case (8-bit planar or packed): a plain byte load.
+            return u32::from(unsafe { *at });
+        }
+        let v = if self.wide {
+            let pair = unsafe { [*at, *at.add(1)] };
+            u32::from(if self.big_endian {
+                u16::from_be_bytes(pair)
+            } else {
+                u16::from_le_bytes(pair)
+            })
+        } else {
+            u32::from(unsafe { *at })
+        };
+        let v = (v >> self.shift) & ((1u32 << self.depth) - 1);
+        if self.depth >= 8 {
+            v >> (self.depth - 8)
+        } else {
+            v << (8 - self.depth)
+        }
     }
 }
 
@@ -172,8 +224,34 @@ mod tests {
     }
 
     #[test]
-    fn rgb_has_no_luma_thumbnail() {
-        let frame = ff::frame::Video::new(ff::format::Pixel::RGB24, 64, 36);
+    fn rgb_luma_is_bt601_full_range_in_any_layout() {
+        // swscale's gray of pure red, green, blue and white: 76, 150, 29, 255.
+        let colours = [
+            ([255, 0, 0], 76),
+            ([0, 255, 0], 150),
+            ([0, 0, 255], 29),
+            ([255; 3], 255),
+        ];
+        for (rgb, luma) in colours {
+            let mut packed = ff::frame::Video::new(ff::format::Pixel::BGRA, 64, 36);
+            for px in packed.data_mut(0).chunks_exact_mut(4) {
+                px.copy_from_slice(&[rgb[2], rgb[1], rgb[0], 255]);
+            }
+            let t = thumbnail(&packed).expect("RGB has a luma");
+            assert!(t.iter().all(|&v| v == luma), "BGRA {rgb:?}: {t:?}");
+            // Planar G, B, R.
+            let mut planar = ff::frame::Video::new(ff::format::Pixel::GBRP, 64, 36);
+            for (plane, value) in [(0, rgb[1]), (1, rgb[2]), (2, rgb[0])] {
+                planar.data_mut(plane).fill(value);
+            }
+            let t = thumbnail(&planar).expect("RGB has a luma");
+            assert!(t.iter().all(|&v| v == luma), "GBRP {rgb:?}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn a_palette_has_no_thumbnail() {
+        let frame = ff::frame::Video::new(ff::format::Pixel::PAL8, 64, 36);
         assert!(thumbnail(&frame).is_none());
     }
 }
