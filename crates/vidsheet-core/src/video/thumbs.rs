@@ -83,10 +83,13 @@ struct Component {
     data: *const u8,
     stride: usize,
     step: usize,
+    /// Bytes to the component's word in a pixel.
     offset: usize,
     depth: u32,
     shift: u32,
-    wide: bool,
+    /// The word it is read from, as `av_read_image_line2` does: 1, 2 or 4 bytes (by the bits up
+    /// to its top one).
+    bytes: usize,
     big_endian: bool,
 }
 
@@ -107,25 +110,32 @@ impl Component {
         }
         let c = (*desc).comp[i];
         let plane = c.plane as usize;
-        let (depth, step) = (c.depth as u32, c.step as usize);
+        let (depth, shift, step) = (c.depth as u32, c.shift as u32, c.step as usize);
         let data = (*raw).data[plane];
         let stride = (*raw).linesize[plane];
-        let wide = depth > 8;
-        if data.is_null() || stride <= 0 || !(1..=16).contains(&depth) || step == 0 {
+        if data.is_null() || stride <= 0 || !(1..=16).contains(&depth) || shift > 16 || step == 0 {
             return None;
         }
-        if (w - 1) * step + c.offset as usize + usize::from(wide) >= stride as usize {
+        let big_endian = (*desc).flags & ffi::AV_PIX_FMT_FLAG_BE as u64 != 0;
+        let bytes = match shift + depth {
+            0..=8 => 1,
+            9..=16 => 2,
+            _ => 4,
+        };
+        // An 8-bit component of a big-endian format is the low byte of its word.
+        let offset = c.offset as usize + usize::from(bytes == 1 && big_endian);
+        if (w - 1) * step + offset + bytes > stride as usize {
             return None;
         }
         Some(Component {
             data,
             stride: stride as usize,
             step,
-            offset: c.offset as usize,
+            offset,
             depth,
-            shift: c.shift as u32,
-            wide,
-            big_endian: (*desc).flags & ffi::AV_PIX_FMT_FLAG_BE as u64 != 0,
+            shift,
+            bytes,
+            big_endian,
         })
     }
 
@@ -134,24 +144,34 @@ impl Component {
     fn get(&self, y: usize, x: usize) -> u32 {
         // SAFETY: inside the plane's rows (checked by `of` for x < w; y < h rows exist).
         let at = unsafe { self.data.add(y * self.stride + self.offset + x * self.step) };
-        if !self.wide && self.depth == 8 && self.shift == 0 {
+        if self.bytes == 1 && self.depth == 8 && self.shift == 0 {
             // The common case (8-bit planar or packed): a plain byte load.
             return u32::from(unsafe { *at });
         }
-        let v = if self.wide {
-            let pair = unsafe { [*at, *at.add(1)] };
-            u32::from(if self.big_endian {
-                u16::from_be_bytes(pair)
-            } else {
-                u16::from_le_bytes(pair)
-            })
-        } else {
-            u32::from(unsafe { *at })
+        let word = match self.bytes {
+            1 => u32::from(unsafe { *at }),
+            2 => {
+                let b = unsafe { [*at, *at.add(1)] };
+                u32::from(if self.big_endian {
+                    u16::from_be_bytes(b)
+                } else {
+                    u16::from_le_bytes(b)
+                })
+            }
+            _ => {
+                let b = unsafe { [*at, *at.add(1), *at.add(2), *at.add(3)] };
+                if self.big_endian {
+                    u32::from_be_bytes(b)
+                } else {
+                    u32::from_le_bytes(b)
+                }
+            }
         };
-        let v = (v >> self.shift) & ((1u32 << self.depth) - 1);
+        let v = (word >> self.shift) & ((1u32 << self.depth) - 1);
         if self.depth >= 8 {
             v >> (self.depth - 8)
         } else {
+            // Widened by a shift, as swscale makes gray of RGB555 (31 of 5 bits is 248).
             v << (8 - self.depth)
         }
     }
@@ -247,6 +267,19 @@ mod tests {
             let t = thumbnail(&planar).expect("RGB has a luma");
             assert!(t.iter().all(|&v| v == luma), "GBRP {rgb:?}: {t:?}");
         }
+    }
+
+    #[test]
+    fn sixteen_bit_rgb_words_are_read_whole() {
+        // RGB555 little-endian: 0RRRRRGG GGGBBBBB, red 31, green 16, blue 0.
+        let word: u16 = (31 << 10) | (16 << 5);
+        let mut frame = ff::frame::Video::new(ff::format::Pixel::RGB555LE, 64, 36);
+        for px in frame.data_mut(0).chunks_exact_mut(2) {
+            px.copy_from_slice(&word.to_le_bytes());
+        }
+        // 0.299 * 248 + 0.587 * 128 = 149.3; ffmpeg's gray of the same picture is 150.
+        let t = thumbnail(&frame).expect("RGB has a luma");
+        assert!(t.iter().all(|&v| v == 149), "{t:?}");
     }
 
     #[test]
