@@ -16,7 +16,9 @@
  *                                      frame in a 30-minute haystack (hunt.mjs)
  *   --events [--only clip,...] [--engines native,ffmpeg] [--densities 3x3,4x4,6x6] [--no-corpus]
  *                                      the zoom hints' recall and false hints on clips with known
- *                                      events and on corpus cuts, each engine (events.mjs)
+ *                                      events and on corpus cuts, each engine (events.mjs); with
+ *                                      `--hay real [--only B,C] [--encode ...] [--depths ...]`,
+ *                                      the needle's rank on the real-footage haystacks
  *   --fields [--runs 3]                what finding H.264 field pairs costs the fallback's listing
  *                                      on 10 minutes of interlaced broadcast (fields.mjs)
  *   --scale                            the fallback on 3000 targets in one run and a 2016-cell plan,
