@@ -113,7 +113,12 @@ impl Component {
         let (depth, shift, step) = (c.depth as u32, c.shift as u32, c.step as usize);
         let data = (*raw).data[plane];
         let stride = (*raw).linesize[plane];
-        if data.is_null() || stride <= 0 || !(1..=16).contains(&depth) || shift > 16 || step == 0 {
+        if data.is_null()
+            || stride <= 0
+            || !(1..=16).contains(&depth)
+            || shift + depth > 32
+            || step == 0
+        {
             return None;
         }
         let big_endian = (*desc).flags & ffi::AV_PIX_FMT_FLAG_BE as u64 != 0;
@@ -280,6 +285,19 @@ mod tests {
         // 0.299 * 248 + 0.587 * 128 = 149.3; ffmpeg's gray of the same picture is 150.
         let t = thumbnail(&frame).expect("RGB has a luma");
         assert!(t.iter().all(|&v| v == 149), "{t:?}");
+    }
+
+    #[test]
+    fn thirty_two_bit_rgb_words_are_read_whole() {
+        // X2RGB10LE: 2 spare bits, then 10 each of red, green, blue; red full, green half.
+        let word: u32 = (1023 << 20) | (512 << 10);
+        let mut frame = ff::frame::Video::new(ff::format::Pixel::X2RGB10LE, 64, 36);
+        for px in frame.data_mut(0).chunks_exact_mut(4) {
+            px.copy_from_slice(&word.to_le_bytes());
+        }
+        // 0.299 * 255 + 0.587 * 128 = 151.4.
+        let t = thumbnail(&frame).expect("RGB has a luma");
+        assert!(t.iter().all(|&v| v == 151), "{t:?}");
     }
 
     #[test]
