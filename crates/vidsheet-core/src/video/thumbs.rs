@@ -275,29 +275,30 @@ mod tests {
     }
 
     #[test]
-    fn sixteen_bit_rgb_words_are_read_whole() {
-        // RGB555 little-endian: 0RRRRRGG GGGBBBBB, red 31, green 16, blue 0.
-        let word: u16 = (31 << 10) | (16 << 5);
-        let mut frame = ff::frame::Video::new(ff::format::Pixel::RGB555LE, 64, 36);
-        for px in frame.data_mut(0).chunks_exact_mut(2) {
-            px.copy_from_slice(&word.to_le_bytes());
+    fn packed_rgb_words_are_read_whole() {
+        // Red full, green half, blue none: RGB555LE (0RRRRRGG GGGBBBBB, a 16-bit word; 31 of 5
+        // bits widens to 248, as swscale makes it: 0.299 * 248 + 0.587 * 128 = 149.3, ffmpeg's gray
+        // 150) and X2RGB10LE (10 bits each in a 32-bit word: 0.299 * 255 + 0.587 * 128 = 151.4).
+        let cases: [(ff::format::Pixel, Vec<u8>, u8); 2] = [
+            (
+                ff::format::Pixel::RGB555LE,
+                ((31u16 << 10) | (16 << 5)).to_le_bytes().to_vec(),
+                149,
+            ),
+            (
+                ff::format::Pixel::X2RGB10LE,
+                ((1023u32 << 20) | (512 << 10)).to_le_bytes().to_vec(),
+                151,
+            ),
+        ];
+        for (format, word, luma) in cases {
+            let mut frame = ff::frame::Video::new(format, 64, 36);
+            for px in frame.data_mut(0).chunks_exact_mut(word.len()) {
+                px.copy_from_slice(&word);
+            }
+            let t = thumbnail(&frame).expect("RGB has a luma");
+            assert!(t.iter().all(|&v| v == luma), "{format:?}: {t:?}");
         }
-        // 0.299 * 248 + 0.587 * 128 = 149.3; ffmpeg's gray of the same picture is 150.
-        let t = thumbnail(&frame).expect("RGB has a luma");
-        assert!(t.iter().all(|&v| v == 149), "{t:?}");
-    }
-
-    #[test]
-    fn thirty_two_bit_rgb_words_are_read_whole() {
-        // X2RGB10LE: 2 spare bits, then 10 each of red, green, blue; red full, green half.
-        let word: u32 = (1023 << 20) | (512 << 10);
-        let mut frame = ff::frame::Video::new(ff::format::Pixel::X2RGB10LE, 64, 36);
-        for px in frame.data_mut(0).chunks_exact_mut(4) {
-            px.copy_from_slice(&word.to_le_bytes());
-        }
-        // 0.299 * 255 + 0.587 * 128 = 151.4.
-        let t = thumbnail(&frame).expect("RGB has a luma");
-        assert!(t.iter().all(|&v| v == 151), "{t:?}");
     }
 
     #[test]
