@@ -94,8 +94,8 @@ struct Component {
 }
 
 impl Component {
-    /// Component `i` of a picture `w` pixels wide; None when it is subsampled (no luma or RGB
-    /// component is) or a read at x < w would leave its rows.
+    /// Component `i` of a picture `w` pixels wide, on a full-size plane (luma and RGB components
+    /// are; chroma is never asked for); None when a read at x < w would leave its rows.
     ///
     /// # Safety
     /// `raw` and `desc` are a decoded picture's frame and its format's description.
