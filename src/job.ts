@@ -21,7 +21,7 @@ import { chooseAudioStream, chooseVideoStream, clipExtent } from './core/probe.j
 import type { SheetPlan } from './core/render-plan.js';
 import type { JobOutcome } from './core/report.js';
 import { resolveWindow, type Window } from './core/window.js';
-import { reportedFrameTime, zoomHints } from './core/zoom.js';
+import { hintPacketSpan, reportedFrameTime, zoomHints } from './core/zoom.js';
 import { labelFontPath } from './engine/font.js';
 import { selectEngine } from './engine/index.js';
 import { refuseCompressedMovieHeader } from './engine/movie-header.js';
@@ -181,6 +181,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
     // Both are awaited below (or by the render); a rejection is the job's failure, not unhandled.
     measuring?.catch(() => {});
     bandLevels?.catch(() => {});
+    const hintPackets = hintPacketSpan(window, durationMs);
     try {
       const result = await engine
         .render(
@@ -198,6 +199,7 @@ export async function prepareJob(request: JobRequest, options: JobOptions): Prom
             // the clip (a window ending at the clip's end would decode on into its last, often
             // damaged or half-written, pictures for one half-slot).
             ...(window.endMs < durationMs ? { closingMs: window.endMs } : {}),
+            ...(hintPackets === undefined ? {} : { hintPackets }),
           },
           options.onProgress,
           options.signal,

@@ -32,6 +32,7 @@ import {
   type EventEncoding,
   eventClip,
   eventClipIn,
+  longEventClip,
 } from './helpers/events.js';
 import { expectedIndex, frameTimes } from './helpers/oracle.js';
 
@@ -180,6 +181,40 @@ describe.runIf(ENGINES.length > 1).each(EVENT_CONTAINERS)(
     }, 600_000);
   },
 );
+
+// A zoom into the middle of a long clip (issue 41): the hints read the packets within
+// core/zoom.ts PACKET_MARGIN_S of the window only, the fallback lists no more than that, and the
+// engines still hand the rule the same evidence.
+describe.runIf(ENGINES.length > 1)('a window in the middle of a long clip', () => {
+  it('both engines give the same hints, the cut in the window among them', async () => {
+    const clip = await longEventClip();
+    const window = { startMs: 140_000, endMs: 160_000 };
+    const zoom = async (engine: string) => {
+      const outDir = mkdtempSync(join(tmpdir(), 'vidsheet-hints-'));
+      roots.push(outDir);
+      process.env.VIDSHEET_BENCH_NO_PICTURES = '1';
+      try {
+        return await runJob(
+          { input: clip, density: '3x3', outDir, ...window },
+          { engine: named(engine), audio: true },
+        );
+      } finally {
+        delete process.env.VIDSHEET_BENCH_NO_PICTURES;
+      }
+    };
+    const [a, b] = [await zoom('native'), await zoom('ffmpeg')];
+    expectSameHints(a, b);
+    // The second copy's B -> C cut, at 150.5 s.
+    const cut = a.zoomHints.find((h) => {
+      const [from, to] = [h.start, h.end].map((l) => {
+        const [m, s] = l.split(':').map(Number) as [number, number];
+        return m * 60 + s;
+      }) as [number, number];
+      return from < 150.5 && to > 150.5;
+    });
+    expect(cut?.signals).toContain('keyframe');
+  }, 300_000);
+});
 
 afterAll(() => {
   if (containerTable.length)

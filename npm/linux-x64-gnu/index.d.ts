@@ -72,6 +72,17 @@ export declare const enum ErrorCode {
   RenderFailed = 'render_failed',
 }
 
+/**
+ * The part of the clip whose packets the zoom hints read (ms, the cells' clock;
+ * src/core/zoom.ts hintPacketSpan): an engine need hand over no packet outside it.
+ */
+export interface HintPackets {
+  /** Its start; omitted: the clip's. */
+  fromMs?: number
+  /** Its end; omitted: the clip's. */
+  toMs?: number
+}
+
 /** A timecode label: a filled box and text drawn on top of it. */
 export interface LabelPlan {
   text: string
@@ -183,6 +194,8 @@ export interface RenderPlan {
    * frames of the gap after it are decoded for the zoom hints' pictures; omitted: none.
    */
   closingMs?: number
+  /** The part of the clip whose packets the zoom hints read; omitted: the whole clip. */
+  hintPackets?: HintPackets
 }
 
 /** What a render reports. */

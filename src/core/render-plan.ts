@@ -128,4 +128,10 @@ export interface RenderPlan {
    * none of whose frames were decoded has none, and nothing else decodes that one).
    */
   closingMs?: number;
+  /**
+   * The part of the clip whose packets the zoom hints read (ms, the cells' clock; core/zoom.ts
+   * hintPacketSpan): an engine need list no packet outside it; an end omitted is the clip's own.
+   * Omitted: the whole clip.
+   */
+  hintPackets?: { fromMs?: number; toMs?: number };
 }

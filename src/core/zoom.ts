@@ -10,8 +10,9 @@
  *
  * - `keyframe`: a keyframe the stream's regular keyframe interval does not explain. Encoders put a
  *   keyframe every N pictures and, with scene-cut detection (x264's default), also at a cut, which
- *   restarts the count. So the regular interval is the longest that recurs; a keyframe that comes
- *   sooner than that after the previous one is the encoder saying "the picture changed".
+ *   restarts the count. So the regular interval is the longest that recurs (within PACKET_MARGIN_S
+ *   of the window); a keyframe that comes sooner than that after the previous one is the encoder
+ *   saying "the picture changed".
  * - `bitrate`: packets well above the run's baseline. A cut, a flash or a burst of motion cannot be
  *   predicted from the previous picture, so it costs an intra-like packet (or many larger ones);
  *   the baseline is the median gap, so the scene's own level (talking head, noisy camera) is
@@ -79,6 +80,29 @@ const INTERVAL_SLACK = 8;
 const DEPARTURE_PICTURES = 12;
 /** A departure's part of a score, in place of KEYFRAME_WEIGHT: above any ordinary cut's. */
 const DEPARTURE_WEIGHT = 0.9;
+/**
+ * How far either side of the window the hints read packets (seconds): the keyframe rhythm is
+ * learnt there, not from the whole stream. Sixty seconds hold six keyframe intervals of the common
+ * encoders (x264's default, 250 frames, is 10 s at 25 fps), and a zoom into ten seconds of a film
+ * need not list the whole film (the fallback reads every packet it lists: a 1.1 GB file for a
+ * 10 s window of it).
+ */
+export const PACKET_MARGIN_S = 60;
+
+/**
+ * The part of the clip whose packets the hints of `window` read (ms, labels' clock), as a
+ * RenderPlan carries it (`hintPackets`): each end only where it leaves part of the clip out;
+ * undefined for the whole clip.
+ */
+export function hintPacketSpan(
+  window: Window,
+  durationMs: number,
+): { fromMs?: number; toMs?: number } | undefined {
+  const fromMs = window.startMs - PACKET_MARGIN_S * 1000;
+  const toMs = window.endMs + PACKET_MARGIN_S * 1000;
+  if (fromMs <= 0 && toMs >= durationMs) return undefined;
+  return { ...(fromMs > 0 ? { fromMs } : {}), ...(toMs < durationMs ? { toMs } : {}) };
+}
 
 export interface ZoomHint {
   start: string;
@@ -366,12 +390,21 @@ export function zoomHints(input: {
   const gaps = gapsOf(input.cells, packetPositions(input.cells, input.packets), input.window, input.decimals);
   if (gaps.length === 0) return [];
   const source = packetSource(input.container);
-  const packets = source === 'none' ? [] : packetsOf(input.packets);
-  const spans = source === 'none' ? [] : spansOf(input.packets);
+  // Only the packets within PACKET_MARGIN_S of the window count, whatever more an engine listed.
+  const [lo, hi] = [
+    input.window.startMs / 1000 - PACKET_MARGIN_S,
+    input.window.endMs / 1000 + PACKET_MARGIN_S,
+  ];
+  const near = (t: number) => t >= lo && t <= hi;
+  const packets = source === 'none' ? [] : packetsOf(input.packets).filter((p) => near(p.time));
+  const spans =
+    source === 'none'
+      ? []
+      : spansOf(input.packets)
+          .map(([a, b]): [number, number] => [Math.max(a, lo), Math.min(b, hi)])
+          .filter(([a, b]) => a <= b);
   const indexed = source === 'cues';
-  const indexKeys = indexed
-    ? [...new Set(input.packets.indexKeys)].filter(Number.isFinite).sort((a, b) => a - b)
-    : [];
+  const indexKeys = indexed ? [...new Set(input.packets.indexKeys)].filter(near).sort((a, b) => a - b) : [];
   const found = indexed
     ? unexplainedIndexKeys(indexKeys, frameStep(packets, spans))
     : unexplainedKeyframes(packets, spans);

@@ -5,6 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import type { ListedPackets } from '../../src/core/packet-log.js';
 import { chooseVideoStream } from '../../src/core/probe.js';
 import { pictureHints } from '../../src/engine/ffmpeg/nal.js';
 import { listHintPackets } from '../../src/engine/ffmpeg/packet-log.js';
@@ -202,6 +203,34 @@ describe("the zoom hints' light listing", () => {
       expect(light.keys.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     });
   }
+});
+
+describe("the zoom hints' listing of a window's part (RenderPlan hintPackets)", () => {
+  it("holds exactly the whole listing's packets within the span, and little else", async () => {
+    const clip = await indexClip({ seconds: 200, fps: 10, gop: 25, bframes: 3, width: 160, height: 120 });
+    const d = await details(clip);
+    const whole = await listHintPackets(clip, d);
+    const part = await listHintPackets(clip, d, undefined, { fromMs: 70_000, toMs: 130_000 });
+    const within = (l: ListedPackets) =>
+      [...l.times].flatMap((t, i) => (t >= 70 && t <= 130 ? [[t, l.sizes[i], l.keys[i]]] : []));
+    expect(within(part).length).toBeGreaterThan(550);
+    expect(within(part)).toEqual(within(whole));
+    // From the keyframe before the span's start less 2 s (2.5 s GOPs) to 2 s past its end.
+    expect(Math.min(...part.times)).toBeGreaterThanOrEqual(70 - 2 - 2.5 - 0.2);
+    expect(Math.max(...part.times)).toBeLessThanOrEqual(130 + 2 + 0.5);
+    // Listed without a hole, and closed where the listing stopped short of the stream's ends.
+    expect([...part.spans]).toEqual([Math.min(...part.times), Math.max(...part.times)]);
+    expect([...whole.spans]).toEqual([Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY]);
+  });
+
+  it('is open at an end the span leaves to the clip', async () => {
+    const clip = await indexClip({ seconds: 200, fps: 10, gop: 25, bframes: 3, width: 160, height: 120 });
+    const d = await details(clip);
+    const part = await listHintPackets(clip, d, undefined, { toMs: 60_000 });
+    expect(part.spans[0]).toBe(Number.NEGATIVE_INFINITY);
+    expect(part.spans[1]).toBe(Math.max(...part.times));
+    expect(part.times[0]).toBe(Math.min(...(await listHintPackets(clip, d)).times));
+  });
 });
 
 describe('listing packets near the targets', () => {

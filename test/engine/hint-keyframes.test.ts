@@ -11,12 +11,15 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { computeGrid } from '../../src/core/layout.js';
 import { chooseVideoStream } from '../../src/core/probe.js';
+import type { Window } from '../../src/core/window.js';
+import { hintPacketSpan, PACKET_MARGIN_S } from '../../src/core/zoom.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
 import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
 import { loadNative } from '../../src/engine/native-loader.js';
 import type { Engine, PacketLog } from '../../src/engine/types.js';
 import { ENGINES } from '../helpers/cli.js';
+import { longEventClip } from '../helpers/events.js';
 import { renderPlan } from '../helpers/plans.js';
 
 const work = mkdtempSync(join(tmpdir(), 'vs-hint-keys-'));
@@ -33,20 +36,28 @@ function nativeEngine(): Engine {
   return native.engine;
 }
 
-/** The packet log of a 3x3 overview of `clip` on `engine`. */
-async function overviewLog(engine: Engine, clip: string): Promise<PacketLog> {
+/**
+ * The packet log of a 3x3 run of `clip` on `engine`: an overview, or the window `window` (ms)
+ * with the packets its hints read (core/zoom.ts hintPacketSpan).
+ */
+async function overviewLog(engine: Engine, clip: string, window?: Window): Promise<PacketLog> {
   const info = await engine.probe(clip);
   const video = info.videoStreams[0];
-  const endMs = Math.floor(info.duration * 1000);
+  const durationMs = Math.floor(info.duration * 1000);
+  const { startMs, endMs } = window ?? { startMs: 0, endMs: durationMs };
   const dir = mkdtempSync(join(work, `${engine.name}-`));
-  const times = Array.from({ length: 9 }, (_, i) => Math.floor(((i + 0.5) * endMs) / 9));
+  const times = Array.from(
+    { length: 9 },
+    (_, i) => startMs + Math.floor(((i + 0.5) * (endMs - startMs)) / 9),
+  );
+  const hintPackets = hintPacketSpan({ startMs, endMs }, durationMs);
   const plan = renderPlan(clip, dir, {
     grid: computeGrid(video?.width ?? 320, video?.height ?? 240, '3x3', false),
     sheets: [times.map((timeMs) => ({ timeMs, label: String(timeMs) }))],
-    window: { startMs: 0, endMs },
+    window: { startMs, endMs },
     paths: [join(dir, 'sheet.jpg')],
   });
-  return (await engine.render(plan)).packets;
+  return (await engine.render(hintPackets ? { ...plan, hintPackets } : plan)).packets;
 }
 
 describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyframes for the hints', () => {
@@ -92,5 +103,25 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyfra
     expect(readable).toEqual([0, 1, 2]);
     expect(keyTimes(await overviewLog(nativeEngine(), clip))).toEqual(readable);
     expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(readable);
+  }, 120_000);
+
+  it('of a window of a long clip: the same within PACKET_MARGIN_S of it, none far from it', async () => {
+    const clip = await longEventClip();
+    const window = { startMs: 140_000, endMs: 160_000 };
+    const [lo, hi] = [window.startMs / 1000 - PACKET_MARGIN_S, window.endMs / 1000 + PACKET_MARGIN_S];
+    const [native, fallback] = [
+      await overviewLog(nativeEngine(), clip, window),
+      await overviewLog(ffmpegEngine, clip, window),
+    ];
+    // The native engine hands over its index's packets within the span only, the fallback lists
+    // the span and a little more (its listing stops at a packet, not a time).
+    expect(Math.min(...native.times)).toBeGreaterThanOrEqual(lo);
+    expect(Math.max(...native.times)).toBeLessThanOrEqual(hi);
+    expect(Math.min(...fallback.times)).toBeGreaterThan(lo - 12);
+    expect(Math.max(...fallback.times)).toBeLessThan(hi + 3);
+    const near = (log: PacketLog) => keyTimes(log).filter((t) => t >= lo && t <= hi);
+    // The copies' starts (100 s, 200 s) and the second's first cut (105.5 s) among them.
+    expect(near(native).length).toBeGreaterThanOrEqual(5);
+    expect(near(fallback)).toEqual(near(native));
   }, 120_000);
 });

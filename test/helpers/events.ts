@@ -216,3 +216,15 @@ export async function eventClipIn(container: EventContainer): Promise<string> {
     run('ffmpeg', [...FFMPEG, '-i', source, ...codecs[container], ...BITEXACT, out]),
   );
 }
+
+/**
+ * The x264 scene-cut event clip three times in a row (300 s, remuxed): long enough that a window
+ * in its middle leaves most of it beyond core/zoom.ts PACKET_MARGIN_S; its second copy's cuts
+ * are at 105.5 s and 150.5 s.
+ */
+export async function longEventClip(): Promise<string> {
+  const source = await eventClip('h264-scenecut');
+  return cached('events-thrice', 'mp4', { source, v: 1 }, (out) =>
+    run('ffmpeg', [...FFMPEG, '-stream_loop', '2', '-i', source, '-c', 'copy', ...BITEXACT, out]),
+  );
+}

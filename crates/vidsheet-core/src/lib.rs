@@ -34,8 +34,8 @@ pub use audio::{audio_peaks, audio_peaks_as};
 pub use error::{Error, ErrorCode, Result};
 pub use media::{Bounds, Container, Opening, MAX_STREAMS};
 pub use plan::{
-    AudioPeaks, AudioStreamFacts, BandPlan, CellPlan, CellRef, LabelPlan, PacketLog, ProbeInfo,
-    Rect, RenderPlan, RenderResult, RenderStats, SheetPlan, Theme, VideoStreamFacts,
+    AudioPeaks, AudioStreamFacts, BandPlan, CellPlan, CellRef, HintPackets, LabelPlan, PacketLog,
+    ProbeInfo, Rect, RenderPlan, RenderResult, RenderStats, SheetPlan, Theme, VideoStreamFacts,
 };
 pub use probe::{probe, probe_as};
 pub use render::{render, render_on};

@@ -265,6 +265,37 @@ pub struct RenderPlan {
     /// frames of the gap after it are decoded for the zoom hints' pictures; omitted: none.
     #[serde(default)]
     pub closing_ms: Option<f64>,
+    /// The part of the clip whose packets the zoom hints read; omitted: the whole clip.
+    #[serde(default)]
+    pub hint_packets: Option<HintPackets>,
+}
+
+/// The part of the clip whose packets the zoom hints read (ms, the cells' clock;
+/// src/core/zoom.ts hintPacketSpan): an engine need hand over no packet outside it.
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, object_from_js = false, object_to_js = false)
+)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HintPackets {
+    /// Its start; omitted: the clip's.
+    #[serde(default)]
+    pub from_ms: Option<f64>,
+    /// Its end; omitted: the clip's.
+    #[serde(default)]
+    pub to_ms: Option<f64>,
+}
+
+impl HintPackets {
+    /// The span in seconds on the labels' clock, open where an end is omitted.
+    pub(crate) fn seconds(span: Option<HintPackets>) -> (f64, f64) {
+        let span = span.unwrap_or_default();
+        (
+            span.from_ms.map_or(f64::NEG_INFINITY, |ms| ms / 1000.0),
+            span.to_ms.map_or(f64::INFINITY, |ms| ms / 1000.0),
+        )
+    }
 }
 
 impl RenderPlan {

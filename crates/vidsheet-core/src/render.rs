@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::jpeg::write_jpeg;
 use crate::media;
 use crate::memory::release_free_memory;
-use crate::plan::{CellRef, RenderPlan, RenderResult, RenderStats, SheetPlan};
+use crate::plan::{CellRef, HintPackets, RenderPlan, RenderResult, RenderStats, SheetPlan};
 use crate::video::{OpenGops, VideoSource};
 use partition::{decoder_threads, max_workers, partition};
 use worker::{CellOut, Msg, StopOnDrop, Worker, CHANNEL_DEPTH};
@@ -88,7 +88,9 @@ fn render_with(
     // read); else each decoder records the packets it reads anyway.
     // VIDSHEET_BENCH_NO_HINTS=1 turns the collection off, for bench/run.mjs --hints alone.
     let hinting = std::env::var_os("VIDSHEET_BENCH_NO_HINTS").is_none_or(|v| v != "1");
-    let indexed = source.index_packets().filter(|_| hinting);
+    let indexed = hinting
+        .then(|| source.index_packets(HintPackets::seconds(plan.hint_packets)))
+        .flatten();
     let record = hinting && indexed.is_none();
     // VIDSHEET_BENCH_NO_PICTURES=1 leaves the thumbnails out (the packet signals alone), for
     // the tests that compare the engines' packet evidence.

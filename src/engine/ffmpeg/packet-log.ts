@@ -1,6 +1,6 @@
 /**
  * The packets the zoom hints read (src/core/packet-log.ts) and a render's packet lists: the whole
- * stream's, listed once, and the light listing of a whole MP4/MOV stream made for the hints alone.
+ * stream's, listed once, and the light listing of an MP4/MOV stream made for the hints alone.
  * The native engine's twin is crates/vidsheet-core/src/video/packets.rs.
  */
 import type { ListedPackets } from '../../core/packet-log.js';
@@ -11,9 +11,10 @@ import { listAllPackets, type Packets } from './packets.js';
 
 /**
  * A render's packet lists. The hints' packets are what the frame rule's listings read, but MP4/MOV
- * lists only the neighbourhood of each target, which leaves most gaps unseen, so a whole list
- * (demux only, a few % of a render, measured in bench/run.mjs --hints) is read alongside the
- * decoding, as the native engine reads the sample table: the light one made for the hints, with
+ * lists only the neighbourhood of each target, which leaves most gaps unseen, so a list of every
+ * packet the hints read (demux only: the whole stream for an overview, a window's part of it for a
+ * zoom, RenderPlan `hintPackets`) is read alongside the decoding, as the native engine reads the
+ * sample table: the light one made for the hints, with
  * the sample table's own keyframes (see listHintPackets), also where the frame rule needed the
  * whole stream's list (rare in MP4/MOV: only when its listing near the targets fails).
  */
@@ -32,8 +33,11 @@ export class StreamLists {
     private readonly path: string,
     private readonly d: VideoDetails,
     private readonly signal: AbortSignal,
+    /** The part of the clip the hints read (RenderPlan `hintPackets`). */
+    span?: HintSpan,
   ) {
-    this.light = this.hinting && d.sampleTable && d.timestamps ? listHintPackets(path, d, signal) : undefined;
+    this.light =
+      this.hinting && d.sampleTable && d.timestamps ? listHintPackets(path, d, signal, span) : undefined;
     this.light?.catch(() => {});
   }
 
@@ -69,8 +73,17 @@ export class StreamLists {
   }
 }
 
+/** The part of a clip whose packets the hints read (ms, labels' clock; an end omitted: the clip's). */
+export type HintSpan = { fromMs?: number; toMs?: number };
+
 /**
- * The zoom hints' listing of a whole MP4/MOV stream (core/zoom.ts): each packet's decode time,
+ * Seconds listed beyond each end of a span: ffprobe ends an interval at the first packet
+ * presented past its end, and B-frames decoded before the span's end may be presented after it.
+ */
+const SPAN_PAD_S = 2;
+
+/**
+ * The zoom hints' listing of an MP4/MOV stream, whole or the part `span` names (core/zoom.ts): each packet's decode time,
  * size and keyframe flag, parsed straight into the log's arrays. `listAllPackets` keeps an object
  * per packet alive for the whole job (the frame rule's lazy parts close over them); on an hour of
  * video that heap slowed every collection of a render the hints only ride along with (7 % where
@@ -81,7 +94,12 @@ export async function listHintPackets(
   path: string,
   d: VideoDetails,
   signal?: AbortSignal,
+  span: HintSpan = {},
 ): Promise<ListedPackets> {
+  const at = (ms: number) => (d.startTime + ms / 1000).toFixed(6);
+  const { fromMs, toMs } = span;
+  const from = fromMs === undefined ? '' : at(Math.max(0, fromMs - SPAN_PAD_S * 1000));
+  const to = toMs === undefined ? '' : at(toMs + SPAN_PAD_S * 1000);
   // csv prints ffprobe's own field order whatever the order asked: pts, dts, size, flags.
   // Unparsed: a keyframe is a sync sample of the sample table, as the native engine reads it
   // (FFmpeg's H.264 parser also flags x264's I-frames at a scene cut inside its minimum keyframe
@@ -90,7 +108,15 @@ export async function listHintPackets(
   const stdout = await probePackets(
     path,
     d,
-    ['-fflags', '+noparse', '-show_entries', 'packet=pts,dts,size,flags', '-of', 'csv=p=0'],
+    [
+      ...(from || to ? ['-read_intervals', `${from}%${to}`] : []),
+      '-fflags',
+      '+noparse',
+      '-show_entries',
+      'packet=pts,dts,size,flags',
+      '-of',
+      'csv=p=0',
+    ],
     signal,
   );
   const text = stdout.toString();
@@ -101,7 +127,8 @@ export async function listHintPackets(
   const edges: number[] = [];
   let runFrom = 0;
   let hole = false;
-  // Closes the run of packets listed since the last hole: its time range, open at the stream's ends.
+  // Closes the run of packets listed since the last hole: its time range, open at the stream's
+  // ends where the listing reached them.
   const closeRun = (toEnd: boolean) => {
     if (n === runFrom) return;
     let lo = Number.POSITIVE_INFINITY;
@@ -110,7 +137,10 @@ export async function listHintPackets(
       lo = Math.min(lo, times[i] as number);
       hi = Math.max(hi, times[i] as number);
     }
-    edges.push(runFrom === 0 ? Number.NEGATIVE_INFINITY : lo, toEnd ? Number.POSITIVE_INFINITY : hi);
+    edges.push(
+      runFrom === 0 && !from ? Number.NEGATIVE_INFINITY : lo,
+      toEnd && !to ? Number.POSITIVE_INFINITY : hi,
+    );
     runFrom = n;
   };
   for (let at = 0; at < text.length; ) {

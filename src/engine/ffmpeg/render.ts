@@ -86,7 +86,7 @@ async function renderSheets(
     times.push(closing);
   const cores = Math.max(1, availableParallelism());
   const parts = d.sampleTable && times.length > cores ? [times.slice(0, cores), times.slice(cores)] : [times];
-  const lists = new StreamLists(plan.input, d, stop.signal);
+  const lists = new StreamLists(plan.input, d, stop.signal, plan.hintPackets);
   const gate = limiter(cores);
   const seeking = { trusted: true };
   const openGops = new OpenGops(parts.length);

@@ -98,9 +98,10 @@ impl VideoSource {
         self.facts.label_seconds(ts)
     }
 
-    /// The whole stream's packets from the demuxer's index, when that index lists every packet
-    /// (MP4/MOV sample tables: read at the open, no extra I/O); None otherwise.
-    pub(crate) fn index_packets(&self) -> Option<PacketLog> {
+    /// The stream's packets within `span` (seconds, labels' clock) from the demuxer's index, when
+    /// that index lists every packet (MP4/MOV sample tables: read at the open, no extra I/O);
+    /// None otherwise.
+    pub(crate) fn index_packets(&self, span: (f64, f64)) -> Option<PacketLog> {
         let st = self.stream();
         // SAFETY: the stream of an open input; entries are read while the input is alive.
         unsafe {
@@ -125,12 +126,16 @@ impl VideoSource {
                 if file_size >= 0 && (*e).pos >= 0 && stop > file_size {
                     continue;
                 }
+                let time = self.label_seconds((*e).timestamp);
+                if time < span.0 || time > span.1 {
+                    continue;
+                }
                 let key = (*e).flags() & ffi::AVINDEX_KEYFRAME != 0;
-                log.times.push(self.label_seconds((*e).timestamp));
+                log.times.push(time);
                 log.sizes.push((*e).size() as f64);
                 log.keys.push(key as u8);
             }
-            log.spans.extend([f64::NEG_INFINITY, f64::INFINITY]);
+            log.spans.extend([span.0, span.1]);
             Some(log)
         }
     }

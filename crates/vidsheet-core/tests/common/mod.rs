@@ -350,6 +350,7 @@ pub fn plan(input: &str, sheets: Vec<SheetPlan>, dir: &TempDir) -> RenderPlan {
         sheets,
         temp_dir: dir.0.to_string_lossy().into_owned(),
         closing_ms: None,
+        hint_packets: None,
     }
 }
 
