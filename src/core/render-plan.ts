@@ -133,5 +133,11 @@ export interface RenderPlan {
    * hintPacketSpan): an engine need list no packet outside it; an end omitted is the clip's own.
    * Omitted: the whole clip.
    */
-  hintPackets?: { fromMs?: number; toMs?: number };
+  hintPackets?: HintPackets;
+}
+
+/** A part of the clip (ms, the cells' clock); an end omitted is the clip's own. */
+export interface HintPackets {
+  fromMs?: number;
+  toMs?: number;
 }

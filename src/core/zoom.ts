@@ -33,6 +33,7 @@
 import type { AudioPeaks } from './audio.js';
 import { type PacketLog, packetSource } from './packet-log.js';
 import { combinedScore, pictureGap, pictureScores, picturesOf } from './pictures.js';
+import type { HintPackets } from './render-plan.js';
 import { formatLabel } from './time.js';
 import type { Window } from './window.js';
 
@@ -94,10 +95,7 @@ export const PACKET_MARGIN_S = 60;
  * RenderPlan carries it (`hintPackets`): each end only where it leaves part of the clip out;
  * undefined for the whole clip.
  */
-export function hintPacketSpan(
-  window: Window,
-  durationMs: number,
-): { fromMs?: number; toMs?: number } | undefined {
+export function hintPacketSpan(window: Window, durationMs: number): HintPackets | undefined {
   const fromMs = window.startMs - PACKET_MARGIN_S * 1000;
   const toMs = window.endMs + PACKET_MARGIN_S * 1000;
   if (fromMs <= 0 && toMs >= durationMs) return undefined;

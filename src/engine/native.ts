@@ -14,6 +14,7 @@ import {
   type Engine,
   EngineError,
   type EngineErrorCode,
+  type HintPackets,
   type LabelPlan,
   type MsRange,
   type PacketLog,
@@ -48,7 +49,7 @@ type SameFields<A, B> = [Exclude<keyof A, keyof B> | Exclude<keyof B, keyof A>] 
 type Check<T extends true> = T;
 type _NativeFieldsMatch = [
   Check<SameFields<RenderPlan, Binding.RenderPlan>>,
-  Check<SameFields<NonNullable<RenderPlan['hintPackets']>, Binding.HintPackets>>,
+  Check<SameFields<HintPackets, Binding.HintPackets>>,
   Check<SameFields<Theme, Binding.Theme>>,
   Check<SameFields<SheetPlan, Binding.SheetPlan>>,
   Check<SameFields<CellPlan, Binding.CellPlan>>,

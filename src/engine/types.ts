@@ -17,6 +17,7 @@ export type { AudioStreamFacts, VideoStreamFacts } from '../core/probe.js';
 export type {
   BandPlan,
   CellPlan,
+  HintPackets,
   LabelPlan,
   Rect,
   RenderPlan,

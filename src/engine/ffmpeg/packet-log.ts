@@ -4,6 +4,7 @@
  * The native engine's twin is crates/vidsheet-core/src/video/packets.rs.
  */
 import type { ListedPackets } from '../../core/packet-log.js';
+import type { HintPackets } from '../../core/render-plan.js';
 import { labelSeconds } from '../timestamps.js';
 import { int, num, probePackets } from './listing.js';
 import type { VideoDetails } from './media.js';
@@ -14,9 +15,9 @@ import { listAllPackets, type Packets } from './packets.js';
  * lists only the neighbourhood of each target, which leaves most gaps unseen, so a list of every
  * packet the hints read (demux only: the whole stream for an overview, a window's part of it for a
  * zoom, RenderPlan `hintPackets`) is read alongside the decoding, as the native engine reads the
- * sample table: the light one made for the hints, with
- * the sample table's own keyframes (see listHintPackets), also where the frame rule needed the
- * whole stream's list (rare in MP4/MOV: only when its listing near the targets fails).
+ * sample table: the light one made for the hints, with the sample table's own keyframes (see
+ * listHintPackets), also where the frame rule needed the whole stream's list (rare in MP4/MOV:
+ * only when its listing near the targets fails).
  */
 export class StreamLists {
   private listing: Promise<Packets> | undefined;
@@ -34,7 +35,7 @@ export class StreamLists {
     private readonly d: VideoDetails,
     private readonly signal: AbortSignal,
     /** The part of the clip the hints read (RenderPlan `hintPackets`). */
-    span?: HintSpan,
+    span?: HintPackets,
   ) {
     this.light =
       this.hinting && d.sampleTable && d.timestamps ? listHintPackets(path, d, signal, span) : undefined;
@@ -73,9 +74,6 @@ export class StreamLists {
   }
 }
 
-/** The part of a clip whose packets the hints read (ms, labels' clock; an end omitted: the clip's). */
-export type HintSpan = { fromMs?: number; toMs?: number };
-
 /**
  * Seconds listed beyond each end of a span: ffprobe ends an interval at the first packet
  * presented past its end, and B-frames decoded before the span's end may be presented after it.
@@ -83,8 +81,8 @@ export type HintSpan = { fromMs?: number; toMs?: number };
 const SPAN_PAD_S = 2;
 
 /**
- * The zoom hints' listing of an MP4/MOV stream, whole or the part `span` names (core/zoom.ts): each packet's decode time,
- * size and keyframe flag, parsed straight into the log's arrays. `listAllPackets` keeps an object
+ * The zoom hints' listing of an MP4/MOV stream, whole or the part `span` names (core/zoom.ts):
+ * each packet's decode time, size and keyframe flag, parsed straight into the log's arrays. `listAllPackets` keeps an object
  * per packet alive for the whole job (the frame rule's lazy parts close over them); on an hour of
  * video that heap slowed every collection of a render the hints only ride along with (7 % where
  * the target is 5 %: bench/run.mjs --hints). The times are `logTimes`' (the decode time, else the
@@ -94,7 +92,7 @@ export async function listHintPackets(
   path: string,
   d: VideoDetails,
   signal?: AbortSignal,
-  span: HintSpan = {},
+  span: HintPackets = {},
 ): Promise<ListedPackets> {
   const at = (ms: number) => (d.startTime + ms / 1000).toFixed(6);
   const { fromMs, toMs } = span;
