@@ -96,11 +96,16 @@ export const PACKET_MARGIN_S = 60;
  * undefined for the whole clip.
  */
 export function hintPacketSpan(window: Window, durationMs: number): HintPackets | undefined {
-  const fromMs = window.startMs - PACKET_MARGIN_S * 1000;
-  const toMs = window.endMs + PACKET_MARGIN_S * 1000;
+  const [fromMs, toMs] = packetRangeMs(window);
   if (fromMs <= 0 && toMs >= durationMs) return undefined;
   return { ...(fromMs > 0 ? { fromMs } : {}), ...(toMs < durationMs ? { toMs } : {}) };
 }
+
+/** The window widened by PACKET_MARGIN_S each side (ms): where the hints read packets. */
+const packetRangeMs = (window: Window): [number, number] => [
+  window.startMs - PACKET_MARGIN_S * 1000,
+  window.endMs + PACKET_MARGIN_S * 1000,
+];
 
 export interface ZoomHint {
   start: string;
@@ -389,10 +394,7 @@ export function zoomHints(input: {
   if (gaps.length === 0) return [];
   const source = packetSource(input.container);
   // Only the packets within PACKET_MARGIN_S of the window count, whatever more an engine listed.
-  const [lo, hi] = [
-    input.window.startMs / 1000 - PACKET_MARGIN_S,
-    input.window.endMs / 1000 + PACKET_MARGIN_S,
-  ];
+  const [lo, hi] = packetRangeMs(input.window).map((ms) => ms / 1000) as [number, number];
   const near = (t: number) => t >= lo && t <= hi;
   const packets = source === 'none' ? [] : packetsOf(input.packets).filter((p) => near(p.time));
   const spans =
