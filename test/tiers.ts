@@ -16,6 +16,7 @@ export const TIERS = {
     'test/engine/vectors.test.ts',
     'test/engine/process.test.ts',
     'test/engine/decoder-stamps.test.ts',
+    'test/engine/thumb-stamps.test.ts',
     'test/bench/hunt-agent.test.ts',
     'test/bench/picture-math.test.ts',
     'test/bench/events-match.test.ts',

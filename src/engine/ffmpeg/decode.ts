@@ -18,7 +18,7 @@ import { input, type VideoDetails } from './media.js';
 import { matchOutputs, PRINTS, runLog } from './outputs.js';
 import type { Packets } from './packets.js';
 import { seconds } from './packets.js';
-import { type Thumbnails, thumbLine, thumbStamp } from './thumbs.js';
+import { branchStamps, type Thumbnails, thumbLine } from './thumbs.js';
 
 const debug = debuglog('vidsheet');
 
@@ -136,14 +136,17 @@ export async function extractOnce(
   // the first frame past its end, which would lose them (and time them anew as it flushes).
   const [tbNum, tbDen] = d.timeBase;
   const lateBy = start === 'stream' ? (BigInt(LATE_FRAMES_SECONDS) * tbDen) / tbNum : 0n;
-  const thumbnails = req.thumbnails?.wanted() ? req.thumbnails : undefined;
+  // The last target (the group ascends), in the stream time base the filter graph starts in:
+  // seconds would round to its ticks.
+  const endPts = end + 1n + lateBy;
+  const room = req.thumbnails?.room() ?? 0;
+  const thumbnails = room > 0 ? req.thumbnails : undefined;
   const filters = [
-    // The last target (the group ascends), in the stream time base the filter graph starts in:
-    // seconds would round to its ticks. First, since bwdif halves the time base.
-    `trim=end_pts=${end + 1n + lateBy}`,
+    // First, since bwdif halves the time base.
+    `trim=end_pts=${endPts}`,
     // Every decoded picture's thumbnail, on a branch of its own to an output of its own.
     ...(thumbnails
-      ? [`split[${CELLS}][${THUMB_IN}];\n${thumbnails.branch(THUMB_IN, THUMB_OUT)};\n[${CELLS}]null`]
+      ? [`split[${CELLS}][${THUMB_IN}];\n${thumbnails.branch(THUMB_IN, THUMB_OUT, room)};\n[${CELLS}]null`]
       : []),
     // Every picture's digest (its checksum) for an open-GOP entry's proof, as decoded, on a
     // branch of its own: only those the proof compares (from `printsFrom`, to `prove`) are
@@ -175,19 +178,14 @@ export async function extractOnce(
   const idrEntry = seek !== null && entry !== undefined && (await isIdr(req, entry)) ? entry : null;
   const watch = troubleWatch(d, seek === null ? null : new Set(packets.keyframes), idrEntry);
   const stamps = runLog(d);
-  const thumbStamps: Array<bigint | null> = [];
   // Out of memory (the worker's limit, DESIGN §5a) fails the job, not just these cells.
   let outOfMemory = false;
   let overMaxPixels = false;
   const refusal = refusedDecoders();
   const log = lines((text) => {
-    // The thumbnails' own lines (their timestamps, and -debug_ts on their output) say nothing of
-    // the decode: read apart, and at a glance, since there are several a picture.
-    if (thumbnails && thumbLine(text)) {
-      const thumb = thumbStamp(text);
-      if (thumb !== undefined) thumbStamps.push(thumb);
-      return;
-    }
+    // -debug_ts on the thumbnails' output says nothing of the decode, and there are several
+    // lines a picture: passed over at a glance.
+    if (thumbnails && thumbLine(text)) return;
     // The other video streams' decoders, refused in a bounded run, are not this decode's.
     if (!refusal.keep(text)) return;
     watch.line(text);
@@ -244,7 +242,7 @@ export async function extractOnce(
     },
   );
   log.end();
-  await thumbnails?.take(d, dir, thumbStamps);
+  await thumbnails?.take(d, dir, branchStamps(stamps.decoded, endPts, room), exit.code === 0);
   // A picture over max_pixels is refused before its buffer is asked for, and says so: its cells
   // are unreadable, as any frame that does not decode.
   if (outOfMemory && !overMaxPixels)

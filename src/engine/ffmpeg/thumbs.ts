@@ -1,15 +1,18 @@
 /**
  * The `picture` signal's material (src/core/pictures.ts): a thumbnail of every picture a run
  * decodes, made on a branch of the run's own filter graph (from point samples of a frame already
- * decoded, about 1 % of its decode) and written to a file of raw bytes beside the run's frames; each
- * picture's timestamp logged by a showinfo of its own. The native engine's twin is
+ * decoded, about 1 % of its decode) and written to a file of raw bytes beside the run's frames.
+ * Their times are the decoder's (`branchStamps`): no filter logs them. The native engine's twin is
  * crates/vidsheet-core/src/video/thumbs.rs.
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { debuglog } from 'node:util';
 import { MAX_PICTURES, THUMB, THUMB_BYTES } from '../../core/pictures.js';
 import { labelSeconds } from '../timestamps.js';
 import type { VideoDetails } from './media.js';
+
+const debug = debuglog('vidsheet');
 
 /**
  * Pictures larger than 4K UHD get no thumbnails on this engine: the branch's scaler holds a
@@ -19,8 +22,9 @@ import type { VideoDetails } from './media.js';
  */
 const MAX_SOURCE_PIXELS = 3840 * 2160;
 
-/** The name of the filter that logs every thumbnail's timestamp. */
-const THUMBS = 'thumbs';
+/** Debug counter of this process's runs whose thumbnails were dropped (tests read it). */
+export const thumbStats = { dropped: 0 };
+
 /** The file a run writes its thumbnails to, in its directory. */
 const FILE = 'thumbs.gray';
 
@@ -42,23 +46,21 @@ export class Thumbnails {
       pixels <= MAX_SOURCE_PIXELS;
   }
 
-  /** Whether a run should make them: on, and the render not yet at MAX_PICTURES. */
-  wanted(): boolean {
-    return this.enabled && this.times.length < MAX_PICTURES;
+  /** How many more a run should make: none when off, else what the render may still take. */
+  room(): number {
+    return this.enabled ? MAX_PICTURES - this.times.length : 0;
   }
 
   /**
    * The graph branch (after the split that feeds it, labelled `from`) that makes them: means of
    * the luma plane's samples (gray stretches a limited-range plane to full range, as the native
-   * engine does), into the output label `to`; no more than the render may still take
-   * (MAX_PICTURES).
+   * engine does), into the output label `to`; no more than `room`.
    */
-  branch(from: string, to: string): string {
-    const room = MAX_PICTURES - this.times.length;
+  branch(from: string, to: string, room: number): string {
     // Point samples first (8 across and 4 down a thumbnail pixel, as the native engine reads
     // them), then their means: an area scale of the whole picture costs a tenth of its decode.
     const [w, h] = [THUMB.w * 8, THUMB.h * 4];
-    return `[${from}]trim=end_frame=${room},scale=${w}:${h}:flags=neighbor,scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray,showinfo@${THUMBS}[${to}]`;
+    return `[${from}]trim=end_frame=${room},scale=${w}:${h}:flags=neighbor,scale=${THUMB.w}:${THUMB.h}:flags=area,format=gray[${to}]`;
   }
 
   /** The output arguments that write the branch `label` to the run directory `dir`. */
@@ -66,21 +68,22 @@ export class Thumbnails {
     return ['-map', `[${label}]`, '-fps_mode', 'passthrough', '-f', 'rawvideo', '-y', join(dir, FILE)];
   }
 
-  /** Reads what a run in `dir` wrote, given the timestamps its log named (`stamps`, in order). */
-  async take(d: VideoDetails, dir: string, stamps: Array<bigint | null>): Promise<void> {
+  /**
+   * Reads what a run in `dir` wrote, given its pictures' timestamps (`branchStamps`). A run that
+   * ended normally wrote one per stamp; one cut short may have stamped a picture it did not write,
+   * never the reverse. Otherwise the stamps are not the pictures': the run gives none (a picture at
+   * the wrong time would be worse than none).
+   */
+  async take(d: VideoDetails, dir: string, stamps: bigint[], finished: boolean): Promise<void> {
     const bytes = await readFile(join(dir, FILE)).catch(() => Buffer.alloc(0));
-    // A run cut short may have logged a picture it did not write, never the reverse.
-    const n = Math.min(
-      stamps.length,
-      Math.floor(bytes.length / THUMB_BYTES),
-      MAX_PICTURES - this.times.length,
-    );
-    for (let i = 0; i < n; i++) {
-      const pts = stamps[i];
-      this.times.push(
-        pts === null || pts === undefined ? Number.NaN : labelSeconds(pts, d.timeBase, d.startUs),
-      );
+    const written = Math.floor(bytes.length / THUMB_BYTES);
+    if (finished ? written !== stamps.length : written > stamps.length) {
+      thumbStats.dropped++;
+      debug('%d thumbnails written for %d pictures decoded: none is taken', written, stamps.length);
+      return;
     }
+    const n = Math.min(written, MAX_PICTURES - this.times.length);
+    for (let i = 0; i < n; i++) this.times.push(labelSeconds(stamps[i] as bigint, d.timeBase, d.startUs));
     this.parts.push(bytes.subarray(0, n * THUMB_BYTES));
   }
 
@@ -91,23 +94,27 @@ export class Thumbnails {
 }
 
 /**
- * Whether a run's log line is the thumbnails' (their showinfo, or -debug_ts on the frames and
- * packets of the run's outputs, which the cells' output writes a handful of and theirs one of a
- * picture): nothing else in the log reads those.
+ * The timestamps of the pictures the branch got, from every frame the decoder gave, in order
+ * (runLog's `decoded`: the pts each frame enters the graph with, null without one): the graph's
+ * first trim passes frames until one has no pts or one at `endPts` or later, and the branch's own
+ * trim the first `room` of those. Nothing else on the branch drops or reorders a frame.
+ */
+export function branchStamps(decoded: ReadonlyArray<bigint | null>, endPts: bigint, room: number): bigint[] {
+  const stamps: bigint[] = [];
+  for (const ts of decoded) {
+    if (ts === null || ts >= endPts || stamps.length >= room) break;
+    stamps.push(ts);
+  }
+  return stamps;
+}
+
+/**
+ * Whether a run's log line is the thumbnails' (-debug_ts on the frames and packets of the run's
+ * outputs, which the cells' output writes a handful of and theirs one of a picture): nothing else
+ * in the log reads those.
  */
 export function thumbLine(text: string): boolean {
-  return text.startsWith(`[showinfo@${THUMBS} `) || OUTPUT_LINE.test(text);
+  return OUTPUT_LINE.test(text);
 }
 
 const OUTPUT_LINE = /^\[info\] (?:encoder [<-]|muxer <-|filter ->)/;
-
-/** A showinfo line of the thumbnail branch: the picture's pts (stream time base), null without one. */
-export function thumbStamp(text: string): bigint | null | undefined {
-  const m = THUMB_LINE.exec(text);
-  if (!m) return undefined;
-  return m[1] === 'NOPTS' ? null : BigInt(m[1] as string);
-}
-
-const THUMB_LINE = new RegExp(
-  `^\\[showinfo@${THUMBS} @ [^\\]]*\\] \\[\\w+\\] n:\\s*\\d+ pts:\\s*(-?\\d+|NOPTS) `,
-);
