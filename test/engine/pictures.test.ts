@@ -8,7 +8,7 @@
  * the one-frame flash, that gap is the first hint, with `picture`.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -49,8 +49,8 @@ async function overview(clip: string, engine: string, window: { startMs?: number
   return { outcome, packets: (result as RenderResult).packets };
 }
 
-/** Every frame's thumbnail from a sequential decode, in presentation order, with its time. */
-async function sequential(clip: string) {
+/** Every frame's thumbnail from a sequential decode, in presentation order. */
+async function sequentialThumbs(clip: string): Promise<Buffer> {
   const { stdout } = await execFileP(
     'ffmpeg',
     [
@@ -60,6 +60,12 @@ async function sequential(clip: string) {
     ],
     { encoding: 'buffer', maxBuffer: 1 << 28 },
   );
+  return stdout;
+}
+
+/** Every frame's thumbnail from a sequential decode, in presentation order, with its time. */
+async function sequential(clip: string) {
+  const stdout = await sequentialThumbs(clip);
   const { times } = await frameTimes(clip);
   expect(stdout.length).toBe(times.length * THUMB_BYTES);
   return { times, thumb: (i: number) => stdout.subarray(i * THUMB_BYTES, (i + 1) * THUMB_BYTES) };
@@ -80,7 +86,7 @@ const flashDecoded: string[] = [];
 async function picturesAreFrames(clip: string, engine: string) {
   const dropped = thumbStats.dropped;
   const [{ outcome, packets }, oracle] = await Promise.all([overview(clip, engine), sequential(clip)]);
-  // The fallback's times are the decoder's; every run's count agreed (none was dropped).
+  // The fallback's times are the decoder's, and every run's tiles fitted them (none was dropped).
   expect(thumbStats.dropped).toBe(dropped);
   const { pictures, thumbs } = packets;
   expect(thumbs.length).toBe(pictures.length * THUMB_BYTES);
@@ -134,6 +140,54 @@ describe('an RGB stream (H.264 4:4:4 RGB, decoded as planar G, B, R)', () => {
     '[%s] every picture is a frame of the stream, its thumbnail that frame’s',
     async (engine) => {
       await picturesAreFrames(await rgb(), engine);
+    },
+  );
+});
+
+describe('a stream whose pictures change size within a run', () => {
+  // Two recordings, 320x240 then 640x360, as one bare H.264 stream (75 frames each, 25 fps): no
+  // timestamps, so the fallback decodes it in one run from the start, and where the size changes
+  // FFmpeg configures the run's graph anew, losing the tile of thumbnails it was filling
+  // (thumbs.ts): the pictures after it are placed from the next tile.
+  const changing = () =>
+    cached('size-change', 'h264', { v: 1 }, async (out) => {
+      const part = (source: string, file: string) =>
+        run('ffmpeg', [
+          ...FFMPEG,
+          ...['-f', 'lavfi', '-i', `${source}:r=25:d=3`],
+          ...['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '1000', '-bf', '2', '-pix_fmt', 'yuv420p'],
+          ...BITEXACT,
+          file,
+        ]);
+      const [a, b] = [`${out}.a.h264`, `${out}.b.h264`];
+      await part('testsrc2=s=320x240', a);
+      await part('testsrc=s=640x360', b);
+      writeFileSync(out, Buffer.concat([readFileSync(a), readFileSync(b)]));
+      rmSync(a);
+      rmSync(b);
+    });
+  it.each(ENGINES)(
+    '[%s] each picture is the frame at its time, on both sides of the change',
+    async (engine) => {
+      const clip = await changing();
+      const dropped = thumbStats.dropped;
+      const [{ packets }, oracle] = await Promise.all([overview(clip, engine), sequentialThumbs(clip)]);
+      expect(thumbStats.dropped).toBe(dropped);
+      // A bare stream is timed by frame count: frame f at f / 25 s.
+      expect(oracle.length).toBe(150 * THUMB_BYTES);
+      const { pictures, thumbs } = packets;
+      for (let i = 0; i < pictures.length; i++) {
+        const f = Math.round((pictures[i] as number) * 25);
+        expect(Math.abs((pictures[i] as number) * 25 - f)).toBeLessThan(0.01);
+        const thumb = thumbs.subarray(i * THUMB_BYTES, (i + 1) * THUMB_BYTES);
+        expect(
+          meanDiff(thumb, oracle.subarray(f * THUMB_BYTES, (f + 1) * THUMB_BYTES)),
+          `frame ${f}`,
+        ).toBeLessThanOrEqual(2);
+      }
+      // Both recordings' pictures, most of each (the fallback loses the change's tile: 11 here).
+      expect([...pictures].filter((t) => t < 3).length).toBeGreaterThanOrEqual(64);
+      expect([...pictures].filter((t) => t >= 3).length).toBeGreaterThanOrEqual(60);
     },
   );
 });

@@ -242,7 +242,10 @@ export async function extractOnce(
     },
   );
   log.end();
-  await thumbnails?.take(d, dir, branchStamps(stamps.decoded, endPts, room), exit.code === 0);
+  await thumbnails?.take(d, dir, branchStamps(stamps.decoded, endPts, room), {
+    finished: exit.code === 0,
+    configured: stamps.configured,
+  });
   // A picture over max_pixels is refused before its buffer is asked for, and says so: its cells
   // are unreadable, as any frame that does not decode.
   if (outOfMemory && !overMaxPixels)

@@ -25,7 +25,9 @@ type Stamp = { pts: bigint; tb: [bigint, bigint] } | null;
  * last filter), in the time base of the link showinfo saw it on (bwdif halves the stream's; logged
  * when the graph is configured, again if it is reconfigured), null for a frame without one; and
  * `decoded`, every decoded frame's in the stream time base, in decode output order (-debug_ts),
- * null without one. `decoded` is left empty if the decoder logs another time base. And `prints`,
+ * null without one. `decoded` is left empty if the decoder logs another time base. `configured`,
+ * where the graph was configured (showinfo logs its time base each time, once the decoder has
+ * logged the frame it is configured for). And `prints`,
  * each decoded picture's digest by pts (stream time base) when the run logs them (extractOnce).
  */
 export function runLog(d: VideoDetails) {
@@ -44,15 +46,23 @@ export function runLog(d: VideoDetails) {
   const decoded: Array<bigint | null> = [];
   const prints = new Map<bigint, string>();
   let sameClock = true;
-  return {
+  const log = {
     outputs,
     decoded,
     prints,
+    /**
+     * Where the graph was configured, as the index in `decoded` of the frame that set it up: the
+     * first, then again at each frame whose size or format changed.
+     */
+    configured: [] as number[],
     line: (text: string) => {
       const p = print.exec(text);
       if (p) prints.set(BigInt(p[1] as string), p[2] as string);
       const c = config.exec(text);
-      if (c) tb = BigInt(c[2] as string) > 0n ? [BigInt(c[1] as string), BigInt(c[2] as string)] : null;
+      if (c) {
+        log.configured.push(Math.max(0, decoded.length - 1));
+        tb = BigInt(c[2] as string) > 0n ? [BigInt(c[1] as string), BigInt(c[2] as string)] : null;
+      }
       const f = frame.exec(text);
       if (f) outputs.push(tb && f[1] !== 'NOPTS' ? { pts: BigInt(f[1] as string), tb } : null);
       const g = sameClock ? decoder.exec(text) : null;
@@ -63,6 +73,7 @@ export function runLog(d: VideoDetails) {
       }
     },
   };
+  return log;
 }
 
 /**
