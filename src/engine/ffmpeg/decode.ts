@@ -183,8 +183,7 @@ export async function extractOnce(
   let overMaxPixels = false;
   const refusal = refusedDecoders();
   const log = lines((text) => {
-    // -debug_ts on the thumbnails' output says nothing of the decode, and there are several
-    // lines a picture: passed over at a glance.
+    // -debug_ts on the outputs' frames says nothing of the decode: passed over at a glance.
     if (thumbnails && thumbLine(text)) return;
     // The other video streams' decoders, refused in a bounded run, are not this decode's.
     if (!refusal.keep(text)) return;

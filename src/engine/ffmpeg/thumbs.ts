@@ -1,8 +1,8 @@
 /**
  * The `picture` signal's material (src/core/pictures.ts): a thumbnail of every picture a run
  * decodes, made on a branch of the run's own filter graph (from point samples of a frame already
- * decoded, about 1 % of its decode) and written to a file of raw bytes beside the run's frames.
- * Their times are the decoder's (`branchStamps`): no filter logs them. The native engine's twin is
+ * decoded, about 1 % of its decode) and written in tiles to a file of raw bytes beside the run's
+ * frames. Their times are the decoder's (`branchStamps`): no filter logs them. The native engine's twin is
  * crates/vidsheet-core/src/video/thumbs.rs.
  */
 import { readFile } from 'node:fs/promises';
@@ -82,7 +82,7 @@ export class Thumbnails {
    * Reads what a run in `dir` wrote, given its pictures' timestamps (`branchStamps`) and where its
    * graph was configured (runLog's `configured`). A graph configured anew (the pictures' size
    * changed) loses the tile it was filling, and the next picture starts a tile. A run that ended
-   * normally wrote every other tile; one cut short, some of them. Otherwise the stamps are not the
+   * normally wrote all the other tiles; one cut short, the first of them. Otherwise the stamps are not the
    * pictures': the run gives none (a picture at the wrong time would be worse than none).
    */
   async take(
@@ -155,9 +155,8 @@ export function branchStamps(decoded: ReadonlyArray<bigint | null>, endPts: bigi
 }
 
 /**
- * Whether a run's log line is the thumbnails' (-debug_ts on the frames and packets of the run's
- * outputs, which the cells' output writes a handful of and theirs one of a picture): nothing else
- * in the log reads those.
+ * Whether a run's log line is -debug_ts on the frames and packets of the run's outputs (the
+ * cells' output writes a handful, the thumbnails' one a tile): nothing else in the log reads those.
  */
 export function thumbLine(text: string): boolean {
   return OUTPUT_LINE.test(text);
