@@ -17,6 +17,7 @@ export const TIERS = {
     'test/engine/process.test.ts',
     'test/engine/decoder-stamps.test.ts',
     'test/engine/thumb-stamps.test.ts',
+    'test/engine/sample-table-bytes.test.ts',
     'test/bench/hunt-agent.test.ts',
     'test/bench/picture-math.test.ts',
     'test/bench/events-match.test.ts',

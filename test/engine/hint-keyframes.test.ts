@@ -9,18 +9,15 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { computeGrid } from '../../src/core/layout.js';
 import { chooseVideoStream } from '../../src/core/probe.js';
-import type { Window } from '../../src/core/window.js';
-import { hintPacketSpan, PACKET_MARGIN_S } from '../../src/core/zoom.js';
+import { PACKET_MARGIN_S } from '../../src/core/zoom.js';
 import { listAllPackets } from '../../src/engine/ffmpeg/packets.js';
 import { probeFile, videoDetails } from '../../src/engine/ffmpeg/probe.js';
 import { ffmpegEngine } from '../../src/engine/ffmpeg.js';
-import { loadNative } from '../../src/engine/native-loader.js';
-import type { Engine, PacketLog } from '../../src/engine/types.js';
+import type { PacketLog } from '../../src/engine/types.js';
 import { ENGINES } from '../helpers/cli.js';
 import { longEventClip } from '../helpers/events.js';
-import { renderPlan } from '../helpers/plans.js';
+import { nativeEngine, overviewLog, packetsOf } from '../helpers/packet-logs.js';
 
 const work = mkdtempSync(join(tmpdir(), 'vs-hint-keys-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -28,37 +25,6 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 /** The keyframes' times a log holds, each once, ascending. */
 const keyTimes = (log: Pick<PacketLog, 'times' | 'keys'>) =>
   [...new Set([...log.times].filter((_, i) => log.keys[i] === 1))].sort((a, b) => a - b);
-
-/** The native engine (the tests run only where it loads). */
-function nativeEngine(): Engine {
-  const native = loadNative();
-  if (!('engine' in native)) throw new Error(native.error);
-  return native.engine;
-}
-
-/**
- * The packet log of a 3x3 run of `clip` on `engine`: an overview, or the window `window` (ms)
- * with the packets its hints read (core/zoom.ts hintPacketSpan).
- */
-async function overviewLog(engine: Engine, clip: string, window?: Window): Promise<PacketLog> {
-  const info = await engine.probe(clip);
-  const video = info.videoStreams[0];
-  const durationMs = Math.floor(info.duration * 1000);
-  const { startMs, endMs } = window ?? { startMs: 0, endMs: durationMs };
-  const dir = mkdtempSync(join(work, `${engine.name}-`));
-  const times = Array.from(
-    { length: 9 },
-    (_, i) => startMs + Math.floor(((i + 0.5) * (endMs - startMs)) / 9),
-  );
-  const hintPackets = hintPacketSpan({ startMs, endMs }, durationMs);
-  const plan = renderPlan(clip, dir, {
-    grid: computeGrid(video?.width ?? 320, video?.height ?? 240, '3x3', false),
-    sheets: [times.map((timeMs) => ({ timeMs, label: String(timeMs) }))],
-    window: { startMs, endMs },
-    paths: [join(dir, 'sheet.jpg')],
-  });
-  return (await engine.render(hintPackets ? { ...plan, hintPackets } : plan)).packets;
-}
 
 describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyframes for the hints', () => {
   it("are the sample table's on both engines where FFmpeg's H.264 parser flags more (FATE wwwq_cut.mp4)", async () => {
@@ -69,9 +35,9 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyfra
     const d = videoDetails(probed, chooseVideoStream(probed.info.videoStreams)?.index ?? -1);
     const parsed = keyTimes((await listAllPackets(clip, d)).log);
     expect(parsed.length).toBe(8);
-    const table = keyTimes(await overviewLog(nativeEngine(), clip));
+    const table = keyTimes(await overviewLog(nativeEngine(), clip, work));
     expect(table).toEqual([0]);
-    expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(table);
+    expect(keyTimes(await overviewLog(ffmpegEngine, clip, work))).toEqual(table);
   }, 120_000);
 
   it("leave out what a cut MP4's index lists past the end of the file (FATE two_first_slice.mp4)", async () => {
@@ -101,8 +67,8 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyfra
       .filter((line) => line.endsWith(',K_'))
       .map((line) => Number(line.split(',')[0]) / 90_000);
     expect(readable).toEqual([0, 1, 2]);
-    expect(keyTimes(await overviewLog(nativeEngine(), clip))).toEqual(readable);
-    expect(keyTimes(await overviewLog(ffmpegEngine, clip))).toEqual(readable);
+    expect(keyTimes(await overviewLog(nativeEngine(), clip, work))).toEqual(readable);
+    expect(keyTimes(await overviewLog(ffmpegEngine, clip, work))).toEqual(readable);
   }, 120_000);
 
   it('of a window of a long clip: the same within PACKET_MARGIN_S of it, none far from it', async () => {
@@ -110,15 +76,14 @@ describe.runIf(ENGINES.includes('native') && ENGINES.includes('ffmpeg'))('keyfra
     const window = { startMs: 140_000, endMs: 160_000 };
     const [lo, hi] = [window.startMs / 1000 - PACKET_MARGIN_S, window.endMs / 1000 + PACKET_MARGIN_S];
     const [native, fallback] = [
-      await overviewLog(nativeEngine(), clip, window),
-      await overviewLog(ffmpegEngine, clip, window),
+      await overviewLog(nativeEngine(), clip, work, window),
+      await overviewLog(ffmpegEngine, clip, work, window),
     ];
-    // The native engine hands over its index's packets within the span only, the fallback lists
-    // the span and a little more (its listing stops at a packet, not a time).
+    // Both hand over the sample table's packets within the span only (the fallback reads the
+    // table itself: ffmpeg/sample-table.ts).
     expect(Math.min(...native.times)).toBeGreaterThanOrEqual(lo);
     expect(Math.max(...native.times)).toBeLessThanOrEqual(hi);
-    expect(Math.min(...fallback.times)).toBeGreaterThan(lo - 12);
-    expect(Math.max(...fallback.times)).toBeLessThan(hi + 3);
+    expect(packetsOf(fallback)).toEqual(packetsOf(native));
     const near = (log: PacketLog) => keyTimes(log).filter((t) => t >= lo && t <= hi);
     // The copies' starts (100 s, 200 s) and the second's first cut (105.5 s) among them.
     expect(near(native).length).toBeGreaterThanOrEqual(5);

@@ -2001,6 +2001,39 @@ export function partialWtv(): Promise<string> {
   });
 }
 
+/** What {@link trimmedEditMp4} holds and presents, in seconds, and its keyframe interval. */
+export const TRIMMED_EDIT_MP4 = { seconds: 12, presented: 5, gop: 2 } as const;
+
+/**
+ * An H.264 MP4 (160x120 25 fps testsrc2, B-frames, a keyframe every 2 s) whose one edit
+ * presents the first 5 s of its 12 s: FFmpeg's index of it ends after the second keyframe that
+ * reaches the edit's end (mov_fix_index), so the 8 s keyframe is its last sample and the rest of
+ * the file is in no listing.
+ */
+export function trimmedEditMp4(): Promise<string> {
+  const o = TRIMMED_EDIT_MP4;
+  return cached('trimmed-edit', 'mp4', o, async (out) => {
+    await withTemp('mp4', async (full) => {
+      await run('ffmpeg', [
+        ...FFMPEG,
+        ...['-f', 'lavfi', '-i', `testsrc2=s=160x120:r=25:d=${o.seconds}`],
+        ...['-c:v', 'libx264', '-g', String(o.gop * 25), '-bf', '3', '-pix_fmt', 'yuv420p'],
+        ...BITEXACT,
+        full,
+      ]);
+      const b = Buffer.from(await readFile(full));
+      const [trak] = mp4Tracks(b, 'vide');
+      if (!trak) throw new Error('trimmedEditMp4: no video track');
+      const mvhd = mp4Child(b, mp4File(b), 'moov', 'mvhd');
+      const elst = mp4Child(b, trak, 'edts', 'elst');
+      if (b[mvhd.body] !== 0 || b[elst.body] !== 0 || b.readUInt32BE(elst.body + 4) !== 1)
+        throw new Error('trimmedEditMp4: expected a version-0 mvhd and a one-entry elst');
+      b.writeUInt32BE(o.presented * b.readUInt32BE(mvhd.body + 12), elst.body + 8);
+      await writeFile(out, b);
+    });
+  });
+}
+
 /** What {@link editListMp4} holds: samples for `seconds`, an edit list presenting `presented`. */
 export const EDIT_LIST_MP4 = { seconds: 8.08, presented: 2.27 } as const;
 

@@ -9,6 +9,7 @@ import { labelSeconds } from '../timestamps.js';
 import { int, num, probePackets } from './listing.js';
 import type { VideoDetails } from './media.js';
 import { listAllPackets, type Packets } from './packets.js';
+import { sampleTablePackets } from './sample-table.js';
 
 /**
  * A render's packet lists. The hints' packets are what the frame rule's listings read, but MP4/MOV
@@ -38,7 +39,9 @@ export class StreamLists {
     span?: HintPackets,
   ) {
     this.light =
-      this.hinting && d.sampleTable && d.timestamps ? listHintPackets(path, d, signal, span) : undefined;
+      this.hinting && d.sampleTable && d.timestamps
+        ? sampleTablePackets(path, d, span).then((read) => read ?? listHintPackets(path, d, signal, span))
+        : undefined;
     this.light?.catch(() => {});
   }
 
