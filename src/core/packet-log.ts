@@ -10,8 +10,8 @@
  * Where the keyframe rhythm comes from (one rule, both engines; issue 22):
  * - MP4/MOV (and AVI's idx1): the demuxer's index lists every packet, so every packet within
  *   ./zoom.ts PACKET_MARGIN_S of the window is in the log (native: the whole index, read at the
- *   open; the fallback: its listing of that part, RenderPlan `hintPackets`), and the interval is
- *   counted in packets.
+ *   open; the fallback: the same table within that part, RenderPlan `hintPackets`, read itself or,
+ *   for a table it does not model, listed by ffprobe), and the interval is counted in packets.
  * - Matroska/WebM: the Cues list every keyframe but no other packet, and the native engine reads
  *   only around the cells; so the rhythm is learnt from `indexKeys`, the keyframes' presentation
  *   times (native: the demuxer's index entries, the Cues; the fallback: the keyframes of its

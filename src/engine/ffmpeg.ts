@@ -11,6 +11,8 @@
  *   time (decode.ts), an open-GOP entry proven once per stream (entry-proof.ts);
  * - sheets.ts, compose.ts, encode.ts: each sheet composed as soon as its cells are in, while later
  *   groups still decode, then labelled and encoded to JPEG;
+ * - packet-log.ts, thumbs.ts: the zoom hints' packets (an MP4/MOV sample table read without
+ *   FFmpeg: sample-table.ts) and thumbnails;
  * - audio.ts: the audio peaks (`audioPeaks`, its own call: core/audio.ts turns them into levels).
  *
  * Where every target of a group is a reference picture, the decoder skips the non-reference

@@ -13,12 +13,12 @@ import { sampleTablePackets } from './sample-table.js';
 
 /**
  * A render's packet lists. The hints' packets are what the frame rule's listings read, but MP4/MOV
- * lists only the neighbourhood of each target, which leaves most gaps unseen, so a list of every
- * packet the hints read (demux only: the whole stream for an overview, a window's part of it for a
- * zoom, RenderPlan `hintPackets`) is read alongside the decoding, as the native engine reads the
- * sample table: the light one made for the hints, with the sample table's own keyframes (see
- * listHintPackets), also where the frame rule needed the whole stream's list (rare in MP4/MOV:
- * only when its listing near the targets fails).
+ * lists only the neighbourhood of each target, which leaves most gaps unseen, so every packet the
+ * hints read (the whole stream for an overview, a window's part of it for a zoom, RenderPlan
+ * `hintPackets`) comes from the sample table, as the native engine reads it: read here
+ * (./sample-table.ts), or, for a table that reading declines, listed by ffprobe alongside the
+ * decoding (listHintPackets), also where the frame rule needed the whole stream's list (rare in
+ * MP4/MOV: only when its listing near the targets fails).
  */
 export class StreamLists {
   private listing: Promise<Packets> | undefined;
@@ -84,7 +84,8 @@ export class StreamLists {
 const SPAN_PAD_S = 2;
 
 /**
- * The zoom hints' listing of an MP4/MOV stream, whole or the part `span` names (core/zoom.ts):
+ * ffprobe's listing of an MP4/MOV stream for the zoom hints, whole or the part `span` names
+ * (core/zoom.ts), where ./sample-table.ts declines the table (it reads every packet's bytes):
  * each packet's decode time, size and keyframe flag, parsed straight into the log's arrays. `listAllPackets` keeps an object
  * per packet alive for the whole job (the frame rule's lazy parts close over them); on an hour of
  * video that heap slowed every collection of a render the hints only ride along with (7 % where
