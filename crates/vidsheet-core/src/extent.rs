@@ -21,7 +21,7 @@ use ffmpeg_next as ff;
 use crate::media::{self, Decoders, Opening};
 
 mod index;
-use index::{from_index, is_mov};
+use index::from_index;
 
 /// How far before the declared end the read near the end starts, in AV_TIME_BASE units.
 const TAIL_US: i64 = 10 * ffi::AV_TIME_BASE as i64;
@@ -45,7 +45,7 @@ pub(crate) fn readable_ends(
     }
     let file_size = std::fs::metadata(path).ok().map(|m| m.len());
     let indexed = match file_size {
-        Some(size) if is_mov(input) => from_index(input, size, streams),
+        Some(size) if media::is_mov(input) => from_index(input, size, streams),
         _ => None,
     };
     let ends = match indexed {

@@ -163,6 +163,11 @@ pub(crate) fn format_name(input: &Input) -> String {
     unsafe { demuxer_name((*input.as_ptr()).iformat) }
 }
 
+/// The input is MP4/MOV (FFmpeg's mov demuxer), whose index is built from the sample table.
+pub(crate) fn is_mov(input: &Input) -> bool {
+    format_name(input).split(',').next() == Some("mov")
+}
+
 unsafe fn demuxer_name(fmt: *const ffi::AVInputFormat) -> String {
     if fmt.is_null() || (*fmt).name.is_null() {
         return String::new();

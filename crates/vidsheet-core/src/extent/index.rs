@@ -12,18 +12,6 @@ use crate::media;
 /// end of the file, metadata), not as fragments the index does not list yet.
 const INDEX_SLACK_BYTES: u64 = 8 << 20;
 
-pub(super) fn is_mov(input: &Input) -> bool {
-    unsafe {
-        let fmt = (*input.as_ptr()).iformat;
-        if fmt.is_null() || (*fmt).name.is_null() {
-            return false;
-        }
-        std::ffi::CStr::from_ptr((*fmt).name)
-            .to_bytes()
-            .starts_with(b"mov,")
-    }
-}
-
 /// What the sample index says about one stream.
 #[derive(Debug, Default)]
 struct IndexExtent {

@@ -108,8 +108,15 @@ impl VideoSource {
             let n = ffi::avformat_index_get_entries_count(st);
             let frames = (*st).nb_frames;
             // Only an index with an entry per packet of the stream (a keyframe-only index such
-            // as Matroska's cues, or one that grows while reading, lists less).
-            if n <= 1 || frames <= 0 || (n as i64 - frames).abs() > 2 {
+            // as Matroska's cues, or one that grows while reading, lists less). MP4/MOV's lists
+            // every packet the demuxer gives, which is fewer than the stream's samples where an
+            // edit ends early (FFmpeg leaves the samples after the edit's end out of it).
+            let listed = if media::is_mov(&self.input) {
+                n as i64 <= frames + 2
+            } else {
+                (n as i64 - frames).abs() <= 2
+            };
+            if n <= 1 || frames <= 0 || !listed {
                 return None;
             }
             // A sample whose bytes lie past the end of the file is not there (as for the clip's
