@@ -224,8 +224,8 @@ interface Sample {
 
 /**
  * Every sample in decode order, as `mov_build_index` walks them (chunk by chunk, sync samples
- * matched in order, the last duration repeating), or declined where it would stop short or fix
- * a table up.
+ * matched in order, the last duration repeating), or declined where it would stop short, leave
+ * samples out or fix a table up.
  */
 function* samplesOf(m: Buffer, t: Track): Generator<Sample> {
   const count = t.stsz.count;
@@ -235,6 +235,14 @@ function* samplesOf(m: Buffer, t: Track): Generator<Sample> {
     if (stsc(i, 0) < i + 1 || stsc(i, 1) < 1 || stsc(i, 2) < 1) decline('stsc');
     if (i > 0 && stsc(i, 0) <= stsc(i - 1, 0)) decline('stsc order');
   }
+  // FFmpeg stops its index at a chunk table that holds more samples than sizes, before applying
+  // the edit list; one that holds fewer leaves samples out. Both are checked before any sample.
+  let held = 0;
+  for (let chunk = 0, at = 0; chunk < t.chunks.count && held <= count; chunk++) {
+    while (at < t.stsc.count - 1 && chunk + 1 === stsc(at + 1, 0)) at++;
+    held += stsc(at, 1);
+  }
+  if (held !== count) decline('chunks hold another number of samples than sizes');
   const ctts = compositionOffsets(m, t.ctts, count);
   const keyOff = t.stss && m.readUInt32BE(t.stss.at) > 0 ? 1 : 0;
   let [sample, dts, stscAt, sttsAt, sttsRun, stssAt] = [0, 0, 0, 0, 0, 0];
@@ -244,7 +252,6 @@ function* samplesOf(m: Buffer, t: Track): Generator<Sample> {
       : m.readUInt32BE(t.chunks.at + chunk * 4);
     while (stscAt < t.stsc.count - 1 && chunk + 1 === stsc(stscAt + 1, 0)) stscAt++;
     for (let j = 0; j < stsc(stscAt, 1); j++) {
-      if (sample >= count) decline('more samples in chunks than sizes');
       let key = !t.stss;
       if (t.stss && sample + keyOff === m.readUInt32BE(t.stss.at + stssAt * 4)) {
         key = true;
@@ -264,7 +271,6 @@ function* samplesOf(m: Buffer, t: Track): Generator<Sample> {
       }
     }
   }
-  if (sample !== count) decline('fewer samples in chunks than sizes');
 }
 
 /** Each sample's composition offset in turn (0 past the table's end), or declined if negative. */
