@@ -27,8 +27,8 @@ const box = (type: string, ...parts: Buffer[]) => {
 /** A full box: version 0, no flags. */
 const full = (type: string, ...parts: Buffer[]) => box(type, u32(0), ...parts);
 
-/** The stream: index 0, 25 units a second, starting at 0. */
-const D = { index: 0, timeBase: [1n, 25n], startUs: 0n } as VideoDetails;
+/** The stream: track 1, 25 units a second, starting at 0. */
+const D = { index: 0, trackId: 1, timeBase: [1n, 25n], startUs: 0n } as VideoDetails;
 
 interface Parts {
   sizes: number[];
@@ -68,7 +68,8 @@ function mp4({
     const edts = edits
       ? [box('edts', full('elst', u32(edits.length, ...edits.flatMap(([d, t]) => [d, t, 0x10000]))))]
       : [];
-    const trak = box('trak', ...edts, box('mdia', mdhd, hdlr, box('minf', stbl)));
+    const tkhd = full('tkhd', u32(0, 0, 1, 0, 0), Buffer.alloc(60));
+    const trak = box('trak', tkhd, ...edts, box('mdia', mdhd, hdlr, box('minf', stbl)));
     const mvhd = full('mvhd', u32(0, 0, 1000, 0), Buffer.alloc(80));
     return box('moov', mvhd, trak, ...moovExtra);
   };
@@ -194,7 +195,8 @@ describe('the sample-table reading, on tables built here', () => {
   }
 
   it('declines a track that is not the stream asked for', async () => {
-    expect(await read(mp4({ sizes: SIZES }), { ...D, index: 1 })).toBeUndefined();
+    expect(await read(mp4({ sizes: SIZES }), { ...D, trackId: 2 })).toBeUndefined();
+    expect(await read(mp4({ sizes: SIZES }), { ...D, trackId: null })).toBeUndefined();
     expect(await read(mp4({ sizes: SIZES }), { ...D, timeBase: [1n, 90_000n] })).toBeUndefined();
   });
 

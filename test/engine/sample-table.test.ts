@@ -19,6 +19,7 @@ import { ENGINES } from '../helpers/cli.js';
 import {
   BITEXACT,
   cached,
+  coverArtClip,
   editListMp4,
   FFMPEG,
   run,
@@ -58,6 +59,7 @@ const READ: Array<[string, () => Promise<string>]> = [
   ['HEVC presented for 2.27 s of 8.08 s (editListMp4)', editListMp4],
   ['cut off at 40 % of the file, moov first (truncatedMp4)', truncatedMp4],
   ['presented for 5 s of 12 s with 2 s GOPs: the index ends early (trimmedEditMp4)', trimmedEditMp4],
+  ['a cover picture first: the stream numbers do not follow the tracks (coverArtClip)', coverArtClip],
 ];
 
 const plain = (l: ListedPackets) => ({ times: [...l.times], sizes: [...l.sizes], keys: [...l.keys] });

@@ -25,6 +25,7 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /** A 25 fps stream in a 1/12800 time base, one keyframe, as a probe of an MP4 would give it. */
 const d: VideoDetails = {
+  trackId: null,
   index: 0,
   codec: 'h264',
   timeBase: [1n, 12_800n],

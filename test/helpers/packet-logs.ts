@@ -22,9 +22,9 @@ export function nativeEngine(): Engine {
 }
 
 /**
- * The packet log of a 3x3 run of `clip` on `engine` (its temporary files under `work`): an
- * overview, or the window `window` (ms) with the packets its hints read (core/zoom.ts
- * hintPacketSpan).
+ * The packet log of a 3x3 run of `clip`'s chosen video stream on `engine` (its temporary files
+ * under `work`): an overview, or the window `window` (ms) with the packets its hints read
+ * (core/zoom.ts hintPacketSpan).
  */
 export async function overviewLog(
   engine: Engine,
@@ -33,7 +33,8 @@ export async function overviewLog(
   window?: Window,
 ): Promise<PacketLog> {
   const info = await engine.probe(clip);
-  const video = info.videoStreams[0];
+  // The stream the engines render (core/probe.ts), not a cover picture.
+  const video = chooseVideoStream(info.videoStreams);
   const durationMs = Math.floor(info.duration * 1000);
   const { startMs, endMs } = window ?? { startMs: 0, endMs: durationMs };
   const dir = mkdtempSync(join(work, `${engine.name}-`));
@@ -48,7 +49,8 @@ export async function overviewLog(
     window: { startMs, endMs },
     paths: [join(dir, 'sheet.jpg')],
   });
-  return (await engine.render(hintPackets ? { ...plan, hintPackets } : plan)).packets;
+  const stream = { ...plan, videoStream: video?.index ?? 0 };
+  return (await engine.render(hintPackets ? { ...stream, hintPackets } : stream)).packets;
 }
 
 /** What a log says of the packets (not the cells or pictures, which each engine decodes its own way). */

@@ -11,6 +11,8 @@ import type { Layout } from './leading-bytes.js';
 
 export interface StreamJson {
   index: number;
+  /** The container's own id of the stream, in hex (MP4/MOV: its track's ID). */
+  id?: string;
   codec_type?: string;
   codec_name?: string;
   width?: number;
@@ -39,6 +41,8 @@ export interface StreamJson {
 /** What the render needs to know about the video stream it decodes. */
 export interface VideoDetails {
   index: number;
+  /** The container's own id of the stream (MP4/MOV: its track's ID), null when it has none. */
+  trackId: number | null;
   codec: string;
   timeBase: [bigint, bigint];
   /** Its frame rates, for the frame step (fixtures/vectors/frame-step.json). */

@@ -265,6 +265,7 @@ function build(
     const sps = s.codec_name === 'h264' ? extradataSps(extradata) : null;
     details.set(s.index, {
       index: s.index,
+      trackId: s.id && /^0x[0-9a-f]+$/i.test(s.id) ? Number.parseInt(s.id, 16) : null,
       codec: s.codec_name ?? '',
       timeBase: [BigInt(tb[0]), BigInt(tb[1])],
       rates: rates(s),

@@ -126,16 +126,22 @@ interface Track {
   edit: { empty: number; mediaTime: number; duration: number } | undefined;
 }
 
-/** The `index`th track of the moov (FFmpeg numbers its streams by the moov's `trak` boxes). */
-function trackOf(m: Buffer, index: number): Track {
+/**
+ * The moov's track whose ID is `trackId` (FFmpeg gives a stream its track's ID; stream numbers
+ * need not follow the tracks: a cover picture in the metadata is a stream too).
+ */
+function trackOf(m: Buffer, trackId: number): Track {
   let movieTimescale = 0;
   let trak: Box | undefined;
-  let n = 0;
   for (const c of boxes(m, 0, m.length)) {
     // Fragments add samples the moov does not list; a compressed moov hides its tracks.
     if (c.type === 'mvex' || c.type === 'cmov') decline(c.type);
     if (c.type === 'mvhd') movieTimescale = m.readUInt32BE(c.start + (m.readUInt8(c.start) === 1 ? 20 : 12));
-    if (c.type === 'trak' && n++ === index) trak = c;
+    const tkhd = c.type === 'trak' ? child(m, c, 'tkhd') : undefined;
+    if (tkhd && m.readUInt32BE(tkhd.start + (m.readUInt8(tkhd.start) === 1 ? 20 : 12)) === trackId) {
+      if (trak) decline('two tracks with one ID');
+      trak = c;
+    }
   }
   if (!trak || movieTimescale === 0) return decline('no track');
   const mdia = child(m, trak, 'mdia') ?? decline('mdia');
@@ -350,7 +356,8 @@ export async function sampleTablePackets(
   if (!read) return undefined;
   try {
     const { moov, fileSize } = read;
-    const t = trackOf(moov, d.index);
+    if (d.trackId === null) return undefined;
+    const t = trackOf(moov, d.trackId);
     if (d.timeBase[0] !== 1n || d.timeBase[1] !== BigInt(t.timescale)) return undefined;
     const { kept, add } = editedIndex(moov, t);
     const from = span.fromMs === undefined ? Number.NEGATIVE_INFINITY : span.fromMs / 1000;
