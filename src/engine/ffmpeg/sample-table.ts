@@ -2,17 +2,17 @@
  * The zoom hints' packets of an MP4/MOV stream read from its sample table, without FFmpeg: each
  * sample's decode time, size and sync flag within a span, as the native engine reads FFmpeg's
  * index of the same table (crates/vidsheet-core/src/video/packets.rs `index_packets`). Listing
- * them with ffprobe reads every sample's bytes (240 MB for the two minutes of a 1080p clip that a
- * 10 s zoom's hints read), which was most of the hints' cost on the fallback (bench/run.mjs
- * --hints); the table is a few hundred bytes a minute.
+ * them with ffprobe reads every sample's bytes: the whole file for an overview, most of what the
+ * hints cost one on the fallback (bench/run.mjs --hints); the table is a few hundred bytes a minute.
  *
  * The times are FFmpeg's (libavformat/mov.c of 5.1, `mov_build_index` and `mov_fix_index`): decode
- * times summed from `stts`, and, under an edit list, shifted so the first frame presented is at 0.
- * Only what that code does without dropping or retiming a sample is modelled: one edit that every
- * sample lies within, non-negative composition offsets, sync samples from `stss` alone. Anything
- * else (fragments, several or empty edits, an edit that cuts samples off, `stps`, sample groups,
- * a table that disagrees with itself, a moov past the size limit) is declined (undefined) and the
- * caller lists with ffprobe, so a file read here gives exactly what ffprobe would list.
+ * times summed from `stts`, and, under an edit list, shifted so the first frame presented is at
+ * the end of the empty edits. Modelled: one edit after any empty ones, with the samples before
+ * and after it that FFmpeg keeps and where its index ends; non-negative composition offsets; sync
+ * samples from `stss` alone. Anything else (fragments, several edits that present media, an edit
+ * that starts the index after the first sample, negative offsets, `stps`, sample groups, a table
+ * that disagrees with itself, a moov past the size limit) is declined (undefined) and the caller
+ * lists with ffprobe, so a file read here gives exactly what ffprobe would list.
  */
 import { open } from 'node:fs/promises';
 import type { ListedPackets } from '../../core/packet-log.js';
